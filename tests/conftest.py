@@ -1,0 +1,22 @@
+"""Strict settings for the whole suite: JAX refuses implicit rank and dtype promotion,
+and (pyproject.toml) every warning is an error."""
+
+import os
+
+import hypothesis
+import jax
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# Generated classes compile jitted functions: no per-example deadline, and fewer
+# examples on CI's 2 cores. HYPOTHESIS_PROFILE=dev runs more locally.
+hypothesis.settings.register_profile(
+    "ci", max_examples=40, deadline=None, print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile(
+    "dev", max_examples=300, deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,0 +1,21 @@
+"""treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
+
+from treeclass._checks import RecompileWarning as RecompileWarning
+from treeclass._field import Static as Static, field as field, static as static
+from treeclass._replace import replace as replace
+from treeclass._tree import fields as fields, is_treeclass as is_treeclass, tree_equal as tree_equal
+from treeclass._treeclass import treeclass as treeclass
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "RecompileWarning",
+    "Static",
+    "field",
+    "fields",
+    "is_treeclass",
+    "replace",
+    "static",
+    "tree_equal",
+    "treeclass",
+]

@@ -1,0 +1,160 @@
+"""Construction-time checks and the messages they raise.
+
+Each check runs where the mistake is made (class definition, construction, `replace`),
+never when JAX rebuilds an instance, and names `Class.field`, what was found and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import functools
+import types
+import warnings
+from collections.abc import Iterable
+from typing import Any, Final
+
+import jax
+import numpy as np
+
+# Values of these exact types are hashable and compare by value, so the per-value
+# check is skipped for them: this keeps construction cheap in the common case.
+TRUSTED_STATIC_TYPES: Final = frozenset(
+    {int, float, bool, str, bytes, complex, type(None), type(Ellipsis), np.dtype}
+)
+
+_MSG_STATIC_ARRAY: Final = """\
+{cls}.{name} is a static field but holds {kind} ({summary}).
+
+Static values are part of the treedef: JAX hashes them and compares them with ==, and
+an array can do neither (under jit it would be a tracer). Either
+
+    {name}: jax.Array                          # make the field dynamic (a traced leaf)
+
+or store a hashable Python value instead of the array:
+
+    {cls}(..., {name}=float(x))            # or tuple(x.tolist()) for a vector"""
+
+_MSG_STATIC_UNHASHABLE: Final = """\
+{cls}.{name} is a static field but holds an unhashable {type} ({value}).
+
+Static values are part of the treedef, so JAX must hash them. Use a hashable value
+(a tuple instead of a list, a frozenset instead of a set, a tuple of pairs instead of
+a dict), or make the field dynamic:
+
+    {name}: {type} = tc.field()        # instead of tc.static(...)"""
+
+_MSG_STATIC_IDENTITY: Final = """\
+{cls}.{name} is a static field holding {what}, which compares by identity.
+
+An equal-looking but new object in each instance makes every instance a new treedef,
+so jax.jit silently recompiles for each one. Create the object once and reuse it (a
+module-level function, not a lambda or a function defined inside another), give its
+class __eq__ and __hash__, or make the field dynamic if it holds data."""
+
+MSG_FROZEN: Final = """\
+cannot {verb} {cls}.{name}: treeclass instances are immutable.
+
+Build a changed copy instead, and keep it:
+
+    self.replace({name}=...)
+
+Inside a method, return the copy: a change made in place inside jax.jit would be lost
+when the function returns."""
+
+MSG_NOT_SET: Final = """\
+{cls}.{name} was not initialized.
+
+It is declared with init=False and has no default, so __post_init__ must set it:
+
+    def __post_init__(self):
+        object.__setattr__(self, "{name}", ...)"""
+
+MSG_UNDECORATED_SUBCLASS: Final = """\
+{sub} subclasses the treeclass {base} but is not decorated itself, so JAX would treat
+its instances as opaque leaves. Decorate it:
+
+    @tc.treeclass
+    class {sub}({base}):
+        ..."""
+
+MSG_RESERVED_NAME: Final = """\
+{cls}.{name}: this name is reserved by treeclass ({why}). Rename the {what}."""
+
+
+def _array_kind(value: Any) -> str | None:
+    if isinstance(value, jax.core.Tracer):
+        return "a JAX tracer"
+    if isinstance(value, jax.Array):
+        return "a jax.Array"
+    if isinstance(value, np.ndarray):
+        return "a numpy.ndarray"
+    return None
+
+
+def _identity_compared(value: Any) -> str | None:
+    """Describes `value` if it is hashable but compares by identity in a way that is
+    likely to recompile (a new object per instance); None otherwise."""
+    if isinstance(value, types.FunctionType):
+        qualname = value.__qualname__
+        if "<lambda>" in qualname or "<locals>" in qualname:
+            return f"the function {qualname}"
+        return None  # a module-level function is one object: safe to reuse.
+    if isinstance(value, functools.partial):
+        return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
+    cls = type(value)
+    if cls.__eq__ is object.__eq__ and not isinstance(
+        value,
+        type | types.ModuleType | types.BuiltinFunctionType | types.MethodType | enum.Enum,
+    ):
+        # Singletons (classes, modules, enums, builtins) are safe; instances are not.
+        if getattr(cls, "__module__", "") in ("builtins",):
+            return None
+        return f"a {cls.__qualname__} instance (its class has no __eq__)"
+    return None
+
+
+def check_static(cls: type, name: str, value: Any) -> None:
+    """Raises `TypeError` if `value` cannot be a static value; warns if it compares by
+    identity. Recurses into tuples and frozensets."""
+    if type(value) in TRUSTED_STATIC_TYPES:
+        return
+    kind = _array_kind(value)
+    if kind is not None:
+        summary = f"shape {getattr(value, 'shape', '?')}, dtype {getattr(value, 'dtype', '?')}"
+        msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
+        raise TypeError(msg)
+    if isinstance(value, tuple | frozenset):
+        for item in value:
+            check_static(cls, name, item)
+    try:
+        hash(value)
+    except TypeError:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        msg = _MSG_STATIC_UNHASHABLE.format(
+            cls=cls.__name__, name=name, type=type(value).__name__, value=shown
+        )
+        raise TypeError(msg) from None
+    what = _identity_compared(value)
+    if what is not None:
+        msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what)
+        # stacklevel 4: check_static <- generated __init__/replace <- the user's call.
+        warnings.warn(msg, RecompileWarning, stacklevel=4)
+
+
+class RecompileWarning(UserWarning):
+    """A static value compares by identity, so new instances would recompile."""
+
+
+def unknown_field_error(cls: type, bad: Iterable[str], valid: Iterable[str]) -> TypeError:
+    """The `TypeError` for `replace()` with names that are not fields."""
+    valid = list(valid)
+    parts = []
+    for name in bad:
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        parts.append(f"{cls.__name__}.replace() got an unexpected field {name!r}.{hint}")
+    parts.append(f"Valid fields: {', '.join(valid)}.")
+    return TypeError("\n".join(parts))

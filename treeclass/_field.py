@@ -1,0 +1,220 @@
+"""Field specifiers: `field()`, `static()` and the `Static[T]` annotation.
+
+A treeclass field is a plain `dataclasses.Field`. Everything treeclass adds lives in
+its read-only `metadata`, under the keys below, so `dataclasses.fields()` and every
+tool that reads dataclass metadata (flax.serialization, orbax, jax's own
+`register_dataclass`, which reads `metadata["static"]`) see the same thing we do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Final, TypeVar, overload
+
+__all__ = ["Static", "field", "static"]
+
+_T = TypeVar("_T")
+
+STATIC: Final = "static"
+CONVERTER: Final = "converter"
+AXES: Final = "axes"
+
+
+class _StaticMarker:
+    """The `Annotated` metadata that marks a field as static."""
+
+    def __repr__(self) -> str:
+        return "treeclass.STATIC"
+
+
+STATIC_MARKER: Final = _StaticMarker()
+
+Static = Annotated[_T, STATIC_MARKER]
+"""Marks a field as static: `tau: tc.Static[float] = 20.0` equals `tau: float = tc.static(default=20.0)`.
+
+A static value is part of the treedef, never traced: JAX compares it with `==` and
+hashes it to find a compiled function, so it must be hashable and should compare by
+value. Changing it recompiles.
+"""
+
+_MSG_AXES: Final = (
+    "field(axes=...) takes a tuple of logical axis names (str) or None, one per array "
+    "dimension, e.g. field(axes=('batch', None)); got {axes!r}."
+)
+
+
+# The overloads mirror `dataclasses.field` in typeshed, so a type checker infers the
+# field's type from `default`/`default_factory` and sees a required argument otherwise.
+@overload
+def field(
+    *,
+    static: bool = False,
+    default: _T,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002 - the dataclasses name
+    kw_only: bool = ...,
+    converter: Callable[[Any], Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> _T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    default_factory: Callable[[], _T],
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: bool = ...,
+    converter: Callable[[Any], Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> _T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: bool = ...,
+    converter: Callable[[Any], Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> Any: ...
+def field(
+    *,
+    static: bool = False,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: Any = dataclasses.MISSING,
+    converter: Callable[[Any], Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> Any:
+    """Declares a treeclass field, like `dataclasses.field` with three additions.
+
+    **Arguments**
+
+    - `static`: if True the value goes into the treedef instead of being a pytree child.
+    - `default`, `default_factory`, `init`, `repr`, `kw_only`, `metadata`: as in
+      `dataclasses.field`.
+    - `converter`: a callable applied to the value at construction and in `replace()`,
+      before `__post_init__`. Never applied when JAX rebuilds an instance.
+    - `axes`: the logical axis names of a dynamic array field, one per dimension
+      (`None` for an unnamed one), used by `treeclass.shardings()`.
+
+    **Returns**
+
+    A `dataclasses.Field` whose `metadata` holds `"static"`, and `"converter"` and
+    `"axes"` when given.
+
+    **Raises**
+
+    `TypeError` if `axes` is not a tuple of `str | None` or is given on a static field,
+    or if `converter` is not callable.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Layer:
+    ...     w: jax.Array = tc.field(converter=jnp.asarray, axes=("in", "out"))
+    ...     act: str = tc.field(static=True, default="relu")
+    >>> layer = Layer([[1.0, 2.0]])
+    >>> layer.w.shape, layer.act
+    ((1, 2), 'relu')
+    >>> [f.metadata["static"] for f in tc.fields(Layer)]
+    [False, True]
+    """
+    meta: dict[str, Any] = dict(metadata or {})
+    meta[STATIC] = bool(static)
+    if converter is not None:
+        if not callable(converter):
+            msg = f"field(converter=...) must be callable; got {converter!r}."
+            raise TypeError(msg)
+        meta[CONVERTER] = converter
+    if axes is not None:
+        if static:
+            msg = (
+                "field(axes=...) names the axes of a dynamic array; a static field has "
+                "none. Drop axes=, or make the field dynamic (static=False)."
+            )
+            raise TypeError(msg)
+        if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):
+            raise TypeError(_MSG_AXES.format(axes=axes))
+        meta[AXES] = axes
+    return dataclasses.field(
+        default=default,
+        default_factory=default_factory,
+        init=init,
+        repr=repr,
+        kw_only=kw_only,
+        metadata=meta,
+    )
+
+
+@overload
+def static(
+    default: _T,
+    *,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: bool = ...,
+    metadata: Mapping[str, Any] | None = None,
+) -> _T: ...
+@overload
+def static(
+    *,
+    default_factory: Callable[[], _T],
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: bool = ...,
+    metadata: Mapping[str, Any] | None = None,
+) -> _T: ...
+@overload
+def static(
+    *,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: bool = ...,
+    metadata: Mapping[str, Any] | None = None,
+) -> Any: ...
+def static(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002
+    kw_only: Any = dataclasses.MISSING,
+    metadata: Mapping[str, Any] | None = None,
+) -> Any:
+    """Declares a static field: shorthand for `field(static=True, ...)`.
+
+    **Arguments**
+
+    As `field()`, without `converter` and `axes`.
+
+    **Returns**
+
+    A `dataclasses.Field` with `metadata["static"] == True`.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Neuron:
+    ...     v: jax.Array
+    ...     tau: float = tc.static(20.0)
+    >>> leaves, treedef = jax.tree.flatten(Neuron(jnp.zeros(2)))
+    >>> len(leaves), treedef.unflatten(leaves).tau
+    (1, 20.0)
+    """
+    return field(
+        static=True,
+        default=default,
+        default_factory=default_factory,
+        init=init,
+        repr=repr,
+        kw_only=kw_only,
+        metadata=metadata,
+    )

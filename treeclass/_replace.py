@@ -1,0 +1,141 @@
+"""`replace()`: a new instance with some fields changed and the rest shared.
+
+Generated per class with one keyword parameter per field, so Python binds the changes
+in C and the body touches only what changed: a converter or static check runs on a
+changed value only; `__post_init__` (whole-object validation) runs on every replace.
+For `Neuron` (see `_init.py`):
+
+    def replace(_tc_self, /, *, v=_tc_MISSING, tau=_tc_MISSING, **_tc_unknown):
+        if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)
+        _tc_d = _tc_self.__dict__
+        if v is _tc_MISSING: v = _tc_d['v']
+        if tau is _tc_MISSING: tau = _tc_d['tau']
+        else:
+            if type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
+        _tc_new = _tc_object_new(_tc_cls)
+        ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from treeclass import _checks
+from treeclass._init import static_check_line
+from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
+
+_T = TypeVar("_T")
+
+_MSG_INITVAR: Final = (
+    "InitVar {name!r} has no default, so {cls}.replace() needs it: "
+    "obj.replace({name}=...). __post_init__ runs on every replace."
+)
+
+
+def _raise_unknown(self: Any, unknown: dict[str, Any]) -> None:
+    layout: Layout = getattr(type(self), LAYOUT)
+    valid = [*layout.names, *(f.name for f in layout.initvars)]
+    raise _checks.unknown_field_error(type(self), unknown, valid)
+
+
+def _missing_initvar(cls: type, name: str) -> None:
+    raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
+
+
+def make_replace(layout: Layout, ns: dict[str, Any]) -> Callable[..., Any]:
+    ns.update(
+        _tc_raise_unknown=_raise_unknown,
+        _tc_object_new=object.__new__,
+        _tc_missing_initvar=_missing_initvar,
+    )
+    run_post_init = layout.post_init and layout.user_init is None
+    initvars = layout.initvars if run_post_init else ()
+    names = [*layout.names, *(f.name for f in initvars)]
+    params = ", ".join(["_tc_self", "/", "*", *(f"{n}=_tc_MISSING" for n in names), "**_tc_unknown"])
+    body = [
+        "if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)",
+        "_tc_d = _tc_self.__dict__",
+    ]
+    for name in layout.names:
+        body.append(f"if {name} is _tc_MISSING: {name} = _tc_d[{name!r}]")
+        on_change = []
+        if name in layout.converters:
+            on_change.append(f"{name} = _tc_conv_{name}({name})")
+        if layout.simple and name in layout.static:
+            on_change.append(static_check_line(name, skip_default=False))
+        if on_change:
+            body.append("else:")
+            body.extend(f"    {line}" for line in on_change)
+    for f in initvars:
+        if f.default is not dataclasses.MISSING:
+            body.append(f"if {f.name} is _tc_MISSING: {f.name} = _tc_dflt_{f.name}")
+        else:
+            body.append(f"if {f.name} is _tc_MISSING: _tc_missing_initvar(_tc_cls, {f.name!r})")
+    body.append("_tc_new = _tc_object_new(_tc_cls)")
+    body.append("_tc_nd = _tc_new.__dict__")
+    body.extend(f"_tc_nd[{name!r}] = {name}" for name in layout.names)
+    if layout.simple:
+        body.append(f"_tc_nd[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
+    else:
+        if run_post_init:
+            body.append(f"_tc_new.__post_init__({', '.join(f.name for f in initvars)})")
+        body.append("_tc_finalize(_tc_new)")
+    body.append("return _tc_new")
+    source = f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
+    fn = compile_function(source, "replace", layout.cls, ns)
+    fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
+    return fn  # type: ignore[no-any-return]
+
+
+_REPLACE_DOC = """Returns a new {cls} with the given fields changed; the others are shared.
+
+Fields: {names}. Converters and static checks run on the changed values, then
+`__post_init__` if the class has one."""
+
+
+def replace(obj: _T, /, **changes: Any) -> _T:
+    """Returns a copy of the treeclass instance `obj` with `changes` applied.
+
+    The function form of `obj.replace(**changes)`; also what `copy.replace` calls.
+
+    **Arguments**
+
+    - `obj`: a treeclass instance.
+    - `**changes`: new values for fields, by name. Static fields may change too (the
+      result then has a different treedef).
+
+    **Returns**
+
+    A new instance of `type(obj)`. Unchanged fields are the same objects, not copies.
+
+    **Raises**
+
+    `TypeError` for a name that is not a field (naming the closest one) or when `obj`
+    is not a treeclass instance; whatever a converter, static check or `__post_init__`
+    raises on the new values.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Counter:
+    ...     count: jax.Array
+    ...     step: int = tc.static(1)
+    >>> c = Counter(jnp.array(0))
+    >>> c2 = tc.replace(c, count=c.count + c.step)
+    >>> int(c2.count), int(c.count), c2.step
+    (1, 0, 1)
+    >>> tc.replace(c, cuont=1)
+    Traceback (most recent call last):
+    TypeError: Counter.replace() got an unexpected field 'cuont'. Did you mean 'count'?
+    Valid fields: count, step.
+    """
+    layout: Layout | None = type(obj).__dict__.get(LAYOUT)
+    if layout is None:
+        msg = (
+            f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
+            "For another dataclass use dataclasses.replace()."
+        )
+        raise TypeError(msg)
+    return type(obj).replace(obj, **changes)  # type: ignore[attr-defined, no-any-return]

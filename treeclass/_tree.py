@@ -1,0 +1,143 @@
+"""Whole-tree utilities: `fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and
+hash that instances get from them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from treeclass._layout import FLAT, LAYOUT
+
+
+def is_treeclass(x: Any) -> bool:
+    """Returns True for a treeclass (a class decorated with `@treeclass`) or an instance
+    of one.
+
+    **Arguments**
+
+    - `x`: anything.
+
+    **Returns**
+
+    `bool`.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class P:
+    ...     x: float
+    >>> tc.is_treeclass(P), tc.is_treeclass(P(1.0)), tc.is_treeclass((1.0,))
+    (True, True, False)
+    """
+    cls = x if isinstance(x, type) else type(x)
+    return LAYOUT in cls.__dict__
+
+
+def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
+    """Returns the fields of a treeclass or instance, like `dataclasses.fields`.
+
+    **Arguments**
+
+    - `cls_or_obj`: a treeclass or an instance of one.
+
+    **Returns**
+
+    A tuple of `dataclasses.Field` in declaration order (inherited fields first);
+    `f.metadata["static"]` is True for static fields.
+
+    **Raises**
+
+    `TypeError` if `cls_or_obj` is not a treeclass or instance.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Neuron:
+    ...     v: jax.Array
+    ...     tau: tc.Static[float] = 20.0
+    >>> [(f.name, f.metadata["static"]) for f in tc.fields(Neuron)]
+    [('v', False), ('tau', True)]
+    """
+    if not is_treeclass(cls_or_obj):
+        msg = f"treeclass.fields() takes a treeclass or an instance of one; got {cls_or_obj!r}."
+        raise TypeError(msg)
+    return dataclasses.fields(cls_or_obj)
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, jax.Array | np.ndarray | np.generic)
+
+
+def tree_equal(a: Any, b: Any) -> bool | jax.Array:
+    """Compares two pytrees: same structure (static values included) and equal leaves.
+
+    Array leaves are equal when their shapes, dtypes and values are (so `NaN != NaN`,
+    and `f32[3]` never equals `i32[3]`); other leaves compare with `==`.
+
+    **Arguments**
+
+    - `a`, `b`: any pytrees.
+
+    **Returns**
+
+    A Python `bool` for concrete values. If any compared leaf is a tracer, a traced
+    boolean scalar (only the value comparisons are traced: a structure, shape or dtype
+    mismatch is a plain `False`).
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class P:
+    ...     x: jax.Array
+    ...     tag: str = tc.static("a")
+    >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2)))
+    True
+    >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2), tag="b"))
+    False
+    >>> P(jnp.ones(2)) == P(jnp.ones(2))
+    True
+    """
+    leaves_a, treedef_a = jax.tree.flatten(a)
+    leaves_b, treedef_b = jax.tree.flatten(b)
+    if treedef_a != treedef_b:
+        return False
+    traced = []
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        if x is y:
+            continue
+        if _is_array(x) or _is_array(y):
+            if not (_is_array(x) and _is_array(y)):
+                return False
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
+                traced.append(jnp.all(x == y))
+            elif not np.array_equal(np.asarray(x), np.asarray(y)):
+                return False
+        elif not _plain_equal(x, y):
+            return False
+    if traced:
+        return jnp.all(jnp.stack(traced))
+    return True
+
+
+def _plain_equal(x: Any, y: Any) -> bool:
+    try:
+        return bool(x == y)
+    except Exception:  # noqa: BLE001 - an ambiguous or failing == means "not equal"
+        return False
+
+
+def eq(self: Any, other: Any) -> Any:
+    if type(other) is not type(self):
+        return NotImplemented
+    return tree_equal(self, other)
+
+
+def hash_(self: Any) -> int:
+    # Equal instances have equal treedefs, hence equal statics: consistent with ==.
+    return hash((type(self), getattr(self, FLAT)[1]))

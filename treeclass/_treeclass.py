@@ -1,0 +1,215 @@
+"""`@treeclass`: decorate -> analyse fields -> generate -> register.
+
+1. `Static[T]` annotations become static fields (`_mark_static_annotations`).
+2. `dataclasses.dataclass(frozen=True)` does the field analysis Python users know:
+   defaults, `kw_only`, `InitVar`, `ClassVar`, inheritance, the argument-order checks.
+3. `_layout.analyse` splits the fields into children (dynamic) and treedef (static).
+4. We generate `__init__` (`_init.py`), unflatten (`_flatten.py`) and `replace`
+   (`_replace.py`), install `__setattr__`/`__delattr__`/`__repr__`/`__eq__`/`__hash__`,
+   and register the class with JAX.
+
+The class returned is the class passed in (no metaclass, no wrapper class).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import typing
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, overload
+
+from typing_extensions import dataclass_transform
+
+from treeclass import _checks, _flatten, _init, _replace, _repr, _tree
+from treeclass._field import STATIC, STATIC_MARKER, field, static
+from treeclass._layout import FLAT, LAYOUT, analyse
+
+_T = TypeVar("_T")
+
+# Names the generated code or the instance dict use; a field may not take them.
+_RESERVED: Final = {"replace": "the replace() method", FLAT: "the flatten cache"}
+# Methods treeclass must own; a class body that defines them is refused, not overridden.
+_OWNED: Final = {
+    "replace": "use a converter or __post_init__ to customise construction",
+    "__replace__": "copy.replace() calls replace()",
+    "tree_flatten": "treeclass registers the class with JAX itself",
+    "tree_unflatten": "treeclass registers the class with JAX itself",
+}
+
+_STATIC_STRING: Final = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*Static\[")
+
+
+def _is_static_annotation(annotation: Any, cls: type) -> bool:
+    if isinstance(annotation, str):
+        # `from __future__ import annotations`: try to evaluate; a forward reference
+        # that cannot be resolved yet falls back to reading the text.
+        module = sys.modules.get(cls.__module__)
+        try:
+            annotation = eval(annotation, vars(module) if module else {}, dict(vars(cls)))  # noqa: S307
+        except Exception:  # noqa: BLE001
+            return bool(_STATIC_STRING.match(annotation))
+    if typing.get_origin(annotation) is typing.Annotated:
+        return any(m is STATIC_MARKER for m in annotation.__metadata__)
+    return False
+
+
+def _mark_static_annotations(cls: type) -> None:
+    for name, annotation in inspect.get_annotations(cls).items():
+        if not _is_static_annotation(annotation, cls):
+            continue
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        if isinstance(value, dataclasses.Field):
+            if not value.metadata.get(STATIC, False):
+                if "axes" in value.metadata or "converter" in value.metadata:
+                    msg = (
+                        f"{cls.__name__}.{name} is annotated Static[...] but its field() "
+                        "has axes= or converter=, which only dynamic fields take."
+                    )
+                    raise TypeError(msg)
+                replacement = static(
+                    default=value.default,
+                    default_factory=value.default_factory,
+                    init=value.init,
+                    repr=value.repr,
+                    kw_only=value.kw_only,
+                    metadata=value.metadata,
+                )
+                setattr(cls, name, replacement)
+        elif value is dataclasses.MISSING:
+            setattr(cls, name, static())
+        else:
+            setattr(cls, name, static(default=value))
+
+
+def _check_names(cls: type) -> None:
+    for name, why in _OWNED.items():
+        if name in cls.__dict__:
+            msg = _checks.MSG_RESERVED_NAME.format(
+                cls=cls.__name__, name=name, why=why, what="method"
+            )
+            raise TypeError(msg)
+
+
+def _check_fields(cls: type) -> None:
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in _RESERVED or f.name.startswith("_tc_"):
+            why = _RESERVED.get(f.name, "generated code uses the _tc_ prefix")
+            msg = _checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
+            raise TypeError(msg)
+        if f.metadata.get(STATIC, False) and f.default is not dataclasses.MISSING:
+            _checks.check_static(cls, f.name, f.default)
+
+
+def _frozen_error(self: Any, name: str, verb: str) -> dataclasses.FrozenInstanceError:
+    cls = type(self).__name__
+    msg = _checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
+    if name not in getattr(type(self), LAYOUT).names:
+        msg += f"\n\n{name!r} is not a field of {cls}; declare it in the class to store it."
+    return dataclasses.FrozenInstanceError(msg)
+
+
+def _setattr(self: Any, name: str, value: Any) -> None:
+    raise _frozen_error(self, name, "assign to")
+
+
+def _delattr(self: Any, name: str) -> None:
+    raise _frozen_error(self, name, "delete")
+
+
+def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
+    user_init = cls.__dict__.get("__init__")
+    _check_names(cls)
+    _mark_static_annotations(cls)
+    # eq/repr=False: we install our own below. dataclass(init=True) still validates the
+    # argument order and keeps a hand-written __init__ (we then wrap that one).
+    dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
+    _check_fields(cls)
+    layout = analyse(cls, user_init)
+    ns = _init.namespace(layout)
+    ns["_tc_finalize"] = _init.make_finalize(layout, ns)
+    cls.__init__ = _init.make_init(layout, ns)  # type: ignore[misc]
+    replace_fn = _replace.make_replace(layout, ns)
+    cls.replace = replace_fn  # type: ignore[attr-defined]
+    cls.__replace__ = replace_fn  # type: ignore[attr-defined]
+    cls.__setattr__ = _setattr  # type: ignore[method-assign, assignment]
+    cls.__delattr__ = _delattr  # type: ignore[method-assign, assignment]
+    if repr:
+        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]
+    if eq:
+        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]
+        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]
+    setattr(cls, LAYOUT, layout)
+    _flatten.register(layout, ns)
+    return cls
+
+
+@overload
+@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
+def treeclass(cls: type[_T], /) -> type[_T]: ...
+@overload
+@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
+def treeclass(
+    *, kw_only: bool = False, repr: bool = True, eq: bool = True  # noqa: A002
+) -> Callable[[type[_T]], type[_T]]: ...
+@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
+def treeclass(
+    cls: type[_T] | None = None,
+    /,
+    *,
+    kw_only: bool = False,
+    repr: bool = True,  # noqa: A002
+    eq: bool = True,
+) -> type[_T] | Callable[[type[_T]], type[_T]]:
+    """Makes `cls` a frozen dataclass and a JAX pytree, and returns it.
+
+    Dynamic fields (the default) are the pytree's children; static fields
+    (`tc.static()`, `field(static=True)` or `Static[T]`) go in the treedef.
+
+    **Arguments**
+
+    - `cls`: the class; omit it to pass options (`@tc.treeclass(kw_only=True)`).
+    - `kw_only`: make every field keyword-only in `__init__`.
+    - `repr`: install the array-summarising `__repr__`.
+    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values).
+
+    **Returns**
+
+    `cls` itself. Decorating a treeclass again returns it unchanged.
+
+    **Raises**
+
+    `TypeError` for a static default that is an array or unhashable, a field named
+    `replace`, a class body that defines `replace`, `tree_flatten` or `tree_unflatten`,
+    and the usual dataclass errors (a required field after a defaulted one, ...).
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Neuron:
+    ...     v: jax.Array
+    ...     tau: float = tc.static(20.0)
+    >>> n = Neuron(jnp.zeros(3))
+    >>> n
+    Neuron(v=f32[3], tau=20.0)
+    >>> jax.tree.leaves(n)
+    [Array([0., 0., 0.], dtype=float32)]
+    >>> n.v = jnp.ones(3)
+    Traceback (most recent call last):
+    dataclasses.FrozenInstanceError: cannot assign to Neuron.v: treeclass instances are immutable.
+    ...
+    """
+
+    def wrap(c: type[_T]) -> type[_T]:
+        if not isinstance(c, type):
+            msg = f"@treeclass decorates a class; got {c!r}."
+            raise TypeError(msg)
+        if LAYOUT in c.__dict__:
+            return c  # decorating twice is a no-op
+        return _process(c, kw_only=kw_only, repr=repr, eq=eq)  # type: ignore[return-value]
+
+    if cls is None:
+        return wrap
+    return wrap(cls)
