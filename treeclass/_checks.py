@@ -103,13 +103,15 @@ def _identity_compared(value: Any) -> str | None:
     if isinstance(value, functools.partial):
         return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
     cls = type(value)
-    if cls.__eq__ is object.__eq__ and not isinstance(
-        value,
-        type | types.ModuleType | types.BuiltinFunctionType | types.MethodType | enum.Enum,
+    # A data object without __eq__ is usually built per instance, and then recompiles.
+    # Callables (jnp.tanh is a PjitFunction), classes, modules and enum members are
+    # usually singletons, reused as they are: warning on those would be noise.
+    if (
+        cls.__eq__ is object.__eq__
+        and not callable(value)
+        and not isinstance(value, types.ModuleType | enum.Enum)
+        and cls.__module__ != "builtins"
     ):
-        # Singletons (classes, modules, enums, builtins) are safe; instances are not.
-        if getattr(cls, "__module__", "") in ("builtins",):
-            return None
         return f"a {cls.__qualname__} instance (its class has no __eq__)"
     return None
 

@@ -53,7 +53,8 @@ def make_replace(layout: Layout, ns: dict[str, Any]) -> Callable[..., Any]:
     run_post_init = layout.post_init and layout.user_init is None
     initvars = layout.initvars if run_post_init else ()
     names = [*layout.names, *(f.name for f in initvars)]
-    params = ", ".join(["_tc_self", "/", "*", *(f"{n}=_tc_MISSING" for n in names), "**_tc_unknown"])
+    keyword = [f"{n}=_tc_MISSING" for n in names]
+    params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [
         "if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)",
         "_tc_d = _tc_self.__dict__",

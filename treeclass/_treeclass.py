@@ -17,6 +17,7 @@ import dataclasses
 import inspect
 import re
 import sys
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
@@ -93,14 +94,26 @@ def _check_names(cls: type) -> None:
             raise TypeError(msg)
 
 
+def _check_static_defaults(cls: type) -> None:
+    # Before dataclasses sees the class: it would reject an unhashable default with
+    # "mutable default ... use default_factory", the wrong fix for a static field.
+    for name in inspect.get_annotations(cls):
+        value = cls.__dict__.get(name)
+        if isinstance(value, dataclasses.Field) and value.metadata.get(STATIC, False):
+            if value.default is not dataclasses.MISSING:
+                _checks.check_static(cls, name, value.default)
+
+
 def _check_fields(cls: type) -> None:
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if STATIC not in f.metadata:
+            # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata;
+            # give every field the key, so `f.metadata["static"]` always answers.
+            f.metadata = types.MappingProxyType({**f.metadata, STATIC: False})
         if f.name in _RESERVED or f.name.startswith("_tc_"):
             why = _RESERVED.get(f.name, "generated code uses the _tc_ prefix")
             msg = _checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
             raise TypeError(msg)
-        if f.metadata.get(STATIC, False) and f.default is not dataclasses.MISSING:
-            _checks.check_static(cls, f.name, f.default)
 
 
 def _frozen_error(self: Any, name: str, verb: str) -> dataclasses.FrozenInstanceError:
@@ -123,6 +136,7 @@ def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
     _mark_static_annotations(cls)
+    _check_static_defaults(cls)
     # eq/repr=False: we install our own below. dataclass(init=True) still validates the
     # argument order and keeps a hand-written __init__ (we then wrap that one).
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)

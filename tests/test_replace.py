@@ -1,0 +1,130 @@
+"""`replace()`: the method, the function, and what runs on the way."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import treeclass as tc
+
+
+@tc.treeclass
+class Counter:
+    count: jax.Array
+    total: jax.Array
+    step: int = tc.static(1)
+
+
+def test_method_and_function_share_unchanged_fields():
+    c = Counter(jnp.array(0), jnp.zeros(3))
+    for new in (c.replace(count=jnp.array(5)), tc.replace(c, count=jnp.array(5))):
+        assert type(new) is Counter
+        assert int(new.count) == 5
+        assert new.total is c.total  # shared, not copied
+        assert new.step == 1
+    assert int(c.count) == 0  # the original is unchanged
+
+
+def test_static_change_changes_the_treedef():
+    c = Counter(jnp.array(0), jnp.zeros(3))
+    new = c.replace(step=2)
+    assert new.step == 2
+    assert jax.tree.structure(new) != jax.tree.structure(c)
+    assert jax.tree.structure(new.replace(step=1)) == jax.tree.structure(c)
+
+
+def test_unknown_name_lists_valid_names_and_closest_match():
+    c = Counter(jnp.array(0), jnp.zeros(3))
+    with pytest.raises(TypeError, match=r"Counter\.replace\(\) got an unexpected field 'stpe'\. Did you mean 'step'\?") as info:
+        c.replace(stpe=3)
+    assert "Valid fields: count, total, step." in str(info.value)
+
+
+def test_unknown_name_without_close_match():
+    c = Counter(jnp.array(0), jnp.zeros(3))
+    with pytest.raises(TypeError, match=r"unexpected field 'zzz'\.\nValid fields") as info:
+        c.replace(zzz=3)
+    assert "Did you mean" not in str(info.value)
+
+
+def test_replace_rejects_non_treeclass():
+    with pytest.raises(TypeError, match=r"treeclass\.replace\(\) takes a treeclass instance; got tuple"):
+        tc.replace((1, 2), x=1)
+
+
+def test_converter_runs_on_changed_values_only():
+    calls = []
+
+    def to_array(x):
+        calls.append(x)
+        return jnp.asarray(x)
+
+    @tc.treeclass
+    class C:
+        a: jax.Array = tc.field(converter=to_array)
+        b: jax.Array = tc.field(converter=to_array)
+
+    c = C(1.0, 2.0)  # type: ignore[arg-type]
+    calls.clear()
+    new = c.replace(b=3.0)
+    assert calls == [3.0]
+    assert new.a is c.a
+    assert isinstance(new.b, jax.Array)
+
+
+def test_post_init_runs_on_replace_and_can_reject():
+    calls = []
+
+    @tc.treeclass
+    class Positive:
+        x: jax.Array
+        doubled: jax.Array = tc.field(init=False)
+
+        def __post_init__(self):
+            calls.append(1)
+            if (self.x < 0).any():
+                raise ValueError("Positive.x must be >= 0")
+            object.__setattr__(self, "doubled", self.x * 2)
+
+    p = Positive(jnp.ones(2))
+    assert calls == [1]
+    q = p.replace(x=jnp.full(2, 3.0))
+    assert q.doubled.tolist() == [6.0, 6.0]  # derived again
+    assert calls == [1, 1]
+    with pytest.raises(ValueError, match="Positive.x must be >= 0"):
+        p.replace(x=-jnp.ones(2))
+
+
+def test_replace_may_set_init_false_field():
+    @tc.treeclass
+    class State:
+        x: jax.Array
+        steps: int = tc.static(default=0, init=False)
+
+    s = State(jnp.zeros(1)).replace(steps=3)
+    assert s.steps == 3
+
+
+def test_initvar_without_default_must_be_given():
+    @tc.treeclass
+    class Shifted:
+        x: jax.Array
+        shift: dataclasses.InitVar[float]
+
+        def __post_init__(self, shift):
+            object.__setattr__(self, "x", self.x + shift)
+
+    s = Shifted(jnp.zeros(1), 1.0)
+    assert s.replace(x=jnp.zeros(1), shift=2.0).x.tolist() == [2.0]
+    with pytest.raises(ValueError, match=r"InitVar 'shift' has no default, so Shifted\.replace\(\) needs it"):
+        s.replace(x=jnp.zeros(1))
+
+
+def test_replace_works_under_jit():
+    @jax.jit
+    def bump(c):
+        return c.replace(count=c.count + c.step)
+
+    c = Counter(jnp.array(0), jnp.zeros(3), step=2)
+    assert int(bump(bump(c)).count) == 4

@@ -1,0 +1,89 @@
+"""The array-summarising repr: golden strings, and no device sync."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import treeclass as tc
+
+
+@tc.treeclass
+class Neuron:
+    v: jax.Array
+    w: jax.Array
+    tau: float = tc.static(20.0)
+
+
+@tc.treeclass
+class Net:
+    layers: list
+    scale: jax.Array
+    name: str = tc.static("a network with a long name that will not fit on one line")
+
+
+@tc.treeclass
+class Hidden:
+    x: jax.Array
+    secret: jax.Array = tc.field(repr=False)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "short"),
+    [
+        (jnp.float32, "f32"),
+        (jnp.bfloat16, "bf16"),
+        (jnp.float16, "f16"),
+        (jnp.int8, "i8"),
+        (jnp.uint32, "u32"),
+        (jnp.bool_, "bool"),
+        (jnp.complex64, "c64"),
+    ],
+)
+def test_dtype_summaries(dtype, short):
+    n = Neuron(jnp.zeros((100, 3), dtype), jnp.zeros((), dtype))
+    assert repr(n) == f"Neuron(v={short}[100,3], w={short}[], tau=20.0)"
+
+
+def test_numpy_and_python_values():
+    n = Neuron(np.zeros(2, np.float64), 1.5)  # type: ignore[arg-type]
+    assert repr(n) == "Neuron(v=f64[2](numpy), w=1.5, tau=20.0)"
+
+
+def test_nested_classes_indent_when_long():
+    net = Net([Neuron(jnp.zeros(3), jnp.zeros(3)), None], jnp.ones(()))
+    assert repr(net) == (
+        "Net(\n"
+        "  layers=[Neuron(v=f32[3], w=f32[3], tau=20.0), None],\n"
+        "  scale=f32[],\n"
+        "  name='a network with a long name that will not fit on one line',\n"
+        ")"
+    )
+
+
+def test_repr_false_field_hidden():
+    assert repr(Hidden(jnp.zeros(1), jnp.zeros(1))) == "Hidden(x=f32[1])"
+
+
+def test_tracer_repr():
+    seen = []
+    jax.jit(lambda n: seen.append(repr(n)))(Neuron(jnp.zeros(2), jnp.zeros(2)))
+    assert seen == ["Neuron(v=f32[2](traced), w=f32[2](traced), tau=20.0)"]
+
+
+def test_repr_never_reads_values(monkeypatch):
+    # Reading values would block on the device; repr only looks at shape and dtype.
+    n = Neuron(jnp.zeros(2), jnp.zeros(2))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("repr read array values")
+
+    monkeypatch.setattr(type(n.v), "__array__", forbidden)
+    monkeypatch.setattr(type(n.v), "_value", property(forbidden))
+    assert repr(n) == "Neuron(v=f32[2], w=f32[2], tau=20.0)"
+
+
+def test_self_referencing_container():
+    loop: list = []
+    loop.append(loop)
+    assert repr(Neuron(loop, jnp.zeros(1))) == "Neuron(v=[...], w=f32[1], tau=20.0)"  # type: ignore[arg-type]

@@ -1,0 +1,344 @@
+"""The decorator: declaration forms, inheritance, hooks, frozenness, copies."""
+
+import copy
+import dataclasses
+import inspect
+import pickle
+import sys
+from typing import ClassVar, Generic, TypeVar
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import treeclass as tc
+
+T = TypeVar("T")
+
+
+@tc.treeclass
+class Neuron:
+    v: jax.Array
+    w: jax.Array = tc.field(default_factory=lambda: jnp.zeros(3))
+    tau: float = tc.static(default=20.0)
+    dt: tc.Static[float] = 0.1
+
+
+# Module level so pickle can find them.
+@tc.treeclass
+class Pickled:
+    x: jax.Array
+    name: str = tc.static("p")
+
+
+def test_bare_and_with_arguments():
+    @tc.treeclass(kw_only=True)
+    class K:
+        a: int
+        b: int = 2
+
+    with pytest.raises(TypeError, match="positional"):
+        K(1)  # pyright: ignore[reportCallIssue]
+    assert K(a=1).b == 2
+    assert tc.is_treeclass(Neuron)
+
+
+def test_is_a_frozen_dataclass():
+    assert dataclasses.is_dataclass(Neuron)
+    assert Neuron.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    n = Neuron(jnp.zeros(2))
+    assert dataclasses.replace(n, tau=5.0).tau == 5.0
+
+
+def test_dynamic_by_default_and_three_static_spellings():
+    @tc.treeclass
+    class C:
+        a: jax.Array
+        b: int = tc.static(1)
+        c: tc.Static[int] = 2
+        d: int = tc.field(static=True, default=3)
+        e: tc.Static[int] = tc.field(default=4)
+
+    kinds = {f.name: f.metadata["static"] for f in tc.fields(C)}
+    assert kinds == {"a": False, "b": True, "c": True, "d": True, "e": True}
+    leaves, treedef = jax.tree.flatten(C(jnp.ones(1)))
+    assert len(leaves) == 1
+    assert treedef.unflatten(leaves).e == 4
+
+
+def test_static_annotation_as_string():
+    # from __future__ import annotations turns annotations into strings.
+    ns: dict[str, object] = {}
+    source = (
+        "from __future__ import annotations\n"
+        "import treeclass as tc\n"
+        "@tc.treeclass\n"
+        "class S:\n"
+        "    x: float\n"
+        "    n: tc.Static[int] = 3\n"
+        "    later: tc.Static[NotYetDefined] = 4\n"
+    )
+    exec(source, ns)
+    kinds = {f.name: f.metadata["static"] for f in tc.fields(ns["S"])}
+    assert kinds == {"x": False, "n": True, "later": True}
+
+
+def test_classvar_is_not_a_field():
+    @tc.treeclass
+    class C:
+        x: float
+        registry: ClassVar[dict[str, int]] = {}
+
+    assert [f.name for f in tc.fields(C)] == ["x"]
+    assert jax.tree.leaves(C(1.0)) == [1.0]
+
+
+def test_inheritance_keeps_kinds_and_defaults():
+    @tc.treeclass
+    class Base:
+        x: jax.Array
+        n: int = tc.static(3)
+
+    @tc.treeclass
+    class Child(Base):
+        y: jax.Array = tc.field(default_factory=lambda: jnp.ones(2))
+
+    c = Child(jnp.zeros(1))
+    assert [(f.name, f.metadata["static"]) for f in tc.fields(c)] == [
+        ("x", False),
+        ("n", True),
+        ("y", False),
+    ]
+    assert c.n == 3
+    leaves, treedef = jax.tree.flatten(c)
+    assert len(leaves) == 2
+    assert type(treedef.unflatten(leaves)) is Child
+
+
+def test_undecorated_subclass_rejected_at_construction():
+    class Plain(Neuron):
+        pass
+
+    with pytest.raises(TypeError, match=r"Plain subclasses the treeclass Neuron but is not decorated"):
+        Plain(jnp.zeros(1))
+
+
+def test_generic_class():
+    @tc.treeclass
+    class Box(Generic[T]):
+        item: T
+        label: tc.Static[str] = "box"
+
+    b = Box[jax.Array](jnp.ones(2))
+    assert type(b) is Box
+    out = jax.jit(lambda b: b.replace(item=b.item * 2))(b)
+    assert out.label == "box"
+    assert out.item.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 syntax needs Python 3.12")
+def test_pep695_class():
+    ns: dict[str, object] = {"tc": tc}
+    exec("@tc.treeclass\nclass Box[T]:\n    item: T\n", ns)
+    box = ns["Box"](1.0)  # type: ignore[operator]
+    assert jax.tree.leaves(box) == [1.0]
+
+
+def test_decorating_twice_is_a_no_op():
+    assert tc.treeclass(Neuron) is Neuron
+    assert tc.treeclass()(Neuron) is Neuron
+    assert jax.tree.leaves(Neuron(jnp.zeros(1)))  # still registered once
+
+
+def test_decorating_a_non_class_rejected():
+    with pytest.raises(TypeError, match="decorates a class"):
+        tc.treeclass(lambda: None)  # type: ignore[call-overload]
+
+
+def test_init_false_field_derived_in_post_init_survives_flatten():
+    calls = []
+
+    @tc.treeclass
+    class Scaled:
+        x: jax.Array
+        scale: float = tc.static(2.0)
+        y: jax.Array = tc.field(init=False)
+        size: int = tc.static(init=False)
+
+        def __post_init__(self):
+            calls.append(1)
+            object.__setattr__(self, "y", self.x * self.scale)
+            object.__setattr__(self, "size", int(self.x.size))
+
+    s = Scaled(jnp.ones(3))
+    assert s.y.tolist() == [2.0] * 3
+    assert s.size == 3
+    out = jax.jit(lambda s: s)(s)
+    assert out.y.tolist() == [2.0] * 3
+    assert out.size == 3
+    assert len(calls) == 1  # the jit round trip ran no __post_init__
+
+
+def test_init_false_field_not_set_is_an_error():
+    @tc.treeclass
+    class Broken:
+        x: float
+        y: float = tc.field(init=False)
+
+        def __post_init__(self):
+            pass
+
+    with pytest.raises(TypeError, match=r"Broken\.y was not initialized"):
+        Broken(1.0)
+
+
+def test_initvar_passed_to_post_init():
+    @tc.treeclass
+    class WithInitVar:
+        x: jax.Array
+        offset: dataclasses.InitVar[float] = 0.0
+
+        def __post_init__(self, offset):
+            object.__setattr__(self, "x", self.x + offset)
+
+    assert WithInitVar(jnp.ones(1), offset=2.0).x.tolist() == [3.0]
+    assert [f.name for f in tc.fields(WithInitVar)] == ["x"]
+
+
+def test_converter_runs_at_construction_before_post_init():
+    seen = []
+
+    @tc.treeclass
+    class C:
+        x: jax.Array = tc.field(converter=jnp.asarray)
+
+        def __post_init__(self):
+            seen.append(type(self.x))
+
+    c = C([1.0, 2.0])  # type: ignore[arg-type]
+    assert isinstance(c.x, jax.Array)
+    assert seen == [type(c.x)]
+
+
+def test_hand_written_init_is_kept_and_finalised():
+    @tc.treeclass
+    class Custom:
+        x: jax.Array
+        n: int = tc.static(0)
+
+        def __init__(self, size: int):
+            object.__setattr__(self, "x", jnp.zeros(size))
+            object.__setattr__(self, "n", size)
+
+    c = Custom(4)
+    leaves, treedef = jax.tree.flatten(c)
+    assert leaves[0].shape == (4,)
+    assert treedef.unflatten(leaves).n == 4
+
+
+def test_assignment_raises_naming_class_field_and_fix():
+    n = Neuron(jnp.zeros(2))
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Neuron\.tau") as info:
+        n.tau = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert "self.replace(tau=...)" in str(info.value)
+
+
+def test_deletion_raises():
+    n = Neuron(jnp.zeros(2))
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot delete Neuron\.v"):
+        del n.v  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_new_attribute_raises_and_says_it_is_not_a_field():
+    n = Neuron(jnp.zeros(2))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="'extra' is not a field of Neuron"):
+        n.extra = 1  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_mutation_inside_jit_raises_instead_of_being_lost():
+    @tc.treeclass
+    class Counter:
+        count: jax.Array
+
+        def bump(self):
+            self.count = self.count + 1  # pyright: ignore[reportAttributeAccessIssue]
+            return self
+
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"self\.replace\(count=\.\.\.\)"):
+        jax.jit(Counter.bump)(Counter(jnp.array(0)))
+
+
+def test_field_named_replace_rejected():
+    with pytest.raises(TypeError, match=r"Bad\.replace: this name is reserved"):
+
+        @tc.treeclass
+        class Bad:
+            replace: int
+
+
+def test_class_defining_replace_rejected():
+    with pytest.raises(TypeError, match=r"Bad\.replace: this name is reserved by treeclass"):
+
+        @tc.treeclass
+        class Bad:
+            x: int
+
+            def replace(self):  # type: ignore[override]
+                return self
+
+
+def test_required_after_default_is_the_dataclass_error():
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+        @tc.treeclass
+        class Bad:
+            a: int = 1
+            b: int  # type: ignore[misc]
+
+
+def test_missing_and_unexpected_arguments_are_the_standard_errors():
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'v'"):
+        Neuron()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        Neuron(jnp.zeros(1), bogus=1)  # type: ignore[call-arg]
+
+
+def test_generated_code_is_readable():
+    source = inspect.getsource(Neuron.__init__)
+    assert source.startswith("def __init__(_tc_self, v, w=_tc_FACTORY, tau=_tc_dflt_tau, dt=_tc_dflt_dt):")
+    assert "__post_init__" not in source
+
+
+def test_copy_deepcopy_pickle_round_trip():
+    p = Pickled(jnp.arange(3.0), name="q")
+    for clone in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert type(clone) is Pickled
+        assert clone == p
+        assert clone.name == "q"
+        assert jax.tree.structure(clone) == jax.tree.structure(p)
+        clone_leaves = jax.tree.leaves(clone)
+        assert clone_leaves[0].dtype == p.x.dtype
+    assert copy.copy(p).x is p.x  # a shallow copy shares the arrays
+    assert copy.deepcopy(p).x is not p.x
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="copy.replace is new in Python 3.13")
+def test_copy_replace():
+    p = Pickled(jnp.zeros(1))
+    assert copy.replace(p, name="r").name == "r"  # type: ignore[attr-defined]
+
+
+def test_dunder_replace_is_replace():
+    p = Pickled(jnp.zeros(1))
+    assert p.__replace__(name="r").name == "r"  # type: ignore[attr-defined]
+
+
+def test_repr_false_and_eq_false_keep_object_behaviour():
+    @tc.treeclass(repr=False, eq=False)
+    class Plain:
+        x: int
+
+    a, b = Plain(1), Plain(1)
+    assert a != b
+    assert repr(a).startswith("<")
+    assert hash(a) != hash(b) or a is b
