@@ -1,19 +1,27 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
+from treeclass._bind import BoundMethod as BoundMethod, bind as bind
 from treeclass._checks import RecompileWarning as RecompileWarning
 from treeclass._field import Static as Static, field as field, static as static
+from treeclass._jit import jit as jit
 from treeclass._replace import replace as replace
+from treeclass._retrace import RetraceError as RetraceError, RetraceWarning as RetraceWarning
 from treeclass._tree import fields as fields, is_treeclass as is_treeclass, tree_equal as tree_equal
 from treeclass._treeclass import treeclass as treeclass
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BoundMethod",
     "RecompileWarning",
+    "RetraceError",
+    "RetraceWarning",
     "Static",
+    "bind",
     "field",
     "fields",
     "is_treeclass",
+    "jit",
     "replace",
     "static",
     "tree_equal",

@@ -1,0 +1,264 @@
+"""`tc.jit`: methods with `self` traced, one compile per structure, nothing lost."""
+
+import dataclasses
+import functools
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import treeclass as tc
+
+
+@tc.treeclass
+class Counter:
+    count: jax.Array
+    step: int = tc.static(1)
+
+    @tc.jit
+    def inc(self):
+        return self.replace(count=self.count + self.step)
+
+    @tc.jit(static_argnames="times")
+    def add(self, x, times):
+        return self.replace(count=self.count + x * times)
+
+
+class TutorialCounter:
+    """The seed tutorial's counter: jax.jit with self static (the trap)."""
+
+    def __init__(self):
+        self.count = 0
+        self.traces = 0
+
+    def __hash__(self):
+        return id(self)
+
+    @functools.partial(jax.jit, static_argnums=(0,))
+    def inc(self):
+        self.traces += 1
+        self.count += 1
+
+
+def test_tutorial_counter_loses_count_and_compiles_per_instance():
+    counters = [TutorialCounter() for _ in range(20)]
+    for c in counters:
+        c.inc()
+        c.inc()
+    assert all(c.count == 1 for c in counters)  # the second increment was lost
+    assert sum(c.traces for c in counters) == 20  # one compile per instance
+
+
+def test_counter_200_instances_one_trace_count_kept():
+    @tc.treeclass
+    class Fresh:
+        count: jax.Array
+
+        @tc.jit
+        def inc(self):
+            return self.replace(count=self.count + 1)
+
+    counters = [Fresh(jnp.array(i)) for i in range(200)]
+    counters = [c.inc().inc() for c in counters]
+    assert [int(c.count) for c in counters] == [i + 2 for i in range(200)]
+    assert Fresh.inc.trace_log.count == 1
+
+
+def test_changed_static_retraces_and_array_values_are_never_baked():
+    @tc.treeclass
+    class Scale:
+        w: jax.Array
+        k: int = tc.static(1)
+
+        @tc.jit
+        def apply(self, x):
+            return self.w * x * self.k
+
+    a, b = Scale(jnp.array(2.0)), Scale(jnp.array(3.0))
+    assert float(a.apply(1.0)) == 2.0
+    assert float(b.apply(1.0)) == 3.0  # b's value, not a's baked in
+    assert Scale.apply.trace_log.count == 1
+    assert float(Scale(jnp.array(2.0), k=5).apply(1.0)) == 10.0
+    assert Scale.apply.trace_log.count == 2
+
+
+def test_static_argnames_pass_through():
+    c = Counter(jnp.array(0.0))
+    assert float(c.add(1.0, times=3).count) == 3.0
+    assert float(c.add(1.0, times=4).count) == 4.0
+    assert Counter.add.trace_log.count == 2
+
+
+def test_donate_self():
+    @tc.treeclass
+    class Buf:
+        x: jax.Array
+
+        @tc.jit(donate_argnames=("self",))
+        def double(self):
+            return self.replace(x=self.x * 2)
+
+    lowered = Buf.double.lower(Buf(jnp.ones(4)))
+    assert "jax.buffer_donor" in lowered.as_text() or "tf.aliasing_output" in lowered.as_text()
+
+
+def test_plain_function_drop_in():
+    @tc.jit
+    def f(x, n):
+        return x * n
+
+    assert float(f(jnp.array(2.0), 3)) == 6.0
+    assert f.trace_log.count == 1
+    assert "stablehlo" in f.lower(jnp.array(2.0), 3).as_text()
+
+
+def test_method_access_binds_the_class_level_function():
+    c = Counter(jnp.array(0))
+    bound = c.inc
+    assert bound.__func__ is Counter.__dict__["inc"]
+    assert bound.__self__ is c
+
+
+def test_subclass_override_gets_its_own_compiled_function():
+    @tc.treeclass
+    class Base:
+        x: jax.Array
+
+        @tc.jit
+        def f(self):
+            return self.x + 1
+
+    @tc.treeclass
+    class Child(Base):
+        @tc.jit
+        def f(self):
+            return self.x + 2
+
+    assert float(Base(jnp.array(0.0)).f()) == 1.0
+    assert float(Child(jnp.array(0.0)).f()) == 2.0
+    assert Base.f.trace_log.count == 1
+    assert Child.f.trace_log.count == 1
+
+
+def test_staticmethod_and_classmethod():
+    @tc.treeclass
+    class M:
+        x: jax.Array
+
+        @tc.jit
+        @staticmethod
+        def twice(y):
+            return y * 2
+
+        @tc.jit
+        @classmethod
+        def make(cls, y):
+            return cls(y + 1)
+
+    assert float(M.twice(jnp.array(2.0))) == 4.0
+    m = M.make(jnp.array(1.0))
+    assert type(m) is M
+    assert float(m.x) == 2.0
+
+
+def test_jit_of_plain_bound_method_traces_self_and_shares_cache():
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+        def apply(self, x):
+            return self.w * x
+
+    a, b = Lin(jnp.array(2.0)), Lin(jnp.array(3.0))
+    fa, fb = tc.jit(a.apply), tc.jit(b.apply)
+    assert float(fa(1.0)) == 2.0
+    assert float(fb(1.0)) == 3.0
+    assert fa.__func__ is fb.__func__  # one compiled function for the method
+    assert fa.trace_log.count == 1
+
+
+def test_mutation_in_jitted_method_raises_with_fix():
+    @tc.treeclass
+    class Acc:
+        total: jax.Array
+
+        @tc.jit
+        def add(self, x):
+            self.total = self.total + x  # pyright: ignore[reportAttributeAccessIssue]
+            return self
+
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Acc\.total") as info:
+        Acc(jnp.array(0.0)).add(1.0)
+    assert "self.replace(total=...)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [("relu", r"a str \('relu'\)"), (print, r"a builtin_function_or_method \(<built-in function print>\)")],
+)
+def test_untraceable_dynamic_field_error_names_class_field(value, what):
+    @tc.treeclass
+    class Layer:
+        w: jax.Array
+        act: object
+
+        @tc.jit
+        def f(self):
+            return self.w
+
+    with pytest.raises(TypeError, match=rf"Layer\.act is a dynamic field holding {what}, which jax\.jit cannot trace \(argument path: self\.act\)") as info:
+        Layer(jnp.ones(1), value).f()
+    assert "tc.static(...)" in str(info.value)
+
+
+def test_untraceable_leaf_in_nested_treeclass():
+    @tc.treeclass
+    class Inner:
+        name: str
+
+    @tc.treeclass
+    class Outer:
+        inner: Inner
+
+    @tc.jit
+    def f(o):
+        return 0
+
+    with pytest.raises(TypeError, match=r"Inner\.name is a dynamic field holding a str.*argument path: o\.inner\.name"):
+        f(Outer(Inner("x")))
+
+
+def test_other_type_errors_untouched():
+    @tc.jit
+    def f(x):
+        return x + "s"
+
+    with pytest.raises(TypeError, match="unsupported operand|add got incompatible"):
+        f(jnp.ones(1))
+
+
+def test_cache_keeps_no_instance_alive():
+    @tc.treeclass
+    class Cell:
+        v: jax.Array
+
+        @tc.jit
+        def step(self):
+            return self.replace(v=self.v + 1)
+
+    refs = []
+    for i in range(2000):
+        c = Cell(jnp.array(float(i)))
+        c.step()
+        refs.append(weakref.ref(c))
+    del c
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    assert Cell.step.trace_log.count == 1
+
+
+def test_jit_rejects_non_callable():
+    with pytest.raises(TypeError, match=r"tc\.jit\(\) takes a function or method; got 3"):
+        tc.jit(3)  # type: ignore[call-overload]

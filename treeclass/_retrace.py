@@ -1,0 +1,151 @@
+"""Why did a jitted function trace again? Trace signatures and their differences.
+
+Each trace of a `tc.jit` function records a signature: for every argument, by path
+(`self.v`, `self.layers[0].w`, `i`), the abstract value JAX traced (`f32[100]`,
+`f32[]{weak}`) or the static value it keyed the cache on (`Neuron.tau = 20.0`). A
+retrace is explained by the difference to the closest earlier signature:
+
+    Neuron.step traced 2 times; what changed since the closest earlier trace:
+      self.tau (static Neuron.tau): 20.0 -> 10.0
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any, Final
+
+import jax
+import numpy as np
+
+from treeclass._layout import LAYOUT
+from treeclass._repr import dtype_name
+
+_MAX_REPR: Final = 60
+
+
+class RetraceError(RuntimeError):
+    """A `tc.jit` function traced more often than its `max_traces` allows."""
+
+
+class RetraceWarning(UserWarning):
+    """A `tc.jit(..., explain=True)` function traced again; the message says why."""
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= _MAX_REPR else shown[: _MAX_REPR - 3] + "..."
+
+
+def _abstract(x: Any) -> str | None:
+    aval = getattr(x, "aval", None)
+    if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
+        weak = "{weak}" if getattr(aval, "weak_type", False) else ""
+        return f"{dtype_name(aval.dtype)}[{','.join(map(str, aval.shape))}]{weak}"
+    if isinstance(x, np.ndarray | np.generic):
+        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
+    return None
+
+
+def _walk(path: str, x: Any, out: dict[str, str]) -> None:
+    layout = type(x).__dict__.get(LAYOUT)
+    if layout is not None:
+        for name in layout.names:
+            value = x.__dict__.get(name)
+            if name in layout.static:
+                out[f"{path}.{name} (static {type(x).__name__}.{name})"] = _short(value)
+            else:
+                _walk(f"{path}.{name}", value, out)
+        return
+    if type(x) in (list, tuple):
+        for i, item in enumerate(x):
+            _walk(f"{path}[{i}]", item, out)
+        if not x:
+            out[path] = _short(x)
+        return
+    if type(x) is dict:
+        for key, item in x.items():
+            _walk(f"{path}[{key!r}]", item, out)
+        return
+    abstract = _abstract(x)
+    if abstract is not None:
+        out[path] = abstract
+        return
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(x)
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        out[path] = _short(x)  # a static argument, or a leaf JAX would reject
+        return
+    out[f"{path} (structure)"] = str(treedef)
+    for key_path, leaf in leaves:
+        _walk(path + jax.tree_util.keystr(key_path), leaf, out)
+
+
+def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    items: list[tuple[str, Any]]
+    try:
+        if sig is None:
+            raise TypeError
+        items = list(sig.bind(*args, **kwargs).arguments.items())
+    except TypeError:
+        items = [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
+    out: dict[str, str] = {}
+    for name, value in items:
+        _walk(name, value, out)
+    return out
+
+
+def diff(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    absent = "<absent>"
+    return [
+        f"{key}: {old.get(key, absent)} -> {new.get(key, absent)}"
+        for key in dict.fromkeys([*old, *new])
+        if old.get(key, absent) != new.get(key, absent)
+    ]
+
+
+class TraceLog:
+    """Counts the traces of one jitted function, explains retraces, enforces a limit."""
+
+    def __init__(self, fun: Callable[..., Any], max_traces: int | None, explain: bool) -> None:
+        self.name = getattr(fun, "__qualname__", repr(fun))
+        try:
+            self._sig: inspect.Signature | None = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        self.max_traces = max_traces
+        self.explain = explain
+        self.signatures: list[dict[str, str]] = []
+        self.reasons: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        return len(self.signatures)
+
+    def record(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        new = signature(self._sig, args, kwargs)
+        with self._lock:
+            earlier = list(self.signatures)
+            self.signatures.append(new)
+        if not earlier:
+            return
+        changes = min((diff(old, new) for old in earlier), key=len)
+        if changes:
+            detail = "".join(f"\n  {line}" for line in changes)
+        else:
+            detail = (
+                "\n  nothing in the arguments (structure, shapes, dtypes, static values);"
+                "\n  a jax config option, a global, or a cache clear?"
+            )
+        reason = (
+            f"{self.name} traced {len(earlier) + 1} times; what changed since the "
+            f"closest earlier trace:{detail}"
+        )
+        self.reasons.append(reason)
+        if self.max_traces is not None and len(earlier) + 1 > self.max_traces:
+            msg = f"{reason}\n(max_traces={self.max_traces})"
+            raise RetraceError(msg)
+        if self.explain:
+            warnings.warn(reason, RetraceWarning, stacklevel=2)
