@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
 # Values of these exact types are hashable and compare by value, so the per-value
@@ -92,7 +93,7 @@ def _array_kind(value: Any) -> str | None:
     return None
 
 
-def _identity_compared(value: Any) -> str | None:
+def _identity_compared(value: object) -> str | None:
     """Describes `value` if it is hashable but compares by identity in a way that is
     likely to recompile (a new object per instance); None otherwise."""
     if isinstance(value, types.FunctionType):
@@ -116,7 +117,16 @@ def _identity_compared(value: Any) -> str | None:
     return None
 
 
-def check_static(cls: type, name: str, value: Any) -> None:
+def _items(value: object) -> Iterable[object]:
+    """The items of a tuple or frozenset (a static container is only as safe as its
+    items), else none. A function of its own so that `check_static` does not narrow
+    `value` to `tuple[Unknown, ...]` for the type checker."""
+    if isinstance(value, tuple | frozenset):
+        return value  # pyright: ignore[reportUnknownVariableType] - items can be anything
+    return ()
+
+
+def check_static(cls: type, name: str, value: object) -> None:
     """Raises `TypeError` if `value` cannot be a static value; warns if it compares by
     identity. Recurses into tuples and frozensets."""
     if type(value) in TRUSTED_STATIC_TYPES:
@@ -126,9 +136,8 @@ def check_static(cls: type, name: str, value: Any) -> None:
         summary = f"shape {getattr(value, 'shape', '?')}, dtype {getattr(value, 'dtype', '?')}"
         msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
         raise TypeError(msg)
-    if isinstance(value, tuple | frozenset):
-        for item in value:
-            check_static(cls, name, item)
+    for item in _items(value):
+        check_static(cls, name, item)
     try:
         hash(value)
     except TypeError:
@@ -153,7 +162,7 @@ class RecompileWarning(UserWarning):
 def unknown_field_error(cls: type, bad: Iterable[str], valid: Iterable[str]) -> TypeError:
     """The `TypeError` for `replace()` with names that are not fields."""
     valid = list(valid)
-    parts = []
+    parts: list[str] = []
     for name in bad:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""

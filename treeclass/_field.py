@@ -141,7 +141,8 @@ def field(
                 "none. Drop axes=, or make the field dynamic (static=False)."
             )
             raise TypeError(msg)
-        if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):
+        # The annotation says tuple[str | None, ...]; untyped callers pass anything.
+        if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(_MSG_AXES.format(axes=axes))
         meta[AXES] = axes
     return dataclasses.field(
@@ -209,7 +210,9 @@ def static(
     >>> len(leaves), treedef.unflatten(leaves).tau
     (1, 20.0)
     """
-    return field(
+    # No overload takes both `default` and `default_factory`; the implementation does,
+    # and uses whichever is set.
+    return field(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
         static=True,
         default=default,
         default_factory=default_factory,

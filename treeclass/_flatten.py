@@ -68,7 +68,8 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         children, aux = getattr(obj, FLAT)
         return tuple(zip(keys, children, strict=True)), aux
 
-    jax.tree_util.register_pytree_with_keys(
+    # jax's own signature holds a type pyright cannot resolve (the key type).
+    jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
         layout.cls,
         flatten_with_keys,
         make_unflatten(layout, ns),

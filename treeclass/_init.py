@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from treeclass import _checks
 from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
@@ -37,7 +37,7 @@ from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
 _FACTORY = object()  # the parameter default that means "call the default_factory"
 
 
-def _subclass_check(self: Any) -> None:
+def _subclass_check(self: object) -> None:
     cls = type(self)
     if LAYOUT not in cls.__dict__:
         base = next(c for c in cls.__mro__ if LAYOUT in c.__dict__)
@@ -94,9 +94,12 @@ def make_finalize(layout: Layout, ns: dict[str, Any]) -> Callable[[Any], None]:
 
 def _params(layout: Layout) -> str:
     real = {f.name for f in layout.fields}
+    # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime); it
+    # holds the InitVar pseudo-fields that `dataclasses.fields()` leaves out.
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", layout.cls.__dataclass_fields__)  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType]
     declared = [
         f
-        for f in layout.cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+        for f in all_fields.values()
         if f.init and (f.name in real or f in layout.initvars)
     ]
 
@@ -116,7 +119,7 @@ def make_init(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
     if layout.user_init is not None:
         return _wrap_user_init(layout.user_init, ns["_tc_finalize"])
     body = ["if type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
-    assigned = []
+    assigned: list[str] = []
     for f in (*layout.fields, *layout.initvars):
         has_factory = f.default_factory is not dataclasses.MISSING
         if f.init:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from treeclass._field import CONVERTER, STATIC
 
@@ -60,10 +60,12 @@ class Layout:
 
 
 def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)
+    # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", cls.__dataclass_fields__)  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType]
     initvars = tuple(
         f
-        for f in cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+        for f in all_fields.values()
         if getattr(f, "_field_type", None) is _FIELD_INITVAR and _FIELD_INITVAR is not None
     )
     return Layout(

@@ -11,6 +11,7 @@ import reprlib
 from typing import Any, Final
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
 from treeclass._layout import LAYOUT
@@ -21,7 +22,7 @@ _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
 def dtype_name(dtype: Any) -> str:
-    name = np.dtype(dtype).name
+    name: str = np.dtype(dtype).name
     if name in _SHORT:
         return _SHORT[name]
     for long, short in _PREFIX.items():
@@ -45,7 +46,7 @@ def _is_array(x: Any) -> bool:
 
 def _items(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     """(open, close, separator, [(label, value)]) for a container, else None."""
-    cls = type(x)
+    cls = type(x)  # pyright: ignore[reportUnknownVariableType] - type() of Any
     if LAYOUT in cls.__dict__:
         layout = cls.__dict__[LAYOUT]
         shown = [f.name for f in layout.fields if f.repr]

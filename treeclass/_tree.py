@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -101,11 +102,12 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     >>> P(jnp.ones(2)) == P(jnp.ones(2))
     True
     """
-    leaves_a, treedef_a = jax.tree.flatten(a)
-    leaves_b, treedef_b = jax.tree.flatten(b)
-    if treedef_a != treedef_b:
+    # jaxlib ships no type stubs, so to the checkers a PyTreeDef is of unknown type.
+    leaves_a, treedef_a = jax.tree.flatten(a)  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+    leaves_b, treedef_b = jax.tree.flatten(b)  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+    if treedef_a != treedef_b:  # type: ignore[operator]
         return False
-    traced = []
+    traced: list[jax.Array] = []
     for x, y in zip(leaves_a, leaves_b, strict=True):
         if x is y:
             continue
@@ -138,6 +140,6 @@ def eq(self: Any, other: Any) -> Any:
     return tree_equal(self, other)
 
 
-def hash_(self: Any) -> int:
+def hash_(self: object) -> int:
     # Equal instances have equal treedefs, hence equal statics: consistent with ==.
     return hash((type(self), getattr(self, FLAT)[1]))

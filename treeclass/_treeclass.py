@@ -70,9 +70,12 @@ def _mark_static_annotations(cls: type) -> None:
                         "has axes= or converter=, which only dynamic fields take."
                     )
                     raise TypeError(msg)
-                replacement = static(
-                    default=value.default,
-                    default_factory=value.default_factory,
+                # The Field's default and default_factory pass through as they are (one
+                # is MISSING), which no overload of static() takes; and pyright types a
+                # Field found by isinstance as Field[Unknown].
+                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+                    default=value.default,  # pyright: ignore[reportUnknownMemberType]
+                    default_factory=value.default_factory,  # pyright: ignore[reportUnknownMemberType]
                     init=value.init,
                     repr=value.repr,
                     kw_only=value.kw_only,
@@ -100,12 +103,13 @@ def _check_static_defaults(cls: type) -> None:
     for name in inspect.get_annotations(cls):
         value = cls.__dict__.get(name)
         if isinstance(value, dataclasses.Field) and value.metadata.get(STATIC, False):
-            if value.default is not dataclasses.MISSING:
-                _checks.check_static(cls, name, value.default)
+            # pyright types a Field found by isinstance as Field[Unknown].
+            if value.default is not dataclasses.MISSING:  # pyright: ignore[reportUnknownMemberType]
+                _checks.check_static(cls, name, value.default)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
 def _check_fields(cls: type) -> None:
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         if STATIC not in f.metadata:
             # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata;
             # give every field the key, so `f.metadata["static"]` always answers.
@@ -116,7 +120,7 @@ def _check_fields(cls: type) -> None:
             raise TypeError(msg)
 
 
-def _frozen_error(self: Any, name: str, verb: str) -> dataclasses.FrozenInstanceError:
+def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
     cls = type(self).__name__
     msg = _checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
     if name not in getattr(type(self), LAYOUT).names:
@@ -148,13 +152,15 @@ def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa
     replace_fn = _replace.make_replace(layout, ns)
     cls.replace = replace_fn  # type: ignore[attr-defined]
     cls.__replace__ = replace_fn  # type: ignore[attr-defined]
-    cls.__setattr__ = _setattr  # type: ignore[method-assign, assignment]
-    cls.__delattr__ = _delattr  # type: ignore[method-assign, assignment]
+    # Checkers read `cls.__setattr__` and friends as methods bound to `cls` (a `type`),
+    # not as the instance methods we install.
+    cls.__setattr__ = _setattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    cls.__delattr__ = _delattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
     if repr:
-        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]
+        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
     if eq:
-        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]
-        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]
+        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
     setattr(cls, LAYOUT, layout)
     _flatten.register(layout, ns)
     return cls
@@ -217,12 +223,12 @@ def treeclass(
     """
 
     def wrap(c: type[_T]) -> type[_T]:
-        if not isinstance(c, type):
+        if not isinstance(c, type):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
             msg = f"@treeclass decorates a class; got {c!r}."
             raise TypeError(msg)
         if LAYOUT in c.__dict__:
             return c  # decorating twice is a no-op
-        return _process(c, kw_only=kw_only, repr=repr, eq=eq)  # type: ignore[return-value]
+        return _process(c, kw_only=kw_only, repr=repr, eq=eq)
 
     if cls is None:
         return wrap
