@@ -1,0 +1,165 @@
+"""Every script in examples/ runs in its --quick mode and prints its key output; the
+logistic regression example also fits what it claims to fit, checked in-process."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+# What each example must print in --quick mode. A new example adds its line here.
+KEY_OUTPUT = {
+    "fit_logistic.py": ["loss:", "accuracy:", "jit:      compiled once for 2 fits"],
+}
+
+# The scripts run as users run them, plus the suite's strictness: warnings are errors
+# and JAX refuses implicit promotion (the environment variables mirror conftest.py).
+_STRICT = {"JAX_NUMPY_RANK_PROMOTION": "raise", "JAX_NUMPY_DTYPE_PROMOTION": "strict"}
+
+
+def _run(
+    script: Path, *args: str, cwd: Path, strict: bool = True
+) -> subprocess.CompletedProcess[str]:
+    # cwd is a scratch folder: a script must not depend on being run from the root.
+    env = {**os.environ, **(_STRICT if strict else {})}
+    return subprocess.run(  # our own scripts, run with this interpreter
+        [sys.executable, "-W", "error", str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, (
+        f"exit code {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    )
+    return result.stdout
+
+
+def test_examples_exist() -> None:
+    assert [p.name for p in EXAMPLES] == sorted(KEY_OUTPUT)
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_quick(script: Path, tmp_path: Path) -> None:
+    out = _ok(_run(script, "--quick", cwd=tmp_path))
+    for line in KEY_OUTPUT[script.name]:
+        assert line in out, f"{script.name} --quick did not print {line!r}:\n{out}"
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_help(script: Path, tmp_path: Path) -> None:
+    out = _ok(_run(script, "--help", cwd=tmp_path))
+    assert "--quick" in out
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_says_what_it_shows(script: Path) -> None:
+    docstring = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
+    assert docstring, f"{script.name} needs a module docstring saying what it shows"
+
+
+def test_fit_logistic_adam(tmp_path: Path) -> None:
+    pytest.importorskip("optax")  # the [examples] extra, not [test]
+    script = ROOT / "examples" / "fit_logistic.py"
+    # Not strict: optax itself promotes implicitly (optax 0.2.8 computes
+    # `1 - decay**count`, a Python float to an int32 power, in its bias correction).
+    out = _ok(_run(script, "--quick", "--optimizer", "adam", cwd=tmp_path, strict=False))
+    assert "optimizer='adam'" in out
+    assert "compiled once" in out
+
+
+def test_fit_logistic_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the [examples] extra, not [test]
+    script = ROOT / "examples" / "fit_logistic.py"
+    png = tmp_path / "loss.png"
+    _ok(_run(script, "--quick", "--plot", str(png), cwd=tmp_path))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the logistic regression, in-process ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def logistic() -> Iterator[ModuleType]:
+    path = ROOT / "examples" / "fit_logistic.py"
+    spec = importlib.util.spec_from_file_location("fit_logistic", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running, as an import would: dataclasses and treeclass resolve
+    # the module's string annotations through sys.modules.
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+ACCURACY_THRESHOLD = 0.9  # the labels carry noise: the true rule scores about 0.95
+
+
+def test_fit_logistic_learns(logistic: ModuleType) -> None:
+    x, y = logistic.make_data(400)
+    model, _ = logistic.initial_models()
+    fitted, losses = logistic.fit(model, logistic.Fit(steps=300), x, y)
+
+    assert losses.shape == (300,)
+    assert float(losses[0]) == pytest.approx(float(jnp.log(2.0)), rel=1e-5)  # w = b = 0
+    # Full-batch gradient descent with a step below 2/L on a smooth convex loss: every
+    # step decreases it.
+    assert bool(jnp.all(jnp.diff(losses) <= 1e-6)), losses
+    assert float(losses[-1]) < 0.5 * float(losses[0])
+    assert float(fitted.accuracy(x, y)) > ACCURACY_THRESHOLD
+    # The direction of the rule that generated the labels is recovered.
+    true_w = jnp.array(logistic.TRUE_W)
+    cosine = fitted.w @ true_w / (jnp.linalg.norm(fitted.w) * jnp.linalg.norm(true_w))
+    assert float(cosine) > 0.99
+    # Static hyper-parameters survive the fit; the weights are new arrays.
+    assert fitted.l2 == model.l2
+    assert type(fitted) is type(model)
+
+
+def test_fit_logistic_compiles_once_per_static_config(logistic: ModuleType) -> None:
+    x, y = logistic.make_data(64)
+    zeros, random = logistic.initial_models()
+    config = logistic.Fit(steps=17)  # a step count no other test uses
+    before = logistic.trace_count
+    logistic.fit(zeros, config, x, y)
+    logistic.fit(random, config, x, y)  # new weights, same structure
+    assert logistic.trace_count == before + 1
+    logistic.fit(zeros, config.replace(learning_rate=0.25), x, y)  # a changed static
+    assert logistic.trace_count == before + 2
+
+
+def test_fit_logistic_rejects_unknown_optimizer(logistic: ModuleType) -> None:
+    x, y = logistic.make_data(8)
+    zeros, _ = logistic.initial_models()
+    with pytest.raises(ValueError, match=r"Fit\.optimizer must be 'sgd' or 'adam'; got 'lbfgs'"):
+        logistic.fit(zeros, logistic.Fit(steps=1, optimizer="lbfgs"), x, y)
+
+
+def test_fit_logistic_model_is_a_pytree(logistic: ModuleType) -> None:
+    model, _ = logistic.initial_models()
+    assert repr(model) == "LogisticRegression(w=f32[2], b=f32[], l2=0.001)"
+    leaves = jax.tree.leaves(model)
+    assert len(leaves) == 2
+    assert leaves[0] is model.w
+    assert leaves[1] is model.b
