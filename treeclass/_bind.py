@@ -26,6 +26,9 @@ class BoundMethod(Generic[_P, _R]):
     """`method(obj, ...)` as a pytree: `obj` is the child, `method` the static data."""
 
     __slots__ = ("__func__", "__self__", "__weakref__")
+    # Declared for the type checkers; the slots above hold them.
+    __func__: Callable[..., _R]
+    __self__: Any
 
     def __init__(self, func: Callable[..., _R], obj: Any) -> None:
         object.__setattr__(self, "__func__", func)
@@ -44,7 +47,7 @@ class BoundMethod(Generic[_P, _R]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BoundMethod):
             return NotImplemented
-        return self.__func__ == other.__func__ and self.__self__ == other.__self__  # type: ignore[no-any-return]
+        return self.__func__ == other.__func__ and self.__self__ == other.__self__
 
     def __hash__(self) -> int:
         return hash((self.__func__, self.__self__))
@@ -63,7 +66,8 @@ def _unflatten(func: Callable[..., Any], children: Any) -> BoundMethod[..., Any]
     return BoundMethod(func, obj)
 
 
-jax.tree_util.register_pytree_with_keys(BoundMethod, _flatten_with_keys, _unflatten, _flatten)
+# jax's own signature holds a type pyright cannot resolve (the key type).
+jax.tree_util.register_pytree_with_keys(BoundMethod, _flatten_with_keys, _unflatten, _flatten)  # pyright: ignore[reportUnknownMemberType]
 
 
 def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
@@ -102,7 +106,9 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     (0.125, 1)
     """
     if isinstance(method, BoundMethod):
-        return method
+        # isinstance cannot recover the type arguments: to pyright this is a
+        # BoundMethod[..., Unknown], though it is the BoundMethod[_P, _R] passed in.
+        return method  # pyright: ignore[reportUnknownVariableType]
     if not isinstance(method, types.MethodType):
         msg = (
             f"tc.bind() takes a bound method such as obj.method; got {method!r}. "

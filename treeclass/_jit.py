@@ -29,7 +29,7 @@ import inspect
 import types
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, TypeVar, cast, overload
 
 import jax
 import numpy as np
@@ -63,11 +63,12 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
         for name in layout.dynamic:
             value = x.__dict__.get(name)
             sub = f"{path}.{name}"
-            if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(
-                jax.tree.structure(value)
+            # jaxlib ships no type stubs, so to pyright a PyTreeDef is unknown.
+            if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(  # pyright: ignore[reportUnknownMemberType]
+                jax.tree.structure(value)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             ):
                 what = f"a {type(value).__name__} ({_short(value)})"
-                return sub, type(x), name, what, type(value).__name__
+                return sub, type(x), name, what, type(value).__name__  # pyright: ignore[reportUnknownVariableType] - type() of Any
             found = _find_bad_leaf(sub, value)
             if found is not None:
                 return found
@@ -78,7 +79,8 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
             if found is not None:
                 return found
     if type(x) is dict:
-        for key, item in x.items():
+        # `type(x) is dict` narrows x to dict[Unknown, Unknown] for pyright.
+        for key, item in x.items():  # pyright: ignore[reportUnknownVariableType]
             found = _find_bad_leaf(f"{path}[{key!r}]", item)
             if found is not None:
                 return found
@@ -125,18 +127,20 @@ def _make(
         log.record(args, kwargs)  # runs only while JAX traces, never per call
         return fun(*args, **kwargs)
 
-    jitted = jax.jit(traced, **jit_kwargs)
+    # jax.jit's signature holds a type pyright cannot resolve (jaxlib has no stubs), and
+    # its result's __call__ is unannotated: to pyright, the call returns Unknown.
+    jitted = jax.jit(traced, **jit_kwargs)  # pyright: ignore[reportUnknownMemberType]
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return jitted(*args, **kwargs)
+            return jitted(*args, **kwargs)  # pyright: ignore[reportUnknownVariableType]
         except TypeError as error:
             _explain_type_error(error, fun, args, kwargs)
             raise
 
-    call.__tc_jit__ = jitted  # type: ignore[attr-defined]
-    call.trace_log = log  # type: ignore[attr-defined]
+    call.__tc_jit__ = jitted  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+    call.trace_log = log  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
     for name in ("lower", "trace", "eval_shape", "clear_cache"):
         if hasattr(jitted, name):
             setattr(call, name, getattr(jitted, name))
@@ -248,7 +252,8 @@ def jit(
         return staticmethod(_make(fun.__func__, jit_kwargs, max_traces, explain))
     if isinstance(fun, classmethod):
         # The class is a hashable constant: make it static, by name.
-        func = fun.__func__
+        # isinstance leaves classmethod's type arguments unknown to pyright.
+        func = cast("Callable[..., Any]", fun.__func__)  # pyright: ignore[reportUnknownMemberType]
         cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         jit_kwargs["static_argnames"] = (cls_param, *names)

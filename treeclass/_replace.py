@@ -60,7 +60,7 @@ def _apply(layout: Layout, new: dict[str, Any], changes: dict[str, Any]) -> dict
 
 
 def _initvar_args(layout: Layout, given: dict[str, Any]) -> tuple[Any, ...]:
-    args = []
+    args: list[Any] = []
     for f in layout.initvars:
         if f.name in given:
             args.append(given[f.name])

@@ -15,7 +15,7 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
@@ -40,12 +40,13 @@ def _short(value: Any) -> str:
 
 
 def _abstract(x: Any) -> str | None:
-    aval = getattr(x, "aval", None)
+    aval: Any = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
         weak = "{weak}" if getattr(aval, "weak_type", False) else ""
         return f"{dtype_name(aval.dtype)}[{','.join(map(str, aval.shape))}]{weak}"
     if isinstance(x, np.ndarray | np.generic):
-        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
+        # isinstance leaves numpy's type arguments unknown to pyright.
+        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     return None
 
 
@@ -66,20 +67,25 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
             out[path] = _short(x)
         return
     if type(x) is dict:
-        for key, item in x.items():
+        # `type(x) is dict` narrows x to dict[Unknown, Unknown] for pyright.
+        for key, item in x.items():  # pyright: ignore[reportUnknownVariableType]
             _walk(f"{path}[{key!r}]", item, out)
         return
     abstract = _abstract(x)
     if abstract is not None:
         out[path] = abstract
         return
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(x)
+    # jaxlib ships no type stubs: to the checkers a PyTreeDef and a key are unknown.
+    leaves, treedef = cast(
+        "tuple[list[tuple[Any, Any]], Any]",
+        jax.tree_util.tree_flatten_with_path(x),  # pyright: ignore[reportUnknownMemberType]
+    )
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         out[path] = _short(x)  # a static argument, or a leaf JAX would reject
         return
     out[f"{path} (structure)"] = str(treedef)
     for key_path, leaf in leaves:
-        _walk(path + jax.tree_util.keystr(key_path), leaf, out)
+        _walk(path + jax.tree_util.keystr(key_path), leaf, out)  # pyright: ignore[reportUnknownMemberType]
 
 
 def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
