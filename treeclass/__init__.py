@@ -6,6 +6,14 @@ from treeclass._field import Static as Static, field as field, static as static
 from treeclass._jit import jit as jit
 from treeclass._replace import replace as replace
 from treeclass._retrace import RetraceError as RetraceError, RetraceWarning as RetraceWarning
+from treeclass._serialization import (
+    CheckpointError as CheckpointError,
+    from_state_dict as from_state_dict,
+    load as load,
+    save as save,
+    to_state_dict as to_state_dict,
+)
+from treeclass._sharding import partition_specs as partition_specs, shardings as shardings
 from treeclass._tree import fields as fields, is_treeclass as is_treeclass, tree_equal as tree_equal
 from treeclass._treeclass import treeclass as treeclass
 
@@ -13,6 +21,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BoundMethod",
+    "CheckpointError",
     "RecompileWarning",
     "RetraceError",
     "RetraceWarning",
@@ -20,10 +29,16 @@ __all__ = [
     "bind",
     "field",
     "fields",
+    "from_state_dict",
     "is_treeclass",
     "jit",
+    "load",
+    "partition_specs",
     "replace",
+    "save",
+    "shardings",
     "static",
+    "to_state_dict",
     "tree_equal",
     "treeclass",
 ]

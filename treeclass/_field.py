@@ -127,6 +127,15 @@ def field(
     >>> [f.metadata["static"] for f in tc.fields(Layer)]
     [False, True]
     """
+    if metadata is not None and not isinstance(metadata, Mapping):
+        msg = f"field(metadata=...) takes a mapping (a dict) or None; got {metadata!r}."
+        raise TypeError(msg)
+    if default_factory is not dataclasses.MISSING and not callable(default_factory):
+        msg = (
+            f"field(default_factory=...) takes a zero-argument callable; got "
+            f"{default_factory!r}. For a constant, use default=... instead."
+        )
+        raise TypeError(msg)
     meta: dict[str, Any] = dict(metadata or {})
     meta[STATIC] = bool(static)
     if converter is not None:

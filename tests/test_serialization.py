@@ -1,0 +1,980 @@
+"""Checkpointing: `to_state_dict` / `from_state_dict`, and `save` / `load` on `.npz`.
+
+Round trips are exact for every dtype (bit for bit, NaN and -0.0 included), weak types
+and leaf kinds (jax, numpy, Python scalars); every mismatch and every damaged file gets
+a `CheckpointError` naming the field path or the file; `save` is atomic; `load` never
+unpickles. Interop with orbax and flax.serialization runs where they are installed.
+"""
+
+import collections
+import dataclasses
+import enum
+import functools
+import io
+import json
+import os
+import pathlib
+import pickle
+import zipfile
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import instances
+
+import treeclass as tc
+from treeclass import _npz
+
+
+@tc.treeclass
+class Dense:
+    w: jax.Array
+    b: jax.Array
+    act: str = tc.static("relu")
+
+
+@tc.treeclass
+class Model:
+    layers: list[Dense]
+    head: Dense
+    extras: dict[str, Any]
+    optional: jax.Array | None = None
+    scale: tc.Static[float] = 1.0
+
+
+def dense(n_in: int, n_out: int, seed: int = 0, dtype: Any = jnp.float32) -> Dense:
+    key = jax.random.key(seed)
+    w = jax.random.normal(key, (n_in, n_out)).astype(dtype)
+    return Dense(w, jnp.arange(n_out, dtype=dtype))
+
+
+def model(width: int = 3, depth: int = 2, **kwargs: Any) -> Model:
+    layers = [dense(width, width, seed=i) for i in range(depth)]
+    extras = {"step": jnp.asarray(7, jnp.int32), "pair": (jnp.ones(2, jnp.bfloat16), None)}
+    return Model(layers, dense(width, 1, seed=99), extras, **kwargs)
+
+
+def leaves_and_statics(x: Any) -> tuple[list[Any], Any]:
+    leaves, treedef = jax.tree.flatten(x)
+    return leaves, treedef
+
+
+def same_bits(a: Any, b: Any) -> bool:
+    """Leaf equality that tells NaN payloads and -0.0 apart: compares the bytes."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def assert_identical(a: Any, b: Any) -> None:
+    """Same treedef (statics included), and leaves of the same kind, dtype, weak type
+    and bits."""
+    leaves_a, treedef_a = jax.tree.flatten(a)
+    leaves_b, treedef_b = jax.tree.flatten(b)
+    assert treedef_a == treedef_b
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        assert type(y) is type(x) or (isinstance(x, jax.Array) and isinstance(y, jax.Array))
+        if isinstance(x, jax.Array):
+            assert y.weak_type == x.weak_type
+        if isinstance(x, bool | int | float | complex):
+            assert repr(y) == repr(x)
+        else:
+            assert same_bits(x, y)
+
+
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "ckpt.npz"
+
+
+# ---------------------------------------------------------------------------------------
+# State dicts.
+
+
+def test_state_dict_is_nested_dicts_keyed_by_field_names():
+    m = model()
+    state = tc.to_state_dict(m)
+    assert list(state) == ["layers", "head", "extras", "optional"]  # dynamic fields only
+    assert list(state["layers"]) == ["0", "1"]  # lists as {"0": ...}, as in flax
+    assert list(state["layers"]["0"]) == ["w", "b"]  # "act" is static: not here
+    assert list(state["extras"]) == ["pair", "step"]  # dict keys, sorted as JAX sorts them
+    assert list(state["extras"]["pair"]) == ["0", "1"]  # tuples too
+    assert state["extras"]["pair"]["1"] is None  # None stays None
+    assert state["optional"] is None
+    assert state["head"]["w"] is m.head.w  # the leaves themselves, not copies
+
+
+def test_state_dict_keys_follow_jax_key_paths_for_other_nodes():
+    class Pair(NamedTuple):
+        left: jax.Array
+        right: jax.Array
+
+    state = tc.to_state_dict({"p": Pair(jnp.zeros(1), jnp.ones(1)), "q": {3: [jnp.zeros(2)]}})
+    assert list(state["p"]) == ["left", "right"]
+    assert list(state["q"]) == ["3"]  # str(key), as in flax
+    assert list(state["q"]["3"]) == ["0"]
+
+
+def test_state_dict_round_trip_shares_leaves():
+    m = model()
+    restored = tc.from_state_dict(model(), tc.to_state_dict(m))
+    assert tc.tree_equal(restored, m)
+    for a, b in zip(jax.tree.leaves(m), jax.tree.leaves(restored), strict=True):
+        assert a is b
+
+
+def test_from_state_dict_takes_statics_from_the_template():
+    m = model(scale=2.0)
+    restored = tc.from_state_dict(model(scale=2.0), tc.to_state_dict(m))
+    assert restored.scale == 2.0
+    assert restored.layers[0].act == "relu"
+
+
+def test_from_state_dict_runs_no_user_code():
+    calls: collections.Counter[str] = collections.Counter()
+
+    def convert(x: Any) -> Any:
+        calls["convert"] += 1
+        return x
+
+    @tc.treeclass
+    class Checked:
+        x: jax.Array = tc.field(converter=convert)
+
+        def __post_init__(self) -> None:
+            calls["post_init"] += 1
+
+    template = Checked(jnp.zeros(2))
+    calls.clear()
+    restored = tc.from_state_dict(template, {"x": jnp.ones(2)})
+    assert float(restored.x.sum()) == 2.0
+    assert not calls
+
+
+def test_from_state_dict_accepts_lists_for_sequences():
+    # orbax restores without a target give sequences as lists.
+    m = model()
+    state = tc.to_state_dict(m)
+    state["layers"] = [state["layers"]["0"], state["layers"]["1"]]
+    assert tc.tree_equal(tc.from_state_dict(model(), state), m)
+
+
+def test_from_state_dict_python_scalar_fills_eval_shape_leaf():
+    @tc.treeclass
+    class Opt:
+        lr: float
+        w: jax.Array
+
+    o = Opt(0.5, jnp.ones(2))
+    restored = tc.from_state_dict(jax.eval_shape(lambda: o), tc.to_state_dict(o))
+    assert restored.lr == 0.5
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (
+            {"x": jnp.zeros(3)},
+            r"^Neuron\.x: shape \(3,\) in the state dict, \(2,\) in the template",
+        ),
+        (
+            {"x": jnp.zeros(2, jnp.int32)},
+            r"^Neuron\.x: dtype int32 in the state dict, float32 in the template",
+        ),
+        ({}, r"^Neuron: structure differs \(missing from the state dict: 'x'\)"),
+        (
+            {"x": jnp.zeros(2), "y": 1},
+            r"^Neuron: structure differs \(in the state dict but not the template: 'y'\)",
+        ),
+        ({"x": {"a": 1}}, r"^Neuron\.x: an array in the template, a dict in the state dict"),
+        ({"x": None}, r"^Neuron\.x: an array in the template, None in the state dict"),
+        ({"x": "abc"}, r"^Neuron\.x: an array in the template, a str in the state dict"),
+    ],
+)
+def test_from_state_dict_mismatch_names_the_field(state: dict[str, Any], message: str):
+    @tc.treeclass
+    class Neuron:
+        x: jax.Array
+
+    with pytest.raises(tc.CheckpointError, match=message) as info:
+        tc.from_state_dict(Neuron(jnp.zeros(2)), state)
+    assert "The template must be built like the object that was saved" in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_from_state_dict_nested_mismatch_path():
+    state = tc.to_state_dict(model())
+    state["layers"]["1"]["w"] = jnp.zeros((1, 3))
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"^Model\.layers\.1\.w: shape \(1, 3\) in the state dict, \(3, 3\)",
+    ):
+        tc.from_state_dict(model(), state)
+    del state["layers"]["1"]
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"^Model\.layers: structure differs \(missing from the state dict: '1'\)",
+    ):
+        tc.from_state_dict(model(), state)
+
+
+def test_state_dict_functions_reject_non_containers():
+    for bad in (jnp.zeros(2), None, 3.0, "x"):
+        with pytest.raises(
+            TypeError,
+            match=r"treeclass\.to_state_dict\(\) takes a treeclass instance .* as `obj`; got",
+        ):
+            tc.to_state_dict(bad)
+        with pytest.raises(
+            TypeError, match=r"treeclass\.from_state_dict\(\) takes .* as `template`"
+        ):
+            tc.from_state_dict(bad, {})
+    with pytest.raises(TypeError, match=r"got the class Model; pass an instance, Model\(\.\.\.\)"):
+        tc.to_state_dict(Model)
+    with pytest.raises(
+        TypeError, match=r"from_state_dict\(\) takes the state as a dict, .* got int 3"
+    ):
+        tc.from_state_dict(model(), 3)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def test_keys_with_the_same_string_form_rejected():
+    @functools.total_ordering
+    @dataclasses.dataclass(frozen=True)
+    class Key:
+        n: int
+
+        def __str__(self) -> str:
+            return "k"
+
+        def __lt__(self, other: "Key") -> bool:
+            return self.n < other.n
+
+    with pytest.raises(
+        ValueError, match=r"^dict: the keys of this dict have the same string form \('k'\)"
+    ):
+        tc.to_state_dict({Key(1): jnp.zeros(1), Key(2): jnp.ones(1)})
+
+
+# ---------------------------------------------------------------------------------------
+# save / load round trips.
+
+DTYPES = [
+    jnp.float32,
+    jnp.float16,
+    jnp.bfloat16,
+    jnp.int8,
+    jnp.int16,
+    jnp.int32,
+    jnp.uint8,
+    jnp.uint16,
+    jnp.uint32,
+    jnp.bool_,
+    jnp.complex64,
+    jnp.float8_e4m3fn,
+    jnp.float8_e5m2,
+    jnp.int4,
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(), (0,), (2, 3)], ids=str)
+def test_round_trip_is_exact_for_every_dtype(
+    path: pathlib.Path, dtype: Any, shape: tuple[int, ...]
+):
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 256, size=(*shape, np.dtype(dtype).itemsize), dtype=np.uint8)
+    if np.dtype(dtype) == np.bool_:
+        values = jnp.asarray(bits[..., 0] % 2 == 1)
+    elif np.dtype(dtype).kind in "fcV" or np.dtype(dtype).isbuiltin == 2:
+        # Random bit patterns: NaN payloads, infinities, -0.0 and subnormals included.
+        values = jnp.asarray(bits.view(np.dtype(dtype)).reshape(shape))
+    else:
+        values = jnp.asarray(bits.view(np.dtype(dtype)).reshape(shape))
+
+    @tc.treeclass
+    class Holder:
+        x: jax.Array
+
+    tc.save(path, Holder(values))
+    restored = tc.load(path, Holder(jnp.zeros(shape, dtype)))
+    assert isinstance(restored.x, jax.Array)
+    assert restored.x.dtype == values.dtype
+    assert same_bits(restored.x, values)
+
+
+def test_round_trip_nested_model(path: pathlib.Path):
+    m = model(scale=0.5)
+    tc.save(path, m)
+    restored = tc.load(path, model(scale=0.5))
+    assert_identical(restored, m)
+    assert restored.extras["pair"][1] is None
+    assert restored.optional is None
+
+
+def test_round_trip_containers_in_fields(path: pathlib.Path):
+    class Pair(NamedTuple):
+        left: jax.Array
+        right: Any
+
+    @tc.treeclass
+    class Bag:
+        items: Any
+        by_name: dict[str, Any]
+        empty: list[Any]
+        nothing: None = None
+
+    bag = Bag(
+        (jnp.zeros(1), [jnp.ones(2), None, Dense(jnp.ones((1, 1)), jnp.zeros(1), act="tanh")]),
+        {"a": Pair(jnp.arange(2), {"deep": jnp.float32(3)}), "b": ()},
+        [],
+    )
+    tc.save(path, bag)
+    template = jax.tree.map(jnp.zeros_like, bag)
+    restored = tc.load(path, template)
+    assert_identical(restored, bag)
+    assert isinstance(restored.by_name["a"], Pair)
+    assert restored.items[1][2].act == "tanh"
+
+
+def test_leaf_kinds_follow_the_template(path: pathlib.Path):
+    @tc.treeclass
+    class Mixed:
+        arr: jax.Array
+        host: np.ndarray
+        host_scalar: np.float32
+        f: float
+        i: int
+        b: bool
+        c: complex
+
+    m = Mixed(jnp.ones(2), np.arange(3, dtype=np.int64), np.float32(1.5), 0.1, 2**40, True, 1 + 2j)
+    tc.save(path, m)
+    restored = tc.load(path, m)
+    assert_identical(restored, m)
+    assert type(restored.host) is np.ndarray
+    assert restored.host.dtype == np.int64
+    assert restored.host.flags.writeable
+    assert type(restored.f) is float
+    assert restored.f == 0.1
+    assert type(restored.i) is int
+    assert restored.i == 2**40
+
+
+def test_weak_type_follows_the_template(path: pathlib.Path):
+    @tc.treeclass
+    class W:
+        x: jax.Array
+
+    weak = W(jnp.asarray(2.5))
+    assert weak.x.weak_type
+    tc.save(path, weak)
+    assert tc.load(path, weak).x.weak_type
+    assert not tc.load(path, W(jnp.float32(0))).x.weak_type
+    weak_vector = W(jnp.broadcast_to(jnp.asarray(1.0), (3,)))
+    tc.save(path, weak_vector)
+    restored = tc.load(path, weak_vector)
+    assert restored.x.weak_type
+    assert restored.x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_load_into_eval_shape_template(path: pathlib.Path):
+    @tc.treeclass
+    class Opt:
+        w: jax.Array
+        lr: float
+        count: int
+
+    o = Opt(jnp.arange(3.0, dtype=jnp.bfloat16), 0.25, 3)
+    tc.save(path, o)
+    abstract = jax.eval_shape(lambda: o)
+    restored = tc.load(path, abstract)
+    assert restored.w.dtype == jnp.bfloat16
+    assert restored.w.tolist() == [0.0, 1.0, 2.0]
+    # Python scalars become what JAX makes of them: weakly typed float32 / int32.
+    assert restored.lr.dtype == jnp.float32
+    assert restored.lr.weak_type
+    assert float(restored.lr) == 0.25
+    assert restored.count.dtype == jnp.int32
+    assert int(restored.count) == 3
+
+
+def test_load_keeps_the_template_placement(path: pathlib.Path):
+    device = jax.devices()[0]
+    m = jax.device_put(model(), device)
+    tc.save(path, m)
+    restored = tc.load(path, m)
+    assert all(x.committed for x in jax.tree.leaves(restored))
+    assert all(not x.committed for x in jax.tree.leaves(tc.load(path, model())))
+
+
+def test_works_under_jit(path: pathlib.Path):
+    m = model()
+    tc.save(path, m)
+    loaded = jax.jit(lambda t: tc.load(path, t))(model(width=3))  # a traced template
+    assert tc.tree_equal(loaded, m)
+    bumped = jax.jit(
+        lambda t: tc.from_state_dict(t, jax.tree.map(lambda x: x + 1, tc.to_state_dict(t)))
+    )(m)
+    assert tc.tree_equal(bumped, jax.tree.map(lambda x: x + 1, m))
+
+
+def test_file_is_an_ordinary_npz(path: pathlib.Path):
+    m = model()
+    tc.save(path, m)
+    with np.load(path, allow_pickle=False) as npz:
+        assert set(npz.files) == {
+            "layers.0.w",
+            "layers.0.b",
+            "layers.1.w",
+            "layers.1.b",
+            "head.w",
+            "head.b",
+            "extras.pair.0",
+            "extras.step",
+            "__treeclass__",
+        }
+        assert npz["extras.pair.0"].dtype == np.uint16  # bfloat16 as raw bits
+        np.testing.assert_array_equal(npz["head.w"], np.asarray(m.head.w))
+        manifest = json.loads(str(npz["__treeclass__"]))
+    assert manifest["format"] == "treeclass.npz"
+    assert manifest["version"] == 1
+    pair = manifest["tree"]["children"]["extras"]["children"]["pair"]["children"]["0"]
+    assert pair == {"leaf": "extras.pair.0", "dtype": "bfloat16", "shape": [2], "weak_type": False}
+    assert manifest["tree"]["static"] == {"scale": 1.0}
+
+
+def test_path_is_used_exactly(tmp_path: pathlib.Path):
+    tc.save(tmp_path / "no_suffix", model())  # numpy.savez would append .npz
+    tc.save(str(tmp_path / "as_str.ckpt"), model())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["as_str.ckpt", "no_suffix"]
+    assert tc.tree_equal(tc.load(str(tmp_path / "no_suffix"), model()), model())
+
+
+def test_file_mode_follows_umask(path: pathlib.Path):
+    umask = os.umask(0o022)
+    try:
+        tc.save(path, model())
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0o600
+
+
+@settings(max_examples=25)
+@given(instances())
+def test_round_trip_generated_classes(tmp_path_factory: Any, inst: Any) -> None:
+    path = tmp_path_factory.mktemp("gen") / "x.npz"
+    tc.save(path, inst.obj)
+    assert_identical(tc.load(path, inst.obj), inst.obj)
+    restored = tc.from_state_dict(inst.obj, tc.to_state_dict(inst.obj))
+    for a, b in zip(jax.tree.leaves(inst.obj), jax.tree.leaves(restored), strict=True):
+        assert a is b
+
+
+# ---------------------------------------------------------------------------------------
+# Mismatches.
+
+
+def mismatch(path: pathlib.Path, template: Any, message: str) -> None:
+    with pytest.raises(tc.CheckpointError, match=message) as info:
+        tc.load(path, template)
+    assert isinstance(info.value, ValueError)
+    assert "The template must be built like the object that was saved" in str(info.value)
+
+
+def test_load_shape_mismatch_names_the_field(path: pathlib.Path):
+    tc.save(path, model(width=3))
+    mismatch(
+        path,
+        model(width=4),
+        r"^Model\.layers\.0\.w: shape \(3, 3\) in the file, \(4, 4\) in the template",
+    )
+
+
+def test_load_dtype_mismatch_names_the_field(path: pathlib.Path):
+    tc.save(path, Dense(jnp.zeros((1, 114)), jnp.zeros(2)))
+    mismatch(
+        path,
+        Dense(jnp.zeros((1, 114), jnp.bfloat16), jnp.zeros(2)),
+        r"^Dense\.w: dtype float32 in the file, bfloat16 in the template",
+    )
+    mismatch(
+        path,
+        Dense(jnp.zeros((2, 114)), jnp.zeros(2)),
+        r"^Dense\.w: shape \(1, 114\) in the file, \(2, 114\) in the template",
+    )
+
+
+def test_load_structure_mismatch_names_the_field(path: pathlib.Path):
+    tc.save(path, model(depth=2))
+    mismatch(
+        path, model(depth=3), r"^Model\.layers: structure differs \(missing from the file: '2'\)"
+    )
+    mismatch(
+        path,
+        model(depth=1),
+        r"^Model\.layers: structure differs \(in the file but not the template: '1'\)",
+    )
+    mismatch(
+        path,
+        model(optional=jnp.zeros(1)),
+        r"^Model\.optional: an array in the template, None in the file",
+    )
+    m = model()
+    mismatch(
+        path,
+        m.replace(head=jnp.zeros(1)),
+        r"^Model\.head: an array in the template, a Dense in the file",
+    )
+    mismatch(
+        path,
+        m.replace(extras={**m.extras, "step": {"x": jnp.zeros(1)}}),
+        r"^Model\.extras\.step: a dict in the template, an array in the file",
+    )
+
+
+def test_load_static_mismatch_names_the_field(path: pathlib.Path):
+    tc.save(path, model(scale=1.0))
+    mismatch(
+        path,
+        model(scale=2.0),
+        r"^Model\.scale: static value 1\.0 in the file, 2\.0 in the template",
+    )
+    m = model()
+    tanh_head = m.replace(head=m.head.replace(act="tanh"))
+    mismatch(
+        path,
+        tanh_head,
+        r"^Model\.head\.act: static value 'relu' in the file, 'tanh' in the template",
+    )
+    # Encodings are compared, so equal-but-differently-typed statics differ: 1 is not 1.0.
+    mismatch(
+        path, model(scale=1), r"^Model\.scale: static value 1\.0 in the file, 1 in the template"
+    )
+
+
+def test_load_static_field_names_mismatch(path: pathlib.Path):
+    @tc.treeclass
+    class A:
+        x: jax.Array
+        k: int = tc.static(1)
+
+    @tc.treeclass
+    class B:
+        x: jax.Array
+        n: int = tc.static(1)
+
+    tc.save(path, A(jnp.zeros(1)))
+    mismatch(
+        path, B(jnp.zeros(1)), r"^B: static fields \['k'\] in the file, \['n'\] in the template"
+    )
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+def module_level_activation(x: Any) -> Any:
+    return x
+
+
+class Opaque:
+    """No __eq__ or __repr__: its repr holds a memory address."""
+
+    def __hash__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("saved", "other", "shown"),
+    [
+        (
+            jax.nn.relu,
+            jax.nn.gelu,
+            r"jax\._src\.nn\.functions\.relu in the file, jax\._src\.nn\.functions\.gelu",
+        ),
+        (
+            module_level_activation,
+            jnp.tanh,
+            r"test_serialization\.module_level_activation in the file",
+        ),
+        (np.dtype("float32"), np.dtype("int8"), r"dtype\('float32'\) in the file, dtype\('int8'\)"),
+        (jnp.float32, jnp.bfloat16, r"jax\.numpy\.float32 in the file, jax\.numpy\.bfloat16"),
+        (Color.RED, Color.BLUE, r"<Color\.RED: 1> in the file, <Color\.BLUE: 2>"),
+        (
+            frozenset({"a", "b", "c"}),
+            frozenset({"a"}),
+            r"frozenset\(\{'a', 'b', 'c'\}\) in the file, frozenset\(\{'a'\}\)",
+        ),
+        ((1, ("x", None)), (1,), r"\(1, \('x', None\)\) in the file, \(1,\) in the template"),
+        (float("nan"), float("inf"), r"nan in the file, inf in the template"),
+        (1 + 2j, 2j, r"\(1\+2j\) in the file, 2j in the template"),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_statics_that_are_not_json_are_compared_by_description(
+    path: pathlib.Path, saved: Any, other: Any, shown: str
+):
+    @tc.treeclass
+    class S:
+        x: jax.Array
+        s: Any = tc.static(None)
+
+    tc.save(path, S(jnp.zeros(1), s=saved))
+    restored = tc.load(path, S(jnp.ones(1), s=saved))
+    assert restored.s is saved  # statics come from the template, never from the file
+    assert float(restored.x[0]) == 0.0
+    mismatch(path, S(jnp.zeros(1), s=other), rf"^S\.s: static value {shown}")
+
+
+def test_static_description_drops_memory_addresses(path: pathlib.Path):
+    @tc.treeclass
+    class S:
+        x: jax.Array
+        s: Any = tc.static(None)
+
+    with pytest.warns(tc.RecompileWarning):
+        saved = S(jnp.zeros(1), s=Opaque())
+    tc.save(path, saved)
+    manifest = json.loads(str(np.load(path)["__treeclass__"]))
+    assert " at 0x" not in manifest["tree"]["static"]["s"]["repr"]
+    with pytest.warns(tc.RecompileWarning):
+        template = S(jnp.zeros(1), s=Opaque())  # another object, as in another process
+    assert tc.load(path, template).s is template.s
+
+
+# ---------------------------------------------------------------------------------------
+# What save refuses.
+
+
+@tc.treeclass
+class Named:
+    x: jax.Array
+    label: Any = None
+
+
+@pytest.mark.parametrize(
+    ("label", "message"),
+    [
+        ("abc", r"^Named\.label holds a str \('abc'\), which a checkpoint cannot store\."),
+        (
+            np.array(["a"]),
+            r"^Named\.label holds an array of dtype <U1, which a checkpoint cannot store",
+        ),
+        (np.array([object()]), r"^Named\.label holds an array of dtype object"),
+        (object(), r"^Named\.label holds a object \(<object object"),
+        (2**70, r"^Named\.label holds the int 1180591620717411303424, which does not fit in int64"),
+        (
+            jax.ShapeDtypeStruct((2,), jnp.float32),
+            r"^Named\.label is a jax\.ShapeDtypeStruct, which has no values",
+        ),
+    ],
+    ids=["str", "unicode-array", "object-array", "object", "big-int", "shape-dtype-struct"],
+)
+def test_save_rejects_unstorable_leaves_and_writes_nothing(
+    path: pathlib.Path, label: Any, message: str
+):
+    with pytest.raises(TypeError, match=message) as info:
+        tc.save(path, Named(jnp.zeros(1), label))
+    if "cannot store" in message:
+        assert "label: " in str(info.value)
+        assert "tc.static(...)" in str(info.value)
+    assert list(path.parent.iterdir()) == []
+
+
+def test_save_inside_jit_rejected(path: pathlib.Path):
+    @jax.jit
+    def inside(n: Named) -> Named:
+        tc.save(path, n)
+        return n
+
+    with pytest.raises(
+        TypeError, match=r"^Named\.x is a tracer: treeclass\.save\(\) cannot run inside jax\.jit"
+    ):
+        inside(Named(jnp.zeros(1)))
+    assert list(path.parent.iterdir()) == []
+
+
+def test_save_rejects_names_that_collide(path: pathlib.Path):
+    with pytest.raises(
+        ValueError, match=r"^dict\.a\.b: two leaves .* would be stored as a\.b\.npy"
+    ):
+        tc.save(path, {"a": {"b": jnp.zeros(1)}, "a.b": jnp.ones(1)})
+    with pytest.raises(ValueError, match=r"stored as __treeclass__\.npy"):
+        tc.save(path, {"__treeclass__": jnp.zeros(1)})
+
+
+def test_save_and_load_reject_bad_arguments(path: pathlib.Path):
+    with pytest.raises(
+        TypeError,
+        match=r"^treeclass\.save\(\) takes a file path \(str or os\.PathLike\) as `path`; got int",
+    ):
+        tc.save(3, model())  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    with pytest.raises(
+        TypeError, match=r"^treeclass\.load\(\) takes a file path .* got NoneType None"
+    ):
+        tc.load(None, model())  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    with pytest.raises(
+        TypeError,
+        match=r"^treeclass\.save\(\) takes a treeclass instance .* as `obj`; got ArrayImpl",
+    ):
+        tc.save(path, jnp.zeros(2))
+    tc.save(path, model())
+    with pytest.raises(
+        TypeError, match=r"^treeclass\.load\(\) takes .* as `template`; got the class Model"
+    ):
+        tc.load(path, Model)
+    with pytest.raises(FileNotFoundError):
+        tc.load(path.with_name("missing.npz"), model())
+
+
+def test_load_template_with_unstorable_leaf_rejected(path: pathlib.Path):
+    tc.save(path, Named(jnp.zeros(1), 1.0))
+    with pytest.raises(
+        TypeError, match=r"^Named\.label holds a str \('x'\), which a checkpoint cannot store"
+    ):
+        tc.load(path, Named(jnp.zeros(1), "x"))
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged files.
+
+
+def damaged(path: pathlib.Path, message: str = "") -> None:
+    with pytest.raises(
+        tc.CheckpointError, match=rf"^{path}: cannot load this checkpoint: {message}"
+    ) as info:
+        tc.load(path, model())
+    assert "The file is damaged, truncated, or was not written by treeclass.save()." in str(
+        info.value
+    )
+
+
+def test_truncated_file_rejected(path: pathlib.Path):
+    tc.save(path, model())
+    data = path.read_bytes()
+    for size in (0, 1, 10, len(data) // 2, len(data) - 1):
+        path.write_bytes(data[:size])
+        damaged(path, r"it is not a \.npz \(zip\) file \(BadZipFile")
+
+
+def test_flipped_data_byte_fails_the_crc(path: pathlib.Path):
+    m = model()
+    tc.save(path, m)
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(np.asarray(m.head.w).tobytes())  # the head.w member's payload
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    damaged(path, r"Model\.head\.w: reading head\.w\.npy failed \(BadZipFile: Bad CRC-32")
+
+
+def test_not_a_checkpoint_rejected(path: pathlib.Path):
+    path.write_bytes(b"not a zip file at all")
+    damaged(path, r"it is not a \.npz \(zip\) file")
+    np.save(path.with_suffix(".npy"), np.zeros(3))
+    path.with_suffix(".npy").rename(path)
+    damaged(path, r"it is not a \.npz")
+    np.savez(path, **{"layers.0.w": np.zeros((3, 3))})  # a plain npz: no manifest
+    damaged(path, r"the manifest: the file has no member '__treeclass__\.npy'")
+
+
+def rewrite(path: pathlib.Path, replace: dict[str, Any]) -> None:
+    """Rewrites the checkpoint at `path` with some members replaced (numpy arrays, or
+    a manifest dict), the way an attacker or a bug would."""
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    for name, value in replace.items():
+        buf = io.BytesIO()
+        if isinstance(value, dict):
+            value = np.asarray(json.dumps(value))
+        np.lib.format.write_array(buf, value, allow_pickle=True)
+        members[name + ".npy"] = buf.getvalue()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+def manifest_of(path: pathlib.Path) -> dict[str, Any]:
+    with np.load(path) as npz:
+        return json.loads(str(npz["__treeclass__"]))  # type: ignore[no-any-return]
+
+
+def test_tampered_manifest_rejected(path: pathlib.Path):
+    tc.save(path, model())
+    good = manifest_of(path)
+    rewrite(path, {"__treeclass__": np.asarray("{not json")})
+    damaged(path, r"__treeclass__\.npy is not valid JSON")
+    rewrite(path, {"__treeclass__": np.zeros(3)})
+    damaged(path, r"__treeclass__\.npy is not a string")
+    rewrite(path, {"__treeclass__": {**good, "format": "other"}})
+    damaged(path, r"__treeclass__\.npy is not a treeclass manifest")
+    rewrite(path, {"__treeclass__": {**good, "tree": None}})
+    damaged(path, r"__treeclass__\.npy has no tree")
+    broken = json.loads(json.dumps(good))
+    broken["tree"]["children"]["head"]["children"]["w"]["shape"] = "three"
+    rewrite(path, {"__treeclass__": broken})
+    damaged(path, r"its manifest is malformed at Model\.head\.w")
+    rewrite(path, {"__treeclass__": {**good, "version": 2}})
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"checkpoint format version 2; this treeclass reads version 1\. Upgrade treeclass",
+    ):
+        tc.load(path, model())
+
+
+def test_member_that_disagrees_with_the_manifest_rejected(path: pathlib.Path):
+    tc.save(path, model())
+    rewrite(path, {"head.w": np.zeros((3, 2), np.float32)})
+    damaged(path, r"Model\.head\.w: head\.w\.npy holds float32 \(3, 2\), not float32 \(3, 1\)")
+    rewrite(path, {"head.w": np.zeros((3, 1), np.int32)})
+    damaged(path, r"Model\.head\.w: head\.w\.npy holds int32 \(3, 1\), not float32 \(3, 1\)")
+
+
+@given(st.data())
+@settings(max_examples=30)
+def test_any_corruption_is_an_error_or_harmless(tmp_path_factory: Any, data: st.DataObject):
+    """Flipping or truncating bytes anywhere gives a `CheckpointError`, or (a byte the
+    reader never checks, such as a local header's copy of the CRC) the original back:
+    never another exception, never wrong values."""
+    path = tmp_path_factory.mktemp("corrupt") / "m.npz"
+    m = model()
+    tc.save(path, m)
+    raw = bytearray(path.read_bytes())
+    if data.draw(st.booleans(), label="truncate"):
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1), label="size")]
+    else:
+        for _ in range(data.draw(st.integers(1, 3), label="flips")):
+            at = data.draw(st.integers(0, len(raw) - 1), label="at")
+            raw[at] ^= data.draw(st.integers(1, 255), label="mask")
+    path.write_bytes(bytes(raw))
+    try:
+        restored = tc.load(path, model())
+    except tc.CheckpointError:
+        return
+    assert_identical(restored, m)
+
+
+# ---------------------------------------------------------------------------------------
+# Atomic save.
+
+
+def test_failed_save_keeps_the_old_file(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
+    tc.save(path, model(scale=1.0))
+    before = path.read_bytes()
+    written: list[str] = []
+    real = _npz.write_member
+
+    def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
+        if len(written) == 2:
+            msg = "disk full"
+            raise OSError(msg)
+        written.append(name)
+        real(zf, name, array)
+
+    monkeypatch.setattr(_npz, "write_member", fail_on_third)
+    with pytest.raises(OSError, match="disk full"):
+        tc.save(path, model(scale=2.0))
+    assert path.read_bytes() == before  # the old checkpoint, intact
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
+    assert tc.load(path, model(scale=1.0)).scale == 1.0
+
+
+def test_interrupted_first_save_leaves_no_file(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
+    def interrupt(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_npz, "write_member", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tc.save(path, model())
+    assert list(path.parent.iterdir()) == []
+
+
+def test_save_replaces_by_rename(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
+    renames: list[tuple[str, str]] = []
+    real = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        renames.append((src, dst))
+        assert os.path.getsize(src) > 0  # complete before it becomes visible
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    tc.save(path, model())
+    ((src, dst),) = renames
+    assert os.path.dirname(src) == str(path.parent)  # same directory: rename is atomic
+    assert dst == str(path)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading never executes anything from the file.
+
+
+class Payload:
+    """Unpickling this creates the directory `marker`: code that runs on load."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.mkdir, (self.marker,))
+
+
+def test_pickled_member_is_never_unpickled(path: pathlib.Path, tmp_path: pathlib.Path):
+    marker = tmp_path / "pwned"
+    evil = np.array([Payload(str(marker))], dtype=object)
+    tc.save(path, model())
+    # The control: this file does run code when something unpickles it.
+    control = tmp_path / "control.npz"
+    np.savez(control, x=np.array([Payload(str(tmp_path / "control-ran"))], dtype=object))
+    np.load(control, allow_pickle=True)["x"]
+    assert (tmp_path / "control-ran").exists()
+
+    rewrite(path, {"head.w": evil})
+    damaged(path, r"Model\.head\.w: head\.w\.npy holds pickled Python objects, never loaded")
+    rewrite(path, {"__treeclass__": evil})
+    damaged(path, r"the manifest: __treeclass__\.npy holds pickled Python objects")
+    path.write_bytes(pickle.dumps(Payload(str(marker))))
+    damaged(path, r"it is not a \.npz")
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# Interop.
+
+
+def test_orbax_standard_checkpointer_round_trip(tmp_path: pathlib.Path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+    m = model()
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "orbax", m)
+        checkpointer.wait_until_finished()
+        restored = checkpointer.restore(tmp_path / "orbax", jax.eval_shape(lambda: m))
+        raw = checkpointer.restore(tmp_path / "orbax")  # no target: nested dicts and lists
+    assert type(restored) is Model
+    assert_identical(restored, m)
+    assert tc.tree_equal(tc.from_state_dict(model(), raw), m)
+
+
+def test_flax_serialization_needs_registration():
+    serialization = pytest.importorskip("flax.serialization")
+
+    @tc.treeclass
+    class Layer:
+        w: jax.Array
+        act: str = tc.static("relu")
+
+    layer = Layer(jnp.arange(3.0))
+    # treeclass does not register with flax by itself: flax treats the instance as a leaf.
+    assert serialization.to_state_dict(layer) is layer
+    serialization.register_serialization_state(Layer, tc.to_state_dict, tc.from_state_dict)
+    state = serialization.to_state_dict({"model": layer})
+    assert state == {"model": {"w": layer.w}}
+    assert tc.tree_equal(
+        serialization.from_state_dict({"model": Layer(jnp.zeros(3))}, state), {"model": layer}
+    )
+    restored = serialization.from_bytes(Layer(jnp.zeros(3)), serialization.to_bytes(layer))
+    assert restored.act == "relu"
+    assert restored.w.tolist() == [0.0, 1.0, 2.0]
