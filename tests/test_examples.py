@@ -17,11 +17,18 @@ import jax.numpy as jnp
 import pytest
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+# Modules the scripts import, not scripts: no --quick, no KEY_OUTPUT line.
+HELPERS = {"neuron_models.py"}
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name not in HELPERS)
 
 # What each example must print in --quick mode. A new example adds its line here.
 KEY_OUTPUT = {
     "fit_logistic.py": ["loss:", "accuracy:", "jit:      compiled once for 2 fits"],
+    "pln.py": ["treeclass", "namedtuple", "trajectories: the same for all 4 versions"],
+    "pln_containers.py": ["pytree_class", "trajectories: the same for all 3 versions"],
+    "counter.py": ["tutorial:  counter 0 after 0..3 calls: [0, 1, 1, 1]", "1 compile", "scan:"],
+    "neurons.py": ["f-I:", "for 10/10", "network:", "jit:      network compiled once"],
+    "brainpy_models.py": ["one jax.grad step: True", "linearnet:", "draws equal: False"],
 }
 
 # The scripts run as users run them, plus the suite's strictness: warnings are errors
