@@ -23,7 +23,7 @@ import pytest
 import treeclass
 
 ROOT = Path(__file__).parent.parent
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MODULES = [treeclass.__name__] + [
     f"{treeclass.__name__}.{m.name}" for m in pkgutil.iter_modules(treeclass.__path__)
 ]

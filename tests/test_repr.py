@@ -87,3 +87,14 @@ def test_self_referencing_container():
     loop: list = []
     loop.append(loop)
     assert repr(Neuron(loop, jnp.zeros(1))) == "Neuron(v=[...], w=f32[1], tau=20.0)"  # type: ignore[arg-type]
+
+
+def test_typed_prng_key():
+    @tc.treeclass
+    class Noisy:
+        key: jax.Array
+
+    n = Noisy(jax.random.key(0))
+    assert repr(n) == "Noisy(key=key<fry>[])"
+    out = tc.jit(lambda n: n.replace(key=jax.random.split(n.key)[0]))(n)
+    assert repr(out) == "Noisy(key=key<fry>[])"

@@ -22,6 +22,8 @@ _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
 def dtype_name(dtype: Any) -> str:
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
     name: str = np.dtype(dtype).name
     if name in _SHORT:
         return _SHORT[name]

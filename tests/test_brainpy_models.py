@@ -1,0 +1,98 @@
+"""examples/brainpy_models.py: BrainPy's JIT-tutorial models as treeclasses train with
+`jax.grad` and a scan, with nothing declared (`dyn_vars`) and nothing baked in."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).parent.parent / "examples" / "brainpy_models.py"
+POINTS = 500  # one data size (and main's 200 steps) throughout: the compiles are shared
+
+
+@pytest.fixture(scope="module")
+def bm() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("brainpy_models", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # treeclass resolves string annotations through it
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def test_tutorial_logistic_update_is_a_gradient_step(bm: ModuleType) -> None:
+    X, Y = bm.logistic_data(jax.random.key(0), POINTS)
+    model = bm.LogisticRegression.create(10)
+    by_hand, by_grad = bm.tutorial_vs_grad(model, X, Y)
+    np.testing.assert_allclose(by_hand, by_grad, rtol=1e-4, atol=1e-2)
+    grad = jax.eval_shape(jax.grad(bm.LogisticRegression.summed_loss), model, X, Y)
+    assert isinstance(grad, bm.LogisticRegression)  # d/d(self) is a model
+
+
+def test_logistic_loss_decreases(bm: ModuleType) -> None:
+    X, Y = bm.logistic_data(jax.random.key(1), POINTS)
+    fitted, losses = bm.train(bm.LogisticRegression.create(10), X, Y, 1.0, steps=200)
+    assert losses.shape == (200,)
+    # Gradient descent with a step below 2/L on a smooth convex loss: every step helps.
+    assert bool(jnp.all(jnp.diff(losses) <= 1e-6)), losses
+    assert float(losses[-1]) < 0.25 * float(losses[0])
+    assert float(fitted.accuracy(X, Y)) > 0.9
+
+
+def test_linearnet_loss_decreases_with_the_tutorial_settings(bm: ModuleType) -> None:
+    k_net, k_x, k_y = jax.random.split(jax.random.key(2), 3)
+    net = bm.LinearNet.create(k_net, 100, 200)
+    xs, ys = jax.random.uniform(k_x, (1000, 100)), jax.random.uniform(k_y, (1000, 1))
+    trained, losses = bm.train(net, xs, ys, 1e-6, steps=30)
+    assert bool(jnp.all(jnp.diff(losses) < 0)), losses
+    assert float(losses[-1]) < 1e-4 * float(losses[0])
+    assert float(trained.loss(xs, ys)) < float(losses[-1])
+    assert jax.tree.structure(trained) == jax.tree.structure(net)
+
+
+def test_new_learning_rate_does_not_recompile(bm: ModuleType) -> None:
+    X, Y = bm.logistic_data(jax.random.key(3), POINTS)
+    model = bm.LogisticRegression.create(10)
+    bm.train(model, X, Y, 0.5, steps=200)
+    before = bm.train._cache_size()
+    bm.train(model.replace(w=jnp.zeros(10)), X, Y, 0.25, steps=200)  # new data, new rate
+    assert bm.train._cache_size() == before
+
+
+def test_linear_field_change_is_seen_without_dyn_vars(bm: ModuleType) -> None:
+    linear = bm.Linear.create(jax.random.key(4), 10, 3)
+    x = jnp.zeros(10)
+    np.testing.assert_array_equal(linear.update(x), np.zeros(3))
+    before = bm.Linear.update.trace_log.count
+    # The tutorial's `bm.jit(l.update, dyn_vars=[l.w])` kept returning 1 after `b = 2`.
+    np.testing.assert_array_equal(linear.replace(b=jnp.full(3, 2.0, jnp.float32)).update(x), 2.0)
+    assert bm.Linear.update.trace_log.count == before  # a new value, not a new compile
+
+
+def test_random_state_advances_under_jit(bm: ModuleType) -> None:
+    rng = bm.RandomState(key=jax.random.key(1234))
+    rng1, first = bm.draw_normal(rng, shape=(10,))
+    _, second = bm.draw_normal(rng1, shape=(10,))
+    assert not bool(jnp.any(first == second))  # the tutorial's f1() == f1() was all True
+    _, again = bm.draw_normal(rng, shape=(10,))
+    np.testing.assert_array_equal(first, again)  # same state, same draw
+
+
+def test_main_prints_the_loss_curve(bm: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bm.main(["--points", str(POINTS)]) == 0
+    out = capsys.readouterr().out
+    assert "tutorial update == one jax.grad step: True" in out
+    assert "linearnet: 30 SGD steps" in out
+    assert "two jitted draws equal: False" in out
