@@ -67,5 +67,5 @@ def test_bind_rejects_non_methods():
 
 def test_bound_method_is_immutable():
     b = tc.bind(Leaky(jnp.ones(1)).step)
-    with pytest.raises(AttributeError, match="cannot assign to BoundMethod.__self__"):
+    with pytest.raises(AttributeError, match=r"cannot assign to BoundMethod\.__self__"):
         b.__self__ = 1  # type: ignore[misc]

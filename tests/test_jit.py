@@ -235,7 +235,7 @@ def test_other_type_errors_untouched():
     def f(x):
         return x + "s"
 
-    with pytest.raises(TypeError, match="unsupported operand|add got incompatible"):
+    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible"):
         f(jnp.ones(1))
 
 

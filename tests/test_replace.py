@@ -84,7 +84,8 @@ def test_post_init_runs_on_replace_and_can_reject():
         def __post_init__(self):
             calls.append(1)
             if (self.x < 0).any():
-                raise ValueError("Positive.x must be >= 0")
+                msg = "Positive.x must be >= 0"
+                raise ValueError(msg)
             object.__setattr__(self, "doubled", self.x * 2)
 
     p = Positive(jnp.ones(2))
@@ -92,7 +93,7 @@ def test_post_init_runs_on_replace_and_can_reject():
     q = p.replace(x=jnp.full(2, 3.0))
     assert q.doubled.tolist() == [6.0, 6.0]  # derived again
     assert calls == [1, 1]
-    with pytest.raises(ValueError, match="Positive.x must be >= 0"):
+    with pytest.raises(ValueError, match=r"Positive\.x must be >= 0"):
         p.replace(x=-jnp.ones(2))
 
 

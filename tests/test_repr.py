@@ -76,7 +76,8 @@ def test_repr_never_reads_values(monkeypatch):
     n = Neuron(jnp.zeros(2), jnp.zeros(2))
 
     def forbidden(*args, **kwargs):
-        raise AssertionError("repr read array values")
+        msg = "repr read array values"
+        raise AssertionError(msg)
 
     monkeypatch.setattr(type(n.v), "__array__", forbidden)
     monkeypatch.setattr(type(n.v), "_value", property(forbidden))

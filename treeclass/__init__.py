@@ -1,20 +1,35 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._bind import BoundMethod as BoundMethod, bind as bind
+from treeclass._bind import BoundMethod as BoundMethod
+from treeclass._bind import bind as bind
 from treeclass._checks import RecompileWarning as RecompileWarning
-from treeclass._field import Static as Static, field as field, static as static
+from treeclass._field import Static as Static
+from treeclass._field import field as field
+from treeclass._field import static as static
 from treeclass._jit import jit as jit
 from treeclass._replace import replace as replace
-from treeclass._retrace import RetraceError as RetraceError, RetraceWarning as RetraceWarning
+from treeclass._retrace import RetraceError as RetraceError
+from treeclass._retrace import RetraceWarning as RetraceWarning
 from treeclass._serialization import (
     CheckpointError as CheckpointError,
+)
+from treeclass._serialization import (
     from_state_dict as from_state_dict,
+)
+from treeclass._serialization import (
     load as load,
+)
+from treeclass._serialization import (
     save as save,
+)
+from treeclass._serialization import (
     to_state_dict as to_state_dict,
 )
-from treeclass._sharding import partition_specs as partition_specs, shardings as shardings
-from treeclass._tree import fields as fields, is_treeclass as is_treeclass, tree_equal as tree_equal
+from treeclass._sharding import partition_specs as partition_specs
+from treeclass._sharding import shardings as shardings
+from treeclass._tree import fields as fields
+from treeclass._tree import is_treeclass as is_treeclass
+from treeclass._tree import tree_equal as tree_equal
 from treeclass._treeclass import treeclass as treeclass
 
 __version__ = "0.1.0.dev0"

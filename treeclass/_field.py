@@ -52,7 +52,7 @@ def field(
     static: bool = False,
     default: _T,
     init: bool = True,
-    repr: bool = True,  # noqa: A002 - the dataclasses name
+    repr: bool = True,
     kw_only: bool = ...,
     converter: Callable[[Any], Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -64,7 +64,7 @@ def field(
     static: bool = False,
     default_factory: Callable[[], _T],
     init: bool = True,
-    repr: bool = True,  # noqa: A002
+    repr: bool = True,
     kw_only: bool = ...,
     converter: Callable[[Any], Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -75,7 +75,7 @@ def field(
     *,
     static: bool = False,
     init: bool = True,
-    repr: bool = True,  # noqa: A002
+    repr: bool = True,
     kw_only: bool = ...,
     converter: Callable[[Any], Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -169,7 +169,7 @@ def static(
     default: _T,
     *,
     init: bool = True,
-    repr: bool = True,  # noqa: A002
+    repr: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[str, Any] | None = None,
 ) -> _T: ...
@@ -178,7 +178,7 @@ def static(
     *,
     default_factory: Callable[[], _T],
     init: bool = True,
-    repr: bool = True,  # noqa: A002
+    repr: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[str, Any] | None = None,
 ) -> _T: ...
@@ -186,7 +186,7 @@ def static(
 def static(
     *,
     init: bool = True,
-    repr: bool = True,  # noqa: A002
+    repr: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[str, Any] | None = None,
 ) -> Any: ...

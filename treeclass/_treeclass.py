@@ -102,10 +102,13 @@ def _check_static_defaults(cls: type) -> None:
     # "mutable default ... use default_factory", the wrong fix for a static field.
     for name in inspect.get_annotations(cls):
         value = cls.__dict__.get(name)
-        if isinstance(value, dataclasses.Field) and value.metadata.get(STATIC, False):
-            # pyright types a Field found by isinstance as Field[Unknown].
-            if value.default is not dataclasses.MISSING:  # pyright: ignore[reportUnknownMemberType]
-                _checks.check_static(cls, name, value.default)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        # pyright types a Field found by isinstance as Field[Unknown].
+        if (
+            isinstance(value, dataclasses.Field)
+            and value.metadata.get(STATIC, False)
+            and value.default is not dataclasses.MISSING  # pyright: ignore[reportUnknownMemberType]
+        ):
+            _checks.check_static(cls, name, value.default)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
 def _check_fields(cls: type) -> None:
@@ -172,7 +175,7 @@ def treeclass(cls: type[_T], /) -> type[_T]: ...
 @overload
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
-    *, kw_only: bool = False, repr: bool = True, eq: bool = True  # noqa: A002
+    *, kw_only: bool = False, repr: bool = True, eq: bool = True
 ) -> Callable[[type[_T]], type[_T]]: ...
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
