@@ -127,7 +127,8 @@ def field(
     >>> [f.metadata["static"] for f in tc.fields(Layer)]
     [False, True]
     """
-    if metadata is not None and not isinstance(metadata, Mapping):
+    # The annotation says Mapping; untyped callers pass anything.
+    if metadata is not None and not isinstance(metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
         msg = f"field(metadata=...) takes a mapping (a dict) or None; got {metadata!r}."
         raise TypeError(msg)
     if default_factory is not dataclasses.MISSING and not callable(default_factory):

@@ -11,6 +11,7 @@ import reprlib
 from typing import Any, Final
 
 import jax
+import jax.numpy as jnp
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
@@ -22,7 +23,7 @@ _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
 def dtype_name(dtype: Any) -> str:
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+    if jnp.issubdtype(dtype, jax.dtypes.extended):
         return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
     name: str = np.dtype(dtype).name
     if name in _SHORT:
