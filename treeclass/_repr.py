@@ -11,8 +11,8 @@ import reprlib
 from typing import Any, Final
 
 import jax
-import jax.numpy as jnp
 import jax.core  # imported by jax too; named here so type checkers see jax.core
+import jax.numpy as jnp
 import numpy as np
 
 from treeclass._layout import LAYOUT
