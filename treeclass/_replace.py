@@ -1,24 +1,24 @@
 """`replace()`: a new instance with some fields changed and the rest shared.
 
-The common case, changing dynamic fields that have no converter, is two C-level dict
-merges and the new flatten cache; everything else (unknown names, converters, static
-checks, InitVars) goes through `_apply`. `__post_init__` (whole-object validation)
-runs on every replace. For `Neuron` (see `_init.py`) the generated code is
+Generated per class with one keyword parameter per field, so Python binds the changes
+in C and the body touches only what changed: a converter or static check runs on a
+changed value only; `__post_init__` (whole-object validation) runs on every replace.
+For `Neuron` (see `_init.py`):
 
-    def replace(_tc_self, /, **_tc_changes):
-        _tc_new = _tc_object_new(_tc_cls)
-        _tc_d = _tc_new.__dict__
-        _tc_d.update(_tc_self.__dict__)
-        if _tc_changes.keys() <= _tc_plain:
-            _tc_d.update(_tc_changes)
+    def replace(_tc_self, /, *, v=_tc_MISSING, tau=_tc_MISSING, **_tc_unknown):
+        if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)
+        _tc_d = _tc_self.__dict__
+        if v is _tc_MISSING: v = _tc_d['v']
+        if tau is _tc_MISSING: tau = _tc_d['tau']
         else:
-            _tc_apply(_tc_layout, _tc_d, _tc_changes)
-        _tc_d['__tc_flat__'] = ((_tc_d['v'], ), (_tc_d['tau'], ))
-        return _tc_new
+            if type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
+        _tc_new = _tc_object_new(_tc_cls)
+        ...
 
-Generating one keyword parameter per field instead (`def replace(self, *, v=MISSING,
-...)`) was measured 1.7x slower for an 8-field class: each missing field costs a
-default binding, a comparison and a store, where the merge copies them all in C.
+A dict merge instead (`new.__dict__.update(self.__dict__); .update(changes)`) was
+measured slower for classes of up to about 12 fields (benchmarks/, interleaved): 10% for
+one changed field of 8+2, 22% for three, 34% for a 2-field class; it wins only for
+classes of 16 fields and more, rarer in models than small ones.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from treeclass import _checks
+from treeclass._init import static_check_line
 from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
 
 _T = TypeVar("_T")
@@ -38,69 +39,57 @@ _MSG_INITVAR: Final = (
 )
 
 
-def _apply(layout: Layout, new: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """Writes `changes` into the new instance's dict, running converters and static
-    checks; returns the InitVar values among them."""
-    initvar_names = {f.name for f in layout.initvars}
-    unknown = [k for k in changes if k not in new and k not in initvar_names]
-    if unknown:
-        raise _checks.unknown_field_error(layout.cls, unknown, [*layout.names, *initvar_names])
-    initvars: dict[str, Any] = {}
-    for name, value in changes.items():
-        if name in initvar_names:
-            initvars[name] = value
-            continue
-        converter = layout.converters.get(name)
-        if converter is not None:
-            value = converter(value)
-        if layout.simple and name in layout.static:
-            _checks.check_static(layout.cls, name, value)  # else finalize checks them all
-        new[name] = value
-    return initvars
+def _raise_unknown(self: object, unknown: dict[str, Any]) -> None:
+    layout: Layout = getattr(type(self), LAYOUT)
+    valid = [*layout.names, *(f.name for f in layout.initvars)]
+    raise _checks.unknown_field_error(type(self), unknown, valid)
 
 
-def _initvar_args(layout: Layout, given: dict[str, Any]) -> tuple[Any, ...]:
-    args: list[Any] = []
-    for f in layout.initvars:
-        if f.name in given:
-            args.append(given[f.name])
-        elif f.default is not dataclasses.MISSING:
-            args.append(f.default)
-        else:
-            raise ValueError(_MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name))
-    return tuple(args)
+def _missing_initvar(cls: type, name: str) -> None:
+    raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
 
 
 def make_replace(layout: Layout, ns: dict[str, Any]) -> Callable[..., Any]:
     ns.update(
+        _tc_raise_unknown=_raise_unknown,
         _tc_object_new=object.__new__,
-        _tc_apply=_apply,
-        _tc_initvar_args=_initvar_args,
-        _tc_layout=layout,
-        _tc_plain=frozenset(n for n in layout.dynamic if n not in layout.converters),
+        _tc_missing_initvar=_missing_initvar,
     )
     run_post_init = layout.post_init and layout.user_init is None
-    wants_initvars = run_post_init and bool(layout.initvars)
-    apply = "_tc_apply(_tc_layout, _tc_d, _tc_changes)"
+    initvars = layout.initvars if run_post_init else ()
+    names = [*layout.names, *(f.name for f in initvars)]
+    keyword = [f"{n}=_tc_MISSING" for n in names]
+    params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [
-        "_tc_new = _tc_object_new(_tc_cls)",
-        "_tc_d = _tc_new.__dict__",
-        "_tc_d.update(_tc_self.__dict__)",
-        *(["_tc_iv = {}"] if wants_initvars else []),
-        "if _tc_changes.keys() <= _tc_plain:",
-        "    _tc_d.update(_tc_changes)",
-        "else:",
-        f"    _tc_iv = {apply}" if wants_initvars else f"    {apply}",
+        "if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)",
+        "_tc_d = _tc_self.__dict__",
     ]
+    for name in layout.names:
+        body.append(f"if {name} is _tc_MISSING: {name} = _tc_d[{name!r}]")
+        on_change: list[str] = []
+        if name in layout.converters:
+            on_change.append(f"{name} = _tc_conv_{name}({name})")
+        if layout.simple and name in layout.static:
+            on_change.append(static_check_line(name, skip_default=False))
+        if on_change:
+            body.append("else:")
+            body.extend(f"    {line}" for line in on_change)
+    for f in initvars:
+        if f.default is not dataclasses.MISSING:
+            body.append(f"if {f.name} is _tc_MISSING: {f.name} = _tc_dflt_{f.name}")
+        else:
+            body.append(f"if {f.name} is _tc_MISSING: _tc_missing_initvar(_tc_cls, {f.name!r})")
+    body.append("_tc_new = _tc_object_new(_tc_cls)")
+    body.append("_tc_nd = _tc_new.__dict__")
+    body.extend(f"_tc_nd[{name!r}] = {name}" for name in layout.names)
     if layout.simple:
-        body.append(f"_tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: f'_tc_d[{n!r}]')}")
+        body.append(f"_tc_nd[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
     else:
         if run_post_init:
-            args = "*_tc_initvar_args(_tc_layout, _tc_iv)" if wants_initvars else ""
-            body.append(f"_tc_new.__post_init__({args})")
+            body.append(f"_tc_new.__post_init__({', '.join(f.name for f in initvars)})")
         body.append("_tc_finalize(_tc_new)")
     body.append("return _tc_new")
-    source = "def replace(_tc_self, /, **_tc_changes):\n" + "".join(f"    {line}\n" for line in body)
+    source = f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
     fn = compile_function(source, "replace", layout.cls, ns)
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
     return fn  # type: ignore[no-any-return]
@@ -155,5 +144,4 @@ def replace(obj: _T, /, **changes: Any) -> _T:
             "For another dataclass use dataclasses.replace()."
         )
         raise TypeError(msg)
-    # @treeclass installs `replace` at runtime, where checkers cannot see it.
     return type(obj).replace(obj, **changes)  # type: ignore[attr-defined, no-any-return]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]

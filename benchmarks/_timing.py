@@ -1,0 +1,147 @@
+"""Interleaved timing of short statements, and the statistics we report.
+
+A statement such as `obj.replace(a3=x)` is compiled into its own loop, the way `timeit`
+does it, so no wrapper function call is added to what is measured:
+
+    def _bench(_n):
+        _t0 = _perf_counter()
+        for _ in _repeat(None, _n):
+            _r = obj.replace(a3=x)
+        _sync(_r)                      # only for jit calls: waits for the last result
+        return (_perf_counter() - _t0) / _n
+
+Why a compiled loop rather than `fn()` in a loop: a lambda around a 300 ns statement
+adds a Python frame (~50 ns) to every contender, which pulls every ratio towards 1.
+
+Why interleave: on a shared machine the speed drifts between seconds. Each round times
+one batch of every contender back to back (rotating who goes first), so the ratio to
+the baseline *in the same round* cancels the drift; we report the median of those
+per-round ratios and the quartiles of the per-call times.
+
+The garbage collector is off while timing (as in `timeit`) and collects every 64
+rounds, between batches, so a collection triggered by one contender's allocations is
+not charged to whichever contender happens to be running. (The statements create no
+reference cycles; reference counting frees everything they allocate.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import itertools
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_TEMPLATE = """\
+def _bench(_n):
+    _t0 = _perf_counter()
+    for _ in _repeat(None, _n):
+        _r = {stmt}
+{sync}    return (_perf_counter() - _t0) / _n
+"""
+
+
+def compile_loop(
+    stmt: str, namespace: Mapping[str, Any], sync: Callable[[Any], Any] | None = None
+) -> Callable[[int], float]:
+    """Returns `bench(n)`: runs `stmt` n times in `namespace`; seconds per call.
+
+    `sync`, if given, is called once on the last result inside the timed region (used
+    to wait for the last jit output, so work queued by the batch is not left running
+    into the next contender's batch).
+    """
+    ns = dict(namespace)
+    ns.update(_perf_counter=time.perf_counter, _repeat=itertools.repeat, _sync=sync)
+    source = _TEMPLATE.format(stmt=stmt, sync="    _sync(_r)\n" if sync is not None else "")
+    exec(compile(source, f"<bench {stmt}>", "exec"), ns)  # noqa: S102 - our own template
+    return ns["_bench"]  # type: ignore[no-any-return]
+
+
+def calibrate(bench: Callable[[int], float], batch_s: float) -> int:
+    """The number of calls that takes about `batch_s` seconds (at least 1).
+
+    Doubles the batch until it takes a quarter of the target, then scales to the target
+    from the fastest of three batches of that size (the least disturbed estimate).
+    """
+    n = 1
+    while True:
+        per_call = min(bench(n) for _ in range(3))
+        if per_call * n >= batch_s / 4 or n >= 1 << 22:
+            return max(1, round(batch_s / per_call))
+        n *= 2
+
+
+def loop_overhead() -> float:
+    """Seconds per iteration of the timing loop itself (statement `None`)."""
+    bench = compile_loop("None", {})
+    return min(bench(100_000) for _ in range(5))
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Per-call seconds for one contender, and its per-round ratio to the baseline."""
+
+    samples: tuple[float, ...]
+    ratios: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def iqr(self) -> tuple[float, float]:
+        return _quartiles(self.samples)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def ratio_iqr(self) -> tuple[float, float]:
+        return _quartiles(self.ratios)
+
+
+def _quartiles(xs: tuple[float, ...]) -> tuple[float, float]:
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def interleaved(
+    benches: Mapping[str, Callable[[int], float]],
+    *,
+    baseline: str,
+    rounds: int,
+    batch_s: float | Mapping[str, float],
+) -> dict[str, Stats]:
+    """Times every bench for `rounds` rounds, one batch each per round, round-robin.
+
+    `baseline` names the bench every ratio is taken against, round by round;
+    `batch_s` is the batch duration, for all benches or per bench name.
+    """
+    names = list(benches)
+    if not isinstance(batch_s, Mapping):
+        batch_s = dict.fromkeys(names, batch_s)
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        sizes = {name: calibrate(benches[name], batch_s[name]) for name in names}
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(rounds):
+            k = r % len(names)
+            for name in names[k:] + names[:k]:  # rotate who goes first
+                samples[name].append(benches[name](sizes[name]))
+            if r % 64 == 63:
+                gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    base = samples[baseline]
+    return {
+        name: Stats(tuple(s), tuple(x / b for x, b in zip(s, base, strict=True)))
+        for name, s in samples.items()
+    }

@@ -1,0 +1,147 @@
+"""The benchmark class in peer libraries, each only if it imports.
+
+`peers()` returns the contenders it could build and a note for each library it skipped.
+`replace` uses each library's own one-field change: `.replace()` for flax and chex,
+`jdc.replace()` for jax_dataclasses, and `dataclasses.replace()` for equinox (whose
+idiomatic `eqx.tree_at` is a general tree surgery tool and several times slower).
+
+chex dataclasses have no static fields, so the chex class carries the 8 arrays only,
+like the raw containers in `contenders.py`.
+"""
+
+# No `from __future__ import annotations`: jax_dataclasses resolves `jdc.Static[...]`
+# with `typing.get_type_hints`, which cannot see names local to the builder functions.
+import dataclasses
+from collections.abc import Callable
+
+import jax
+
+from benchmarks.contenders import Contender, all_kwargs, array_kwargs
+
+_DC_REPLACE = {"dataclasses_replace": dataclasses.replace}
+
+
+def _equinox() -> Contender:
+    import equinox as eqx
+
+    class EqxModule(eqx.Module):
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+        n: int = eqx.field(static=True)
+        name: str = eqx.field(static=True)
+
+    return Contender(
+        "equinox.Module",
+        "peer",
+        EqxModule,
+        all_kwargs(),
+        "dataclasses_replace(obj, a3=x)",
+        _DC_REPLACE,
+    )
+
+
+def _flax() -> Contender:
+    from flax import struct
+
+    @struct.dataclass
+    class FlaxStruct:
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+        n: int = struct.field(pytree_node=False)
+        name: str = struct.field(pytree_node=False)
+
+    return Contender("flax.struct.dataclass", "peer", FlaxStruct, all_kwargs(), "obj.replace(a3=x)")
+
+
+def _chex() -> Contender:
+    import chex
+
+    @chex.dataclass(frozen=True)
+    class ChexDataclass:
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+
+    return Contender(
+        "chex.dataclass",
+        "peer",
+        ChexDataclass,
+        array_kwargs(),
+        "obj.replace(a3=x)",
+        note="8 arrays only: chex has no static fields",
+    )
+
+
+def _jax_dataclasses() -> Contender:
+    import jax_dataclasses as jdc
+
+    @jdc.pytree_dataclass
+    class JdcDataclass:
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+        n: jdc.Static[int]
+        name: jdc.Static[str]
+
+    return Contender(
+        "jax_dataclasses",
+        "peer",
+        JdcDataclass,
+        all_kwargs(),
+        "jdc_replace(obj, a3=x)",
+        {"jdc_replace": jdc.replace},
+    )
+
+
+_BUILDERS: dict[str, Callable[[], Contender]] = {
+    "equinox": _equinox,
+    "flax": _flax,
+    "chex": _chex,
+    "jax_dataclasses": _jax_dataclasses,
+}
+
+
+def peers() -> tuple[list[Contender], list[str]]:
+    """The peer contenders that import, and one note per library skipped."""
+    found, skipped = [], []
+    for library, build in _BUILDERS.items():
+        try:
+            found.append(build())
+        except ImportError as e:
+            skipped.append(f"{library}: skipped ({e})")
+    return found, skipped
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the peer libraries (for the report)."""
+    from importlib import metadata
+
+    out = {}
+    for dist in ("equinox", "flax", "chex", "jax_dataclasses"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
