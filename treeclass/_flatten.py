@@ -14,7 +14,10 @@ and the keyword call makes its unflatten about 7x a tuple's. Instead:
 
 - flatten is `operator.attrgetter("__tc_flat__")`: construction (and unflatten) caches
   `(children, statics)` on the immutable instance, so JAX's flatten is one C-level
-  attribute read and no Python frame: measured faster than the C++ dataclass node;
+  attribute read and no Python frame. For 8 array + 2 static fields that measured
+  1.35x a tuple's flatten against 1.52x for the C++ dataclass node; for small nodes
+  the C++ node is faster, as jaxlib spends ~90 ns more per callback-registered node
+  (checking the returned pair, iterating the children generically);
 - unflatten is generated per class: it allocates with `object.__new__` and writes the
   instance `__dict__`, so no user code can run, by construction.
 
