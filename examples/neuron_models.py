@@ -100,8 +100,8 @@ class LIF:
     spikes.
     """
 
-    V: jax.Array
-    spike: jax.Array
+    V: jax.Array = tc.field(axes=("neurons",))  # named: tc.shardings splits the population
+    spike: jax.Array = tc.field(axes=("neurons",))
     V_rest: tc.Static[float] = 0.0
     V_reset: tc.Static[float] = -5.0
     V_th: tc.Static[float] = 20.0

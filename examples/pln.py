@@ -178,17 +178,20 @@ class Variational:
     """What the optimizer moves: the model's B and the variational M, S."""
 
     B: jax.Array  # (d, p) regression coefficients
-    M: jax.Array  # (n, p) variational means of Z - XB
-    S: jax.Array  # (n, p) variational standard deviations
+    M: jax.Array = tc.field(axes=("samples", None))  # (n, p) variational means of Z - XB
+    S: jax.Array = tc.field(axes=("samples", None))  # (n, p) variational std deviations
 
 
 @tc.treeclass
 class PLN:
     """A Poisson log-normal model and its variational state."""
 
-    Y: jax.Array  # (n, p) counts            } data: dynamic (traced, never baked in as
-    O: jax.Array  # (n, p) log offsets       } constants), and never differentiated:
-    X: jax.Array  # (n, d) covariates        } `fit` differentiates `params` only
+    # The data: dynamic (traced, never baked in as constants), never differentiated
+    # (`fit` differentiates `params` only). The sample axis is named, so
+    # `tc.shardings(model, mesh)` splits the samples across devices (examples/sharded.py).
+    Y: jax.Array = tc.field(axes=("samples", None))  # (n, p) counts
+    O: jax.Array = tc.field(axes=("samples", None))  # (n, p) log offsets
+    X: jax.Array = tc.field(axes=("samples", None))  # (n, d) covariates
     log_y_factorial: jax.Array  # () sum of log Y!, computed once outside jit
     params: Variational
     Sigma: jax.Array  # (p, p) latent covariance (closed form)

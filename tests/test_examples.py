@@ -29,6 +29,13 @@ KEY_OUTPUT = {
     "counter.py": ["tutorial:  counter 0 after 0..3 calls: [0, 1, 1, 1]", "1 compile", "scan:"],
     "neurons.py": ["f-I:", "for 10/10", "network:", "jit:      network compiled once"],
     "brainpy_models.py": ["one jax.grad step: True", "linearnet:", "draws equal: False"],
+    # The script exits 1 unless both sharded runs match their one-device runs.
+    "sharded.py": [
+        "devices: 8 x cpu",
+        "Y P('samples', None)",
+        "V P('neurons',)",
+        "result: the sharded runs match the single-device runs",
+    ],
 }
 
 # The scripts run as users run them, plus the suite's strictness: warnings are errors
