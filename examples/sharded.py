@@ -36,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 def _load(name: str) -> ModuleType:
     """Imports a sibling example module by path (examples/ is not a package)."""
     spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -91,13 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     fitted, losses_many = sharded.fit(steps)
     losses_many = np.asarray(losses_many)
     many_s = time.perf_counter() - start
-    rel = float(np.max(np.abs(losses_many - losses_one)) / np.max(np.abs(losses_one)))
+    # Not bit for bit: on 8 devices each sum over samples adds 8 partial sums, in
+    # another order than one device does, so the last float32 bits differ. The
+    # tutorial's optimizer (RAdam with a constant step, clipped) stops descending after
+    # ~200 iterations and jitters, which lets such differences grow; so the whole
+    # trajectory is compared at a relative 1e-3, and the first 100 iterations, still
+    # descending, at 1e-5.
+    scale = np.max(np.abs(losses_one))
+    rel = float(np.max(np.abs(losses_many - losses_one)) / scale)
+    early = float(np.max(np.abs(losses_many[:100] - losses_one[:100])) / scale)
     print(f"  loss {losses_one[0]:.2f} -> {losses_one[-1]:.2f} on 1 device; "
           f"{losses_many[0]:.2f} -> {losses_many[-1]:.2f} on {args.devices}")
-    print(f"  max |loss difference| / max |loss| = {rel:.1e}  (compile + run: "
-          f"{one_s:.2f} s on 1 device, {many_s:.2f} s on {args.devices})")
+    print(f"  max |loss difference| / max |loss|: {rel:.1e} over {steps} iterations "
+          f"(tolerance 1e-3), {early:.1e} over the first 100 (tolerance 1e-5)")
+    print(f"  compile + run: {one_s:.2f} s on 1 device, {many_s:.2f} s on {args.devices}")
     print(f"  fitted M stays split: {fitted.params.M.sharding.spec}")
-    pln_ok = rel < 1e-4
+    pln_ok = rel < 1e-3 and early < 1e-5
 
     # --- LIF: a population split across devices ---------------------------------------
     size, length = (4096, 200) if args.quick else (80_000, 2000)
@@ -105,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     mesh = jax.make_mesh((args.devices,), ("neurons",), axis_types=auto)
     split = jax.device_put(population, tc.shardings(population, mesh))
     currents = jnp.full((length,), 25.0, dtype=jnp.float32)
-    final_one, trace_one = neurons.simulate(population, currents)
+    _, trace_one = neurons.simulate(population, currents)
     final_many, trace_many = neurons.simulate(split, currents)
     same = bool(jnp.array_equal(trace_one.spike, trace_many.spike))
     print(f"LIF: {size} neurons x {length} steps; V {split.V.sharding.spec}, "

@@ -36,6 +36,30 @@ Static = Annotated[_T, STATIC_MARKER]
 A static value is part of the treedef, never traced: JAX compares it with `==` and
 hashes it to find a compiled function, so it must be hashable and should compare by
 value. Changing it recompiles.
+
+**Arguments**
+
+- `T`: the field's type. Type checkers see `Static[T]` as `T`.
+
+**Returns**
+
+`Annotated[T, ...]`, with the marker `@treeclass` looks for.
+
+**Raises**
+
+Nothing itself; `@treeclass` raises `TypeError` for a `Static[T]` field whose
+`field()` has `axes=` or `converter=`, which only dynamic fields take.
+
+**Example**
+
+>>> @tc.treeclass
+... class Neuron:
+...     v: jax.Array
+...     tau: tc.Static[float] = 20.0
+>>> [f.name for f in tc.fields(Neuron) if f.metadata["static"]]
+['tau']
+>>> jax.tree.structure(Neuron(jnp.zeros(2)))
+PyTreeDef(CustomNode(Neuron[(20.0,)], [*]))
 """
 
 _MSG_AXES: Final = (
@@ -209,6 +233,12 @@ def static(
     **Returns**
 
     A `dataclasses.Field` with `metadata["static"] == True`.
+
+    **Raises**
+
+    `ValueError` if both `default` and `default_factory` are given (as
+    `dataclasses.field`). A default that is an array or unhashable is refused with a
+    `TypeError` naming the field when `@treeclass` decorates the class.
 
     **Example**
 

@@ -45,7 +45,25 @@ class CheckpointError(ValueError):
     """A checkpoint does not fit its template (structure, shape, dtype or a static
     value differs), or its file is damaged or not a treeclass checkpoint.
 
-    The message starts with the field path (`Model.layers.0.w: ...`) or the file."""
+    The message starts with the field path (`Model.layers.0.w: ...`) or the file.
+
+    **Raised by**
+
+    `treeclass.load()` and `treeclass.from_state_dict()`. It is a `ValueError`, so
+    code that catches that keeps working.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Dense:
+    ...     w: jax.Array
+    >>> state = tc.to_state_dict(Dense(jnp.ones((2, 2))))
+    >>> try:
+    ...     tc.from_state_dict(Dense(jnp.ones((3, 3))), state)
+    ... except tc.CheckpointError as e:
+    ...     print(str(e).splitlines()[0])
+    Dense.w: shape (2, 2) in the state dict, (3, 3) in the template
+    """
 
 
 # Shown as `treeclass.CheckpointError` in tracebacks, where users catch it from.

@@ -27,11 +27,56 @@ _MAX_REPR: Final = 60
 
 
 class RetraceError(RuntimeError):
-    """A `tc.jit` function traced more often than its `max_traces` allows."""
+    """A `tc.jit` function traced more often than its `max_traces` allows.
+
+    **Raised by**
+
+    A call of a `tc.jit(..., max_traces=N)` function that would trace it for the
+    N + 1st time. The message says what changed since the closest earlier trace.
+
+    **Example**
+
+    >>> @tc.jit(max_traces=1)
+    ... def double(x):
+    ...     return 2 * x
+    >>> _ = double(jnp.ones(2))
+    >>> try:
+    ...     double(jnp.ones(3))
+    ... except tc.RetraceError as e:
+    ...     print(e)
+    double traced 2 times; what changed since the closest earlier trace:
+      x: f32[2] -> f32[3]
+    (max_traces=1)
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.RetraceError, where users import it
 
 
 class RetraceWarning(UserWarning):
-    """A `tc.jit(..., explain=True)` function traced again; the message says why."""
+    """A `tc.jit(..., explain=True)` function traced again; the message says why.
+
+    **Raised by**
+
+    Every retrace of a `tc.jit(..., explain=True)` function (not the first trace).
+
+    **Example**
+
+    >>> import warnings
+    >>> @tc.jit(explain=True)
+    ... def double(x):
+    ...     return 2 * x
+    >>> _ = double(jnp.ones(2))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = double(jnp.ones(2, jnp.int32))
+    >>> caught[0].category is tc.RetraceWarning
+    True
+    >>> print(caught[0].message)
+    double traced 2 times; what changed since the closest earlier trace:
+      x: f32[2] -> i32[2]
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.RetraceWarning, where users import it
 
 
 def _short(value: Any) -> str:

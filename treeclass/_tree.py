@@ -26,6 +26,10 @@ def is_treeclass(x: Any) -> bool:
 
     `bool`.
 
+    **Raises**
+
+    Nothing: any other value gives `False`.
+
     **Example**
 
     >>> @tc.treeclass
@@ -88,6 +92,10 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     A Python `bool` for concrete values. If any compared leaf is a tracer, a traced
     boolean scalar (only the value comparisons are traced: a structure, shape or dtype
     mismatch is a plain `False`).
+
+    **Raises**
+
+    Nothing for array leaves; whatever a non-array leaf's `==` raises.
 
     **Example**
 

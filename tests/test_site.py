@@ -1,0 +1,65 @@
+"""The documentation site builds: `mkdocs build --strict`, as `mkdocs.yml` configures it.
+
+Strict fails on any warning, and mkdocs.yml turns the checks up to warnings: a broken
+link or anchor, a page missing from the nav, a docstring mkdocstrings cannot render.
+Links from the docs to files outside docs/ are checked by the site's own hook
+(docs/_ext/repo_files.py). The build takes a few seconds; the code blocks themselves
+run in tests/test_docs.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import treeclass
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+MAX_FIGURE_BYTES = 200_000
+
+
+def test_site_builds_strict(tmp_path: Path) -> None:
+    missing = [m for m in ("mkdocs", "material", "mkdocstrings") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (the 'docs' and 'test' extras install them)")
+    site = tmp_path / "site"
+    result = subprocess.run(  # our own mkdocs.yml, built with this interpreter
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        # Material prints a banner about MkDocs 2.0 on every build; it is not ours to act on.
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    for name in treeclass.__all__:
+        assert f'id="treeclass.{name}"' in api, f"treeclass.{name} is not rendered on the API page"
+    # The hook copied the repository files the docs link to.
+    assert (site / "repo" / "benchmarks" / "RESULTS" / "index.html").is_file()
+    assert (site / "repo" / "examples" / "pln.py").is_file()
+
+
+def test_api_page_lists_every_public_name() -> None:
+    documented = re.findall(r"^::: treeclass\.(\w+)\s*$", (DOCS / "api.md").read_text(), re.MULTILINE)
+    assert sorted(documented) == sorted(treeclass.__all__)
+    assert len(documented) == len(set(documented)), "a name is documented twice"
+
+
+def test_figures_are_small_and_shown() -> None:
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md"))
+    figures = sorted(DOCS.rglob("*.png"))
+    assert figures, "docs/img/ holds the examples' plots"
+    for png in figures:
+        size = png.stat().st_size
+        assert size < MAX_FIGURE_BYTES, f"{png.relative_to(ROOT)} is {size} bytes"
+        assert f"({png.relative_to(DOCS).as_posix()})" in pages, f"no page shows {png.name}"
