@@ -145,3 +145,10 @@ def interleaved(
         name: Stats(tuple(s), tuple(x / b for x, b in zip(s, base, strict=True)))
         for name, s in samples.items()
     }
+
+
+def ratio_of(a: Stats, b: Stats) -> tuple[float, tuple[float, float]]:
+    """The median over rounds of a / b (two contenders of one interleaved run), with
+    its quartiles: the comparison of two rows with the drift cancelled."""
+    ratios = tuple(x / y for x, y in zip(a.samples, b.samples, strict=True))
+    return statistics.median(ratios), _quartiles(ratios)

@@ -1,6 +1,11 @@
 """Why a target was missed: each missed measurement is split into pieces that are timed
 in one interleaved run (a "ladder": each rung adds one piece to the previous one), plus
-the functions one call enters, recorded with `sys.setprofile`.
+the functions one call enters, recorded with `sys.setprofile` (`_ladder.py`).
+
+This module explains the pytree-level costs (unflatten, construction, replace, what
+the pytree adds to a jit call); `breakdown_calls.py` the call-level ones (the scan
+carry, `@tc.jit` methods, method access, the peers, the examples). `EXPLAINERS` maps
+each check key (`targets.Check.key`) to its explainer.
 
 Only the misses of a run are broken down, so `RESULTS.md` explains exactly what it
 reports. Where a piece has to be isolated, the ladders build their own tiny classes
@@ -9,90 +14,16 @@ reports. Where a piece has to be isolated, the ladders build their own tiny clas
 
 from __future__ import annotations
 
-import dataclasses
 import operator
-import statistics
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from benchmarks import _timing, contenders, nested
-from benchmarks.core import JIT_BATCH_SCALE, Result, Row, first_leaf, identity
-from benchmarks.report import wrap
-
-
-def python_calls(fn: Callable[[], Any]) -> str:
-    """The functions one call of `fn` enters, in order: Python frames by name, and
-    C functions called from Python code as `name()`."""
-    seen: list[str] = []
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            seen.append(frame.f_code.co_qualname)
-        elif event == "c_call":
-            seen.append(f"{getattr(arg, '__qualname__', repr(arg))}()")
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    entered = [s for s in seen[1:] if s != "setprofile()"]  # seen[0] is fn itself
-    return " → ".join(f"`{s}`" for s in entered)
-
-
-@dataclasses.dataclass(frozen=True)
-class Rung:
-    label: str
-    stmt: str
-    namespace: dict[str, Any]
-    sync: Callable[[Any], Any] | None = None
-    """Given for jit calls, which then also get `JIT_BATCH_SCALE` times longer batches."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Ladder:
-    """Interleaved timings of some rungs, by label."""
-
-    labels: tuple[str, ...]
-    stats: dict[str, _timing.Stats]
-
-    def ns(self, label: str) -> float:
-        return self.stats[label].median * 1e9
-
-    def ratio(self, label: str) -> float:
-        return self.stats[label].ratio
-
-    def delta_ns(self, a: str, b: str) -> float:
-        """Median over rounds of (a - b): what a adds to b, with drift cancelled."""
-        pairs = zip(self.stats[a].samples, self.stats[b].samples, strict=True)
-        return statistics.median(x - y for x, y in pairs) * 1e9
-
-    def table(self, *, ratios: bool = True) -> str:
-        if not ratios:
-            rows = [f"| {k} | {self.ns(k):.0f} |" for k in self.labels]
-            return "\n".join(["| piece | ns per call |", "|---|---|", *rows])
-        rows = [f"| {k} | {self.ns(k):.0f} | {self.ratio(k):.2f} |" for k in self.labels]
-        return "\n".join(["| piece | ns per call | x first row |", "|---|---|---|", *rows])
-
-
-def _ladder(rungs: Sequence[Rung], rounds: int, batch_s: float) -> Ladder:
-    """Times the rungs interleaved, with the first one as the ratio baseline."""
-    benches = {r.label: _timing.compile_loop(r.stmt, r.namespace, r.sync) for r in rungs}
-    batches = {r.label: batch_s * (JIT_BATCH_SCALE if r.sync else 1.0) for r in rungs}
-    stats = _timing.interleaved(benches, baseline=rungs[0].label, rounds=rounds, batch_s=batches)
-    return Ladder(tuple(benches), stats)
-
-
-def _section(
-    title: str, intro: str, ladder: Ladder, why: Sequence[str], *, ratios: bool = True
-) -> str:
-    head = wrap([f"**{title}.** {intro}"])
-    return f"{head}\n\n{ladder.table(ratios=ratios)}\n\n{wrap(why)}"
-
+from benchmarks import _ladder, breakdown_calls, contenders, nested
+from benchmarks.core import first_leaf, identity
+from benchmarks.targets import AHEAD_OF_PEERS, Check
 
 # --- unflatten --------------------------------------------------------------------
 
@@ -108,16 +39,16 @@ def _callback_node(name: str, make_unflatten: Callable[[type], Callable[[Any, An
     return obj
 
 
-def _unflatten_rung(label: str, obj: Any) -> Rung:
+def _unflatten_rung(label: str, obj: Any) -> _ladder.Rung:
     leaves, treedef = jax.tree_util.tree_flatten(obj)
-    return Rung(label, "treedef.unflatten(leaves)", {"treedef": treedef, "leaves": leaves})
+    return _ladder.Rung(label, "treedef.unflatten(leaves)", {"treedef": treedef, "leaves": leaves})
 
 
 def _unflatten(rounds: int, batch_s: float) -> str:
     kw = contenders.all_kwargs()
     new = object.__new__
     floor = "+ the instance __dict__ (empty)"
-    ladder = _ladder(
+    ladder = _ladder.ladder(
         [
             _unflatten_rung("tuple (C++ builds it)", contenders.make_tuple(**kw)),
             _unflatten_rung(
@@ -139,9 +70,9 @@ def _unflatten(rounds: int, batch_s: float) -> str:
         batch_s,
     )
     leaves, treedef = jax.tree_util.tree_flatten(contenders.Plain(**kw))
-    return _section(
+    return _ladder.section(
         "unflatten",
-        f"One treeclass unflatten enters {python_calls(lambda: treedef.unflatten(leaves))}.",
+        f"One treeclass unflatten enters {_ladder.python_calls(lambda: treedef.unflatten(leaves))}.",
         ladder,
         [
             f"""A tuple is rebuilt entirely in C++. Any unflatten that returns a Python object
@@ -178,15 +109,15 @@ class _EmptyInit:
 def _construct(rounds: int, batch_s: float) -> str:
     kw = contenders.all_kwargs()
 
-    def rung(label: str, new: Callable[..., Any]) -> Rung:
-        return Rung(label, "new(**kw)", {"new": new, "kw": kw})
+    def rung(label: str, new: Callable[..., Any]) -> _ladder.Rung:
+        return _ladder.Rung(label, "new(**kw)", {"new": new, "kw": kw})
 
     empty, plain, post = (
         "a class whose __init__ does nothing",
         "+ static checks and the flat tuple = treeclass",
         "+ __post_init__ and the read-back",
     )
-    ladder = _ladder(
+    ladder = _ladder.ladder(
         [
             rung("make_tuple(**kw) (a Python function)", contenders.make_tuple),
             rung(empty, _EmptyInit),
@@ -197,11 +128,11 @@ def _construct(rounds: int, batch_s: float) -> str:
         rounds,
         batch_s,
     )
-    return _section(
+    return _ladder.section(
         "construction",
-        f"""`Plain(**kw)` enters {python_calls(lambda: contenders.Plain(**kw))}; with a
+        f"""`Plain(**kw)` enters {_ladder.python_calls(lambda: contenders.Plain(**kw))}; with a
         hook, `WithPostInit(**kw)` enters
-        {python_calls(lambda: contenders.WithPostInit(**kw))}.""",
+        {_ladder.python_calls(lambda: contenders.WithPostInit(**kw))}.""",
         ladder,
         [
             f"""`cls(**kw)` goes through `type.__call__`, which packs the keywords into a dict,
@@ -222,35 +153,35 @@ def _replace(rounds: int, batch_s: float) -> str:
     kw = contenders.all_kwargs()
     x = jnp.ones((4,), jnp.float32)
     cls = contenders.CallbackNode
-    new = object.__new__
+    names = list(kw)
 
-    def call_only(self: Any, /, **changes: Any) -> Any:
-        return self
+    # The rungs rebuild treeclass's generated replace (treeclass/_replace.py) piece by
+    # piece: one keyword parameter per field, then allocation, then the stores.
+    params = ", ".join(f"{n}=_M" for n in names)
+    fills = "".join(f"    if {n} is _M: {n} = d[{n!r}]\n" for n in names)
+    stores = "".join(f"    nd[{n!r}] = {n}\n" for n in names)
+    source = (
+        f"def bind_only(self, /, *, {params}, **unknown):\n    return self\n"
+        f"def alloc(self, /, *, {params}, **unknown):\n"
+        "    obj = new(cls)\n    obj.__dict__\n    return obj\n"
+        f"def fill(self, /, *, {params}, **unknown):\n    d = self.__dict__\n{fills}"
+        f"    obj = new(cls)\n    nd = obj.__dict__\n{stores}    return obj\n"
+    )
+    ns: dict[str, Any] = {"_M": object(), "new": object.__new__, "cls": cls}
+    exec(source, ns)  # noqa: S102 - our own source, above
 
-    def alloc(self: Any, /, **changes: Any) -> Any:
-        obj = new(cls)
-        obj.__dict__  # noqa: B018 - materialising the dict is the piece measured
-        return obj
+    def rung(label: str, fn: Callable[..., Any], obj: Any) -> _ladder.Rung:
+        return _ladder.Rung(label, "fn(obj, a3=x)", {"fn": fn, "obj": obj, "x": x})
 
-    def merge(self: Any, /, **changes: Any) -> Any:
-        obj = new(cls)
-        d = obj.__dict__
-        d.update(self.__dict__)
-        d.update(changes)
-        return obj
-
-    def rung(label: str, fn: Callable[..., Any], obj: Any) -> Rung:
-        return Rung(label, "fn(obj, a3=x)", {"fn": fn, "obj": obj, "x": x})
-
-    alloc_label, merge_label = (
+    alloc_label, fill_label = (
         "+ object.__new__ and the instance __dict__",
-        "+ merge the old dict and the changes",
+        "+ read the unchanged fields, store all fields",
     )
     plain = "treeclass replace"
     plain_obj = contenders.Plain(**kw)
-    ladder = _ladder(
+    ladder = _ladder.ladder(
         [
-            Rung(
+            _ladder.Rung(
                 "replace_tuple(t, x) (a Python function)",
                 "replace_tuple(obj, x)",
                 {
@@ -259,11 +190,12 @@ def _replace(rounds: int, batch_s: float) -> str:
                     "x": x,
                 },
             ),
-            rung("a function taking **changes, returning self", call_only, cls(**kw)),
-            rung(alloc_label, alloc, cls(**kw)),
-            rung(merge_label, merge, cls(**kw)),
-            Rung(plain, "obj.replace(a3=x)", {"obj": plain_obj, "x": x}),
-            Rung(
+            rung(f"a function with {len(names)} keyword parameters, returning self",
+                 ns["bind_only"], cls(**kw)),
+            rung(alloc_label, ns["alloc"], cls(**kw)),
+            rung(fill_label, ns["fill"], cls(**kw)),
+            _ladder.Rung(plain, "obj.replace(a3=x)", {"obj": plain_obj, "x": x}),
+            _ladder.Rung(
                 "treeclass + __post_init__ replace",
                 "obj.replace(a3=x)",
                 {"obj": contenders.WithPostInit(**kw), "x": x},
@@ -272,68 +204,27 @@ def _replace(rounds: int, batch_s: float) -> str:
         rounds,
         batch_s,
     )
-    return _section(
+    return _ladder.section(
         "replace",
-        f"`obj.replace(a3=x)` enters {python_calls(lambda: plain_obj.replace(a3=x))}.",
+        f"`obj.replace(a3=x)` enters {_ladder.python_calls(lambda: plain_obj.replace(a3=x))}.",
         ladder,
         [
             f"""The tuple baseline builds an 8-tuple in one Python call. A `replace` that
             returns a new instance with a `__dict__` first allocates the object and its
             dict: {ladder.ratio(alloc_label):.2f}x the tuple before a single field is
             stored, so 2.5 is out of reach for any `__dict__`-based class (NamedTuple's
-            `_replace` and the peers' `replace` are slower still, see Results). Copying
-            the fields in (two C-level `dict.update` calls) brings it to
-            {ladder.ratio(merge_label):.2f}x; treeclass then adds
-            {ladder.delta_ns(plain, merge_label):.0f} ns: the test that every changed name
-            is a plain dynamic field (`keys() <= ...`) and rebuilding the flat tuple from
-            the new dict."""
+            `_replace` and the peers' `replace` are slower still, see Results). Reading
+            the unchanged fields from the old instance and storing all of them brings it
+            to {ladder.ratio(fill_label):.2f}x; treeclass then adds
+            {ladder.delta_ns(plain, fill_label):.0f} ns, mostly building the cached flat
+            tuple `(children, statics)` that makes every later flatten a C-level read.
+            A dict merge instead of the per-field reads was measured slower for classes
+            of up to about 12 fields (treeclass/_replace.py)."""
         ],
     )
 
 
 # --- jit: what the pytree adds to a call -----------------------------------------
-
-
-def _jit_ladder(
-    cases: Sequence[tuple[str, Any]], fun: Callable[[Any], Any], rounds: int, batch_s: float
-) -> Ladder:
-    """For each case: the jit call, flattening the input, unflattening the output."""
-    calls, flattens, unflattens = [], [], []
-    for label, obj in cases:
-        f = jax.jit(fun)
-        for _ in range(2):
-            jax.block_until_ready(f(obj))
-        calls.append(
-            Rung(f"{label}: jit call", "f(obj)", {"f": f, "obj": obj}, jax.block_until_ready)
-        )
-        flattens.append(
-            Rung(
-                f"{label}: tree_flatten",
-                "flatten(obj)",
-                {"flatten": jax.tree_util.tree_flatten, "obj": obj},
-            )
-        )
-        leaves, treedef = jax.tree_util.tree_flatten(fun(obj))
-        unflattens.append(
-            Rung(
-                f"{label}: unflatten of the output",
-                "treedef.unflatten(leaves)",
-                {"treedef": treedef, "leaves": leaves},
-            )
-        )
-    return _ladder([*calls, *flattens, *unflattens], rounds, batch_s)
-
-
-def _jit_why(ladder: Ladder, base: str, other: str) -> str:
-    def delta(piece: str) -> float:
-        return ladder.delta_ns(f"{other}: {piece}", f"{base}: {piece}")
-
-    return f"""Per call, {other} minus {base} (median of per-round differences): jit call
-    {delta("jit call"):+.0f} ns, of which flattening the input accounts for
-    {delta("tree_flatten"):+.0f} ns and unflattening the output for
-    {delta("unflatten of the output"):+.0f} ns; the remainder is JAX comparing the new
-    treedef with the cached one (an `==` on each custom node's aux data) and noise,
-    which for calls this long is of the same order."""
 
 
 def _eight(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str]:
@@ -344,12 +235,20 @@ def _eight(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str]
             ("treeclass", contenders.Plain(**kw)),
             ("(a) C++ dataclass node", contenders.DataclassNode(**kw)),
         ]
-        ladder = _jit_ladder(cases, fun, rounds, batch_s)
-        return _section(
+        ladder = _ladder.jit_ladder(cases, fun, rounds, batch_s)
+        return _ladder.section(
             title,
             "The pieces, in one interleaved run:",
             ladder,
-            [_jit_why(ladder, "tuple", "treeclass")],
+            [
+                f"""In this run the treeclass call costs
+                {ladder.ns("treeclass: jit call") / ladder.ns("tuple: jit call"):.3f}x the
+                tuple's. The pytree's share of a call is flattening the 8 input leaves
+                (JAX calls the registered flatten, a C-level `attrgetter` of the tuple
+                cached at construction, where a tuple is walked in place), comparing
+                the treedef with the cached one, and rebuilding the output.""",
+                _ladder.jit_why(ladder, "tuple", "treeclass"),
+            ],
             ratios=False,
         )
 
@@ -359,7 +258,7 @@ def _eight(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str]
 def _nested(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str]:
     def explain(rounds: int, batch_s: float) -> str:
         cases = [(t.name, t.tree) for t in nested.trees()]
-        ladder = _jit_ladder(cases, fun, rounds, batch_s)
+        ladder = _ladder.jit_ladder(cases, fun, rounds, batch_s)
         base = cases[0][0]
 
         def per_node(piece: str) -> str:
@@ -369,7 +268,7 @@ def _nested(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str
             )
 
         why = [
-            _jit_why(ladder, base, "treeclass"),
+            _ladder.jit_why(ladder, base, "treeclass"),
             f"""Flattening, per class node, costs this much more than a tuple node:
             {per_node("tree_flatten")}. For a node registered with callbacks, JAX's C++
             flattener calls the flatten callback (for treeclass the C-level `attrgetter`:
@@ -390,28 +289,45 @@ def _nested(fun: Callable[[Any], Any], title: str) -> Callable[[int, float], str
             show when the jitted function does almost nothing, as here; a step that does
             real work amortises them."""
         )
-        return _section(title, "The pieces, in one interleaved run:", ladder, why, ratios=False)
+        return _ladder.section(
+            title, "The pieces, in one interleaved run:", ladder, why, ratios=False
+        )
 
     return explain
 
 
-EXPLAINERS: dict[str, Callable[[int, float], str]] = {
-    "unflatten": _unflatten,
-    "construct": _construct,
-    "replace": _replace,
-    "dispatch": _eight(first_leaf, "jit dispatch, 8 fields"),
-    "round_trip": _eight(identity, "jit round trip, 8 fields"),
-    "nested_dispatch": _nested(first_leaf, "jit dispatch, 100 nodes"),
-    "nested_round_trip": _nested(identity, "jit round trip, 100 nodes"),
+Explainer = Callable[[Sequence[Check], int, float], str]
+"""`(missed checks of one key, rounds, batch seconds) -> Markdown section`."""
+
+
+def _pytree(explainer: Callable[[int, float], str]) -> Explainer:
+    return lambda checks, rounds, batch_s: explainer(rounds, batch_s)
+
+
+EXPLAINERS: dict[str, Explainer] = {
+    "unflatten": _pytree(_unflatten),
+    "construct": _pytree(_construct),
+    "replace": _pytree(_replace),
+    "dispatch": _pytree(_eight(first_leaf, "jit dispatch, 8 fields")),
+    "round_trip": _pytree(_eight(identity, "jit round trip, 8 fields")),
+    "nested_dispatch": _pytree(_nested(first_leaf, "jit dispatch, 100 nodes")),
+    "nested_round_trip": _pytree(_nested(identity, "jit round trip, 100 nodes")),
+    "scan_run": breakdown_calls.scan_run,
+    "nested_scan_run": breakdown_calls.scan_run,
+    "tc_jit_call": breakdown_calls.tc_jit_call,
+    "method_access": breakdown_calls.method_access,
+    "traces": breakdown_calls.traces,
+    **{f"ahead_{key}": breakdown_calls.ahead for key in AHEAD_OF_PEERS},
+    "pln": breakdown_calls.pln,
+    "neurons": breakdown_calls.neurons,
 }
 
 
-def explain(missed: Sequence[tuple[Result, Row]], *, rounds: int, batch_s: float) -> str:
-    """Markdown: the list of misses, then one breakdown per missed measurement."""
-    lines = [
-        f"- {row.name}, {r.measurement.title}: {row.stats.ratio:.2f}x tuple "
-        f"(target <= {r.measurement.target:.2f})"
-        for r, row in missed
-    ]
-    keys = list(dict.fromkeys(r.measurement.key for r, _ in missed))
-    return "\n\n".join(["\n".join(lines), *(EXPLAINERS[key](rounds, batch_s) for key in keys)])
+def explain(missed: Sequence[Check], *, rounds: int, batch_s: float) -> str:
+    """Markdown: the list of misses, then one breakdown per key missed."""
+    lines = [f"- {c.text()}" for c in missed]
+    by_key: dict[str, list[Check]] = {}
+    for c in missed:
+        by_key.setdefault(c.key, []).append(c)
+    sections = [EXPLAINERS[key](checks, rounds, batch_s) for key, checks in by_key.items()]
+    return "\n\n".join(["\n".join(lines), *sections])

@@ -1,16 +1,24 @@
-"""The measurements: each is one statement, timed for every contender in one
-interleaved run, with the raw tuple as the per-round baseline.
+"""The measurements: each is one statement (or, for compile times, one compile), timed
+for every contender in one interleaved run, with the raw tuple as the per-round baseline.
 
-| measurement        | statement (per call)              | tuple baseline                   |
-|--------------------|-----------------------------------|----------------------------------|
-| flatten            | `tree_flatten(obj)`               | same, on the tuple of 8 arrays   |
-| unflatten          | `treedef.unflatten(leaves)`       | same                             |
-| flatten_with_path  | `tree_flatten_with_path(obj)`     | same                             |
-| jit dispatch       | `f(obj)`, f returns one leaf      | same                             |
-| jit round trip     | `g(obj)`, g returns obj           | same                             |
-| construction       | `new(**kw)`, 10 keyword arguments | `make_tuple(**kw)`, a Python fn  |
-| replace            | change field `a3`                 | `replace_tuple(obj, x)`, a fn    |
-| tree.map identity  | `jax.tree.map(ident, obj)`        | same                             |
+| measurement        | statement (per call)                 | baseline (first row)            |
+|--------------------|--------------------------------------|---------------------------------|
+| flatten            | `tree_flatten(obj)`                  | same, on the tuple of 8 arrays  |
+| unflatten          | `treedef.unflatten(leaves)`          | same                            |
+| flatten_with_path  | `tree_flatten_with_path(obj)`        | same                            |
+| jit dispatch       | `f(obj)`, f returns one leaf         | same                            |
+| jit round trip     | `g(obj)`, g returns obj              | same                            |
+| construction       | `new(**kw)`, 10 keyword arguments    | `make_tuple(**kw)`, a Python fn |
+| replace            | change field `a3`                    | `replace_tuple(obj, x)`, a fn   |
+| tree.map identity  | `jax.tree.map(ident, obj)`           | same                            |
+| tree.map, 1000     | `jax.tree.map(ident, objs)`, a list  | same, a list of 1000 tuples     |
+| scan compile       | lower + compile a 1000-step scan     | same, the tuple as the carry    |
+| scan steady call   | `f(obj)`, f = the compiled scan      | same                            |
+| jitted methods     | each library's idiom (methods.py)    | `jax.jit(f)(tuple)`             |
+| method access      | `obj.method`, no call (methods.py)   | a plain class's plain method    |
+
+The 100-node tree (nested.py) gets flatten, unflatten, tree.map, dispatch, round trip
+and the scan, against the same structure as nested tuples.
 
 Jit calls are timed without blocking on each call (what dispatch costs the caller),
 but each batch blocks on its last output, so no contender leaves queued work running
@@ -27,11 +35,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from benchmarks import _timing
+from benchmarks import _timing, methods, scan
 from benchmarks.contenders import Contender
 from benchmarks.nested import Tree
 
 Setup = tuple[str, dict[str, Any], Callable[[Any], Any] | None]
+Bench = Callable[[int], float]
+"""A ready timing function (seconds per call for n calls), for what is not a statement."""
+
+LIST_LENGTH = 1000
 
 
 def first_leaf(obj: Any) -> Any:
@@ -96,17 +108,49 @@ def _tree_map(c: Contender | Tree) -> Setup:
     return "tree_map(ident, obj)", ns, None
 
 
+def _tree_map_list(c: Contender | Tree) -> Setup:
+    assert isinstance(c, Contender)
+    objs = [c.instance() for _ in range(LIST_LENGTH)]  # distinct instances, shared arrays
+    ns = {"tree_map": jax.tree.map, "ident": lambda x: x, "objs": objs}
+    return "tree_map(ident, objs)", ns, None
+
+
+def _scan_compile(c: Contender | Tree) -> Bench:
+    return scan.compile_bench(_instance(c))
+
+
+def _scan_run(c: Contender | Tree) -> Setup:
+    return _jitted(scan.scan_fn, c)
+
+
+def _case(c: methods.Case) -> Setup:
+    return c.stmt, c.namespace, c.sync
+
+
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     key: str
     title: str
-    setup: Callable[[Contender | Tree], Setup]
+    setup: Callable[[Any], Setup | Bench]
     target: float | None = None
-    """The largest acceptable treeclass/tuple ratio, where the issue sets one."""
+    """The largest acceptable treeclass/baseline ratio, where the issue sets one."""
+    target_us: float | None = None
+    """The largest acceptable treeclass time per call in µs, where the issue sets one."""
     nested: bool = False
     batch_scale: float = 1.0
     """Jit calls take 10-700 µs: their batches are longer, so the one block at the end
-    of a batch is amortised over enough calls."""
+    of a batch is amortised over enough calls. 0 for compile times: one compile a batch."""
+    rounds_scale: float = 1.0
+    """The share of the mode's rounds this measurement runs (at least `min_rounds`):
+    fewer for statements that take milliseconds."""
+    min_rounds: int = 11
+    cases: Callable[[], Sequence[Any]] | None = None
+    """Builds this measurement's own cases (`methods.Case`), instead of the contenders."""
+    base: str = "tuple"
+    """What the first row, the ratio baseline, is (the table's "x ..." column)."""
+
+    def rounds(self, mode_rounds: int) -> int:
+        return max(self.min_rounds, round(mode_rounds * self.rounds_scale))
 
 
 JIT_BATCH_SCALE = 8.0
@@ -133,6 +177,50 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement("replace", "replace one dynamic field", _replace, target=2.5),
     Measurement("tree_map", "jax.tree.map(lambda x: x, obj)", _tree_map),
     Measurement(
+        "tree_map_list",
+        f"jax.tree.map(lambda x: x, objs), a list of {LIST_LENGTH} instances",
+        _tree_map_list,
+        rounds_scale=0.05,
+    ),
+    Measurement(
+        "scan_compile",
+        f"lax.scan carry: compile ({scan.STEPS} steps; trace + lower + XLA compile)",
+        _scan_compile,
+        batch_scale=0.0,
+        rounds_scale=0.02,
+        min_rounds=5,
+    ),
+    Measurement(
+        "scan_run",
+        f"lax.scan carry: steady call ({scan.STEPS} steps, compiled)",
+        _scan_run,
+        target=1.10,
+        batch_scale=JIT_BATCH_SCALE,
+        rounds_scale=0.2,
+    ),
+    Measurement(
+        "jit_methods",
+        f"jitted methods, each library's idiom: one call ({methods.INSTANCES} instances traced)",
+        _case,
+        batch_scale=JIT_BATCH_SCALE,
+        rounds_scale=0.25,
+        cases=methods.jit_method_cases,
+        base="tuple",
+    ),
+    Measurement(
+        "method_access",
+        "method access: obj.method, no call",
+        _case,
+        target_us=1.0,
+        cases=methods.access_cases,
+        base="plain",
+    ),
+    Measurement("nested_flatten", "100 nodes: flatten", _flatten, nested=True),
+    Measurement("nested_unflatten", "100 nodes: unflatten", _unflatten, nested=True),
+    Measurement(
+        "nested_tree_map", "100 nodes: jax.tree.map(lambda x: x, obj)", _tree_map, nested=True
+    ),
+    Measurement(
         "nested_dispatch",
         "100 nodes: jit dispatch",
         _dispatch,
@@ -148,6 +236,24 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         nested=True,
         batch_scale=JIT_BATCH_SCALE,
     ),
+    Measurement(
+        "nested_scan_compile",
+        "100 nodes: lax.scan carry: compile",
+        _scan_compile,
+        nested=True,
+        batch_scale=0.0,
+        rounds_scale=0.02,
+        min_rounds=5,
+    ),
+    Measurement(
+        "nested_scan_run",
+        "100 nodes: lax.scan carry: steady call",
+        _scan_run,
+        target=1.10,
+        nested=True,
+        batch_scale=JIT_BATCH_SCALE,
+        rounds_scale=0.1,
+    ),
 )
 
 
@@ -157,6 +263,8 @@ class Row:
     group: str
     note: str
     stats: _timing.Stats
+    traces: int | None = None
+    """For jitted methods: how often the function was traced for all the instances."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,11 +272,15 @@ class Result:
     measurement: Measurement
     rows: tuple[Row, ...]
     """The baseline first, then the others in the order given."""
+    rounds: int
+
+    def row(self, name: str) -> Row | None:
+        return next((r for r in self.rows if r.name == name), None)
 
 
 def measure(
     m: Measurement,
-    cases: Sequence[Contender | Tree],
+    cases: Sequence[Any],
     *,
     rounds: int,
     batch_s: float,
@@ -176,13 +288,17 @@ def measure(
     """Times `m` for every case, interleaved; `cases[0]` is the baseline."""
     benches = {}
     for c in cases:
-        stmt, ns, sync = m.setup(c)
-        benches[c.name] = _timing.compile_loop(stmt, ns, sync)
+        setup = m.setup(c)
+        benches[c.name] = setup if callable(setup) else _timing.compile_loop(*setup)
+    rounds = m.rounds(rounds)
     stats = _timing.interleaved(
         benches, baseline=cases[0].name, rounds=rounds, batch_s=batch_s * m.batch_scale
     )
-    rows = tuple(Row(c.name, c.group, getattr(c, "note", ""), stats[c.name]) for c in cases)
-    return Result(m, rows)
+    rows = tuple(
+        Row(c.name, c.group, getattr(c, "note", ""), stats[c.name], getattr(c, "traces", None))
+        for c in cases
+    )
+    return Result(m, rows, rounds)
 
 
 def run(
@@ -199,6 +315,9 @@ def run(
         if only and m.key not in only:
             continue
         progress(f"  {m.title} ...")
-        cases = trees if m.nested else contenders
+        if m.cases is not None:
+            cases: Sequence[Any] = m.cases()
+        else:
+            cases = trees if m.nested else contenders
         results.append(measure(m, cases, rounds=rounds, batch_s=batch_s))
     return results

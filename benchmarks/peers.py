@@ -123,6 +123,11 @@ _BUILDERS: dict[str, Callable[[], Contender]] = {
 }
 
 
+def build(library: str) -> Contender:
+    """The contender for one library ("equinox", "flax", ...); ImportError if missing."""
+    return _BUILDERS[library]()
+
+
 def peers() -> tuple[list[Contender], list[str]]:
     """The peer contenders that import, and one note per library skipped."""
     found, skipped = [], []
