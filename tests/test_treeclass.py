@@ -342,3 +342,23 @@ def test_repr_false_and_eq_false_keep_object_behaviour():
     assert a != b
     assert repr(a).startswith("<")
     assert hash(a) != hash(b) or a is b
+
+
+def test_fields_may_shadow_builtins_the_generated_code_uses():
+    @tc.treeclass
+    class Shadow:
+        self: jax.Array
+        object: jax.Array
+        type: str = tc.static("a")
+        KeyError: int = tc.static(1)
+
+        def __post_init__(self):
+            pass
+
+    s = Shadow(jnp.zeros(1), jnp.ones(1), type="b")
+    assert s.type == "b"
+    assert s.replace(type="c", KeyError=2).KeyError == 2
+    leaves, treedef = jax.tree.flatten(s)
+    assert treedef.unflatten(leaves) == s
+    with pytest.raises(TypeError, match=r"Shadow\.type is a static field but holds an unhashable list"):
+        Shadow(jnp.zeros(1), jnp.ones(1), type=[1])  # type: ignore[arg-type]

@@ -13,8 +13,8 @@ For a class
 it generates (see `inspect.getsource(Neuron.__init__)`):
 
     def __init__(_tc_self, v, tau=_tc_dflt_tau):
-        if type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)
-        if type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
+        if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)
+        if _tc_type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
         _tc_d = _tc_self.__dict__
         _tc_d['v'] = v
         _tc_d['tau'] = tau
@@ -59,6 +59,8 @@ def namespace(layout: Layout) -> dict[str, Any]:
         "_tc_subclass_check": _subclass_check,
         "_tc_not_set": _not_set,
         "_tc_MISSING": dataclasses.MISSING,
+        "_tc_type": type,
+        "_tc_KeyError": KeyError,
     }
     for f in (*layout.fields, *layout.initvars):
         ns[f"_tc_dflt_{f.name}"] = f.default
@@ -69,7 +71,8 @@ def namespace(layout: Layout) -> dict[str, Any]:
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:
-    cond = f"type({name}) not in _tc_TRUSTED"
+    # Builtins are reached through _tc_ names: a field may be called `type`.
+    cond = f"_tc_type({name}) not in _tc_TRUSTED"
     if skip_default:
         # The default was checked once, when the class was decorated.
         cond += f" and {name} is not _tc_dflt_{name}"
@@ -87,7 +90,7 @@ def make_finalize(layout: Layout, ns: dict[str, Any]) -> Callable[[Any], None]:
         lines.append(f"        {static_check_line(name, skip_default=False)}")
     lines.append("    try:")
     lines.append(f"        _tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: f'_tc_d[{n!r}]')}")
-    lines.append("    except KeyError as _tc_e:")
+    lines.append("    except _tc_KeyError as _tc_e:")
     lines.append("        _tc_not_set(_tc_cls, _tc_e.args[0])")
     return compile_function("\n".join(lines) + "\n", "_tc_finalize", layout.cls, ns)  # type: ignore[no-any-return]
 
@@ -118,7 +121,7 @@ def _params(layout: Layout) -> str:
 def make_init(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
     if layout.user_init is not None:
         return _wrap_user_init(layout.user_init, ns["_tc_finalize"])
-    body = ["if type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
+    body = ["if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
     for f in (*layout.fields, *layout.initvars):
         has_factory = f.default_factory is not dataclasses.MISSING

@@ -11,7 +11,7 @@ For `Neuron` (see `_init.py`):
         if v is _tc_MISSING: v = _tc_d['v']
         if tau is _tc_MISSING: tau = _tc_d['tau']
         else:
-            if type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
+            if _tc_type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
         _tc_new = _tc_object_new(_tc_cls)
         ...
 
