@@ -18,30 +18,17 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, cast
 
 import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from treeclass._field import AXES
 from treeclass._layout import FLAT, LAYOUT, Layout
+from treeclass._rules import Axes, MeshAxes, Rules, mesh_axis_names, rule_table
 
 __all__ = ["partition_specs", "shardings"]
 
-MeshAxes: TypeAlias = str | tuple[str, ...] | None
-"""What a logical axis maps to: one mesh axis, several (split over their product), or
-None (replicated)."""
-Rules: TypeAlias = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
-Axes: TypeAlias = tuple[str | None, ...] | None
-"""A field's `axes=`: one logical name (or None) per dimension; None for no axes."""
-
-_MSG_RULES: Final = (
-    "rules= takes a mapping {{logical_name: mesh_axis}} or a sequence of "
-    "(logical_name, mesh_axis) pairs, where mesh_axis is a mesh axis name, a tuple of "
-    "names, or None (replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. "
-    "Got {found!r}."
-)
 _MSG_MESH: Final = (
     "treeclass.shardings(obj, mesh, rules) takes a jax.sharding.Mesh as its second "
     "argument; got {found!r}. Build one with jax.make_mesh((8,), ('data',))."
@@ -82,56 +69,6 @@ _MSG_NOT_DIVISIBLE: Final = (
 )
 
 
-def _rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
-    """The rules as a dict; for a sequence of pairs the first pair naming a logical axis
-    wins, as in flax. None (no rules) stays None: each name maps to itself."""
-    if rules is None:
-        return None
-    # Checked as `object`: the annotation is what we accept, not what callers pass.
-    found = cast("object", rules)
-    pairs: list[object]
-    if isinstance(found, Mapping):
-        pairs = list(cast("Mapping[object, object]", found).items())
-    # A str is a Sequence too: rules="batch" must not read as the pairs "b", "a", ...
-    elif isinstance(found, Sequence) and not isinstance(found, str | bytes):
-        pairs = list(cast("Sequence[object]", found))
-    else:
-        raise TypeError(_MSG_RULES.format(found=found))
-    table: dict[str, MeshAxes] = {}
-    for pair in pairs:
-        rule = _rule(pair)
-        if rule is None:
-            raise TypeError(_MSG_RULES.format(found=pair))
-        table.setdefault(*rule)
-    return table
-
-
-def _rule(pair: object) -> tuple[str, MeshAxes] | None:
-    """One `(logical, mesh_axes)` pair, normalised (a list of mesh axes becomes a tuple,
-    and `()` None); None if malformed."""
-    items = _as_tuple(pair)
-    if items is None or len(items) != len(("logical", "mesh_axes")):
-        return None
-    name, target = items
-    if not isinstance(name, str):
-        return None
-    if target is None or isinstance(target, str):
-        return name, target
-    names = _as_tuple(target)
-    if names is None or not all(isinstance(a, str) for a in names):
-        return None
-    return name, cast("tuple[str, ...]", names) or None
-
-
-def _as_tuple(x: object) -> tuple[object, ...] | None:
-    """`x` as a tuple if it is a tuple or list, else None."""
-    return tuple(cast("Sequence[object]", x)) if isinstance(x, tuple | list) else None
-
-
-def _names(target: MeshAxes) -> tuple[str, ...]:
-    return () if target is None else (target,) if isinstance(target, str) else target
-
-
 def _is_instance(x: object) -> bool:
     return not isinstance(x, type) and LAYOUT in type(x).__dict__
 
@@ -155,7 +92,7 @@ class _Specs:
     of the leaves walked so far."""
 
     def __init__(self, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None):
-        self.table = _rule_table(rules)
+        self.table = rule_table(rules)
         self.sizes: dict[str, int] | None = None if mesh is None else dict(mesh.shape)
         self.strict = strict
         self.out: list[PartitionSpec] = []
@@ -216,7 +153,7 @@ class _Specs:
         used: dict[str, str] = {}  # mesh axis -> the logical name that took it
         for dim, name in enumerate(axes):
             target = None if name is None else self.lookup(name, where)
-            for mesh_axis in _names(target):
+            for mesh_axis in mesh_axis_names(target):
                 if mesh_axis in used:
                     msg = _MSG_MESH_AXIS_TWICE.format(
                         where=where,
@@ -228,7 +165,7 @@ class _Specs:
                     raise ValueError(msg)
                 used[mesh_axis] = str(name)
             if target is not None and self.sizes is not None:
-                parts = math.prod(self.sizes[a] for a in _names(target))
+                parts = math.prod(self.sizes[a] for a in mesh_axis_names(target))
                 if shape[dim] % parts:
                     msg = _MSG_NOT_DIVISIBLE.format(
                         where=where,
@@ -253,7 +190,7 @@ class _Specs:
             known_msg = f"The mesh axes are {known}"
         elif name in self.table:
             target = self.table[name]
-            for mesh_axis in _names(target):
+            for mesh_axis in mesh_axis_names(target):
                 if self.sizes is not None and mesh_axis not in self.sizes:
                     msg = _MSG_UNKNOWN_MESH_AXIS.format(
                         where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
