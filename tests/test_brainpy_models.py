@@ -3,34 +3,22 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from example_modules import example_module
 
-SCRIPT = Path(__file__).parent.parent / "examples" / "brainpy_models.py"
 POINTS = 500  # one data size (and main's 200 steps) throughout: the compiles are shared
 
 
 @pytest.fixture(scope="module")
 def bm() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("brainpy_models", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # treeclass resolves string annotations through it
-    try:
-        spec.loader.exec_module(module)
+    with example_module("brainpy_models") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
-
 
 def test_tutorial_logistic_update_is_a_gradient_step(bm: ModuleType) -> None:
     X, Y = bm.logistic_data(jax.random.key(0), POINTS)

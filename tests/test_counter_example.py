@@ -5,32 +5,19 @@ many instances, and steps in `lax.scan`."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-SCRIPT = Path(__file__).parent.parent / "examples" / "counter.py"
+from example_modules import example_module
 
 
 @pytest.fixture(scope="module")
 def counter() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("counter_example", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # treeclass resolves string annotations through it
-    try:
-        spec.loader.exec_module(module)
+    with example_module("counter", "counter_example") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
-
 
 def test_tutorial_counter_loses_its_count(counter: ModuleType) -> None:
     a = counter.TutorialCounter()

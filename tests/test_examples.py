@@ -4,7 +4,6 @@ logistic regression example also fits what it claims to fit, checked in-process.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from types import ModuleType
 import jax
 import jax.numpy as jnp
 import pytest
+from example_modules import example_module
 
 ROOT = Path(__file__).parent.parent
 # Modules the scripts import, not scripts: no --quick, no KEY_OUTPUT line.
@@ -112,20 +112,8 @@ def test_fit_logistic_plot(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def logistic() -> Iterator[ModuleType]:
-    path = ROOT / "examples" / "fit_logistic.py"
-    spec = importlib.util.spec_from_file_location("fit_logistic", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running, as an import would: dataclasses and treeclass resolve
-    # the module's string annotations through sys.modules.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with example_module("fit_logistic") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
-
 
 ACCURACY_THRESHOLD = 0.9  # the labels carry noise: the true rule scores about 0.95
 

@@ -4,9 +4,7 @@ analytic solution, each model's defining behaviour, the E/I network's noise key,
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,39 +13,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from example_modules import example_module
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 STEPS = 2000  # single-neuron runs: neurons.py --quick's length, so compiles are shared
 NETWORK = (200, 300)  # neurons, steps: --neurons 200 --duration 30
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running, as an import would: treeclass resolves the module's
-    # string annotations through sys.modules, and neurons.py imports neuron_models.
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def nm() -> Iterator[ModuleType]:
-    try:
-        yield _load("neuron_models")
-    finally:
-        del sys.modules["neuron_models"]
+    with example_module("neuron_models") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")
 def neurons(nm: ModuleType) -> Iterator[ModuleType]:
-    try:
-        yield _load("neurons")
-    finally:
-        del sys.modules["neurons"]
-
+    # neurons.py imports neuron_models, which the nm fixture has registered.
+    with example_module("neurons") as module:
+        yield module
 
 def _spike_steps(trace_spike: jax.Array, neuron: int = 0) -> np.ndarray:
     return np.flatnonzero(np.asarray(trace_spike)[:, neuron])

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from example_modules import example_module
 
 pytest.importorskip("optax")  # the [examples] extra, not [test]
 
@@ -49,20 +50,9 @@ LOSS_RTOL = 2e-5
 
 @pytest.fixture(scope="module")
 def pln() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("pln", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running, as an import would: treeclass resolves the module's
-    # string annotations through sys.modules. pln.py registers pln_containers itself.
-    sys.modules["pln"] = module
-    try:
-        spec.loader.exec_module(module)
+    # pln.py registers pln_containers itself.
+    with example_module("pln", "pln", "pln_containers") as module:
         yield module
-    finally:
-        sys.modules.pop("pln", None)
-        sys.modules.pop("pln_containers", None)
-
 
 @pytest.fixture(scope="module")
 def data(pln: ModuleType) -> Any:
