@@ -362,3 +362,26 @@ def test_fields_may_shadow_builtins_the_generated_code_uses():
     assert treedef.unflatten(leaves) == s
     with pytest.raises(TypeError, match=r"Shadow\.type is a static field but holds an unhashable list"):
         Shadow(jnp.zeros(1), jnp.ones(1), type=[1])  # type: ignore[arg-type]
+
+
+def test_static_annotation_with_dynamic_only_options_rejected():
+    with pytest.raises(TypeError, match=r"Bad\.x is annotated Static\[\.\.\.\] but its field\(\) has axes= or converter="):
+
+        @tc.treeclass
+        class Bad:
+            x: tc.Static[int] = tc.field(default=1, converter=int)
+
+
+def test_field_with_reserved_prefix_rejected():
+    with pytest.raises(TypeError, match=r"Bad\._tc_x: this name is reserved by treeclass \(generated code uses the _tc_ prefix\)"):
+
+        @tc.treeclass
+        class Bad:
+            _tc_x: int
+
+
+@pytest.mark.parametrize("method", ["tree_flatten", "tree_unflatten", "__replace__"])
+def test_class_defining_registration_methods_rejected(method):
+    body = {"__annotations__": {"x": int}, method: lambda self: None}
+    with pytest.raises(TypeError, match=rf"Bad\.{method}: this name is reserved by treeclass"):
+        tc.treeclass(type("Bad", (), body))

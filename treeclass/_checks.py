@@ -18,6 +18,8 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
+from treeclass._repr import short_repr
+
 # Values of these exact types are hashable and compare by value, so the per-value
 # check is skipped for them: this keeps construction cheap in the common case.
 TRUSTED_STATIC_TYPES: Final = frozenset(
@@ -141,11 +143,8 @@ def check_static(cls: type, name: str, value: object) -> None:
     try:
         hash(value)
     except TypeError:
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
         msg = _MSG_STATIC_UNHASHABLE.format(
-            cls=cls.__name__, name=name, type=type(value).__name__, value=shown
+            cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
         )
         raise TypeError(msg) from None
     what = _identity_compared(value)

@@ -10,14 +10,16 @@ converters, on tracers, `None` or `object()` leaves:
         def __post_init__(self):
             if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
 
-and the keyword call makes its unflatten about 7x a tuple's. Instead:
+and the keyword call makes its unflatten about 10x a tuple's (14x for a frozen
+dataclass, benchmarks/RESULTS.md). Instead:
 
 - flatten is `operator.attrgetter("__tc_flat__")`: construction (and unflatten) caches
   `(children, statics)` on the immutable instance, so JAX's flatten is one C-level
   attribute read and no Python frame. For 8 array + 2 static fields that measured
-  1.35x a tuple's flatten against 1.52x for the C++ dataclass node; for small nodes
-  the C++ node is faster, as jaxlib spends ~90 ns more per callback-registered node
-  (checking the returned pair, iterating the children generically);
+  1.41x a tuple's flatten against 1.47x for the C++ dataclass node; per node, though,
+  jaxlib spends ~200 ns more on a callback-registered node than on a tuple (checking
+  the returned pair, iterating the children generically) against ~70 ns for the C++
+  node, so trees of many small nodes flatten slower than with it;
 - unflatten is generated per class: it allocates with `object.__new__` and writes the
   instance `__dict__`, so no user code can run, by construction.
 

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from treeclass._layout import LAYOUT
+from treeclass._repr import short_repr
 from treeclass._retrace import TraceLog
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -67,7 +68,7 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
             if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(  # pyright: ignore[reportUnknownMemberType]
                 jax.tree.structure(value)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             ):
-                what = f"a {type(value).__name__} ({_short(value)})"
+                what = f"a {type(value).__name__} ({short_repr(value)})"
                 return sub, type(x), name, what, type(value).__name__  # pyright: ignore[reportUnknownVariableType] - type() of Any
             found = _find_bad_leaf(sub, value)
             if found is not None:
@@ -85,11 +86,6 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
             if found is not None:
                 return found
     return None
-
-
-def _short(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _explain_type_error(

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass import _npz
+from treeclass._repr import short_repr
 
 _MSG_BAD_LEAF: Final = """\
 {where} holds {what}, which a checkpoint cannot store.
@@ -33,11 +34,6 @@ def is_array(x: object) -> bool:
     return isinstance(x, _ARRAYS)
 
 
-def short(x: object) -> str:
-    shown = repr(x)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
-
-
 def meta(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
     """`(dtype name, shape, weak_type)` of a leaf a checkpoint can hold; `TypeError`
     naming the field otherwise. A Python scalar's dtype is `python float` etc."""
@@ -50,7 +46,7 @@ def meta(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
             return dtype.name, tuple(x.shape), bool(getattr(x, "weak_type", False))
         what = f"an array of dtype {dtype}"
     else:
-        what = f"a {type(x).__name__} ({short(x)})"
+        what = f"a {type(x).__name__} ({short_repr(x)})"
     msg = _MSG_BAD_LEAF.format(where=where, what=what, field=field, type=type(x).__name__)
     raise TypeError(msg)
 

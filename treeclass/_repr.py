@@ -22,6 +22,12 @@ _SHORT: Final = {"bfloat16": "bf16", "bool": "bool"}
 _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
+def short_repr(value: object, width: int = 60) -> str:
+    """`repr(value)`, cut to `width` characters: for values quoted in error messages."""
+    shown = repr(value)
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
 def dtype_name(dtype: Any) -> str:
     if jnp.issubdtype(dtype, jax.dtypes.extended):
         return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them

@@ -15,15 +15,13 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import jax
 import numpy as np
 
 from treeclass._layout import LAYOUT
-from treeclass._repr import dtype_name
-
-_MAX_REPR: Final = 60
+from treeclass._repr import dtype_name, short_repr
 
 
 class RetraceError(RuntimeError):
@@ -79,11 +77,6 @@ class RetraceWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RetraceWarning, where users import it
 
 
-def _short(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= _MAX_REPR else shown[: _MAX_REPR - 3] + "..."
-
-
 def _abstract(x: Any) -> str | None:
     aval: Any = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
@@ -101,7 +94,7 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
         for name in layout.names:
             value = x.__dict__.get(name)
             if name in layout.static:
-                out[f"{path}.{name} (static {type(x).__name__}.{name})"] = _short(value)
+                out[f"{path}.{name} (static {type(x).__name__}.{name})"] = short_repr(value)
             else:
                 _walk(f"{path}.{name}", value, out)
         return
@@ -109,7 +102,7 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
         for i, item in enumerate(x):
             _walk(f"{path}[{i}]", item, out)
         if not x:
-            out[path] = _short(x)
+            out[path] = short_repr(x)
         return
     if type(x) is dict:
         # `type(x) is dict` narrows x to dict[Unknown, Unknown] for pyright.
@@ -126,7 +119,7 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
         jax.tree_util.tree_flatten_with_path(x),  # pyright: ignore[reportUnknownMemberType]
     )
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        out[path] = _short(x)  # a static argument, or a leaf JAX would reject
+        out[path] = short_repr(x)  # a static argument, or a leaf JAX would reject
         return
     out[f"{path} (structure)"] = str(treedef)
     for key_path, leaf in leaves:

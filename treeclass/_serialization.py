@@ -22,6 +22,7 @@ from typing import IO, Any, TypeVar, cast
 
 from treeclass import _leaves, _npz, _state
 from treeclass._npz import CheckpointError as CheckpointError
+from treeclass._repr import short_repr
 
 _T = TypeVar("_T")
 
@@ -33,7 +34,7 @@ def _fspath(path: object, fn: str) -> str:
     except TypeError:
         msg = (
             f"treeclass.{fn}() takes a file path (str or os.PathLike) as `path`; got "
-            f"{type(path).__name__} {_leaves.short(path)}."
+            f"{type(path).__name__} {short_repr(path)}."
         )
         raise TypeError(msg) from None
 
@@ -134,7 +135,7 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     if not isinstance(state, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
         msg = (
             "treeclass.from_state_dict() takes the state as a dict, as to_state_dict() "
-            f"returns; got {type(state).__name__} {_leaves.short(state)}."
+            f"returns; got {type(state).__name__} {short_repr(state)}."
         )
         raise TypeError(msg)
     return _state.restore(template, state, (), _state.Source(root))  # type: ignore[no-any-return]

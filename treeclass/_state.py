@@ -22,6 +22,7 @@ import numpy as np
 from treeclass import _leaves, _npz
 from treeclass._layout import LAYOUT
 from treeclass._npz import CheckpointError
+from treeclass._repr import short_repr
 
 Path = tuple[str, ...]
 
@@ -74,7 +75,7 @@ def check_root(x: Any, fn: str, arg: str) -> str:
     if isinstance(x, type):
         found = f"the class {x.__name__}; pass an instance, {x.__name__}(...)"
     elif x is None or split(x, lambda: type(x).__name__) is None:
-        found = f"{type(x).__name__} {_leaves.short(x)}"
+        found = f"{type(x).__name__} {short_repr(x)}"
     else:
         return type(x).__name__
     raise TypeError(_MSG_NOT_A_TREE.format(fn=fn, arg=arg, found=found))
