@@ -1,9 +1,9 @@
 """Side-by-side measurements of treeclass against raw containers, the designs it
 rejected, and peer libraries.
 
-Run `python -m benchmarks` (about 8 minutes) or `python -m benchmarks --quick` (about a
-minute); both print the tables and write `benchmarks/RESULTS.md` (`--help` lists every
-measurement, target and flag). Everything is measured in one process with interleaved
+Run `python -m benchmarks` (about 8 minutes; prints the tables and writes
+`benchmarks/RESULTS.md`) or `python -m benchmarks --quick` (about a minute; prints only,
+unless given `--write PATH`). `--help` lists every measurement, target and flag. Everything is measured in one process with interleaved
 rounds, and every number that matters is a ratio to the raw tuple measured in the same
 round, because absolute times on a shared machine drift by tens of percent between
 minutes.

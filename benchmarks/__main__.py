@@ -99,8 +99,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run the PLN fit in its large mode (the data rows repeated 100x)",
     )
-    parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    parser.add_argument(
+        "--no-write", action="store_true", help="do not write RESULTS.md after a full run"
+    )
+    parser.add_argument(
+        "--write",
+        type=pathlib.Path,
+        metavar="PATH",
+        help="write the results to PATH, in any mode (a full run writes RESULTS.md)",
+    )
     return parser.parse_args(argv)
+
+
+RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
+
+
+def results_path(args: argparse.Namespace) -> pathlib.Path | None:
+    """Where this run writes its results: the path given with --write; else RESULTS.md,
+    but only after a full run (not --quick, --rounds or --only, whose figures are not
+    the committed ones) unless --no-write; else nowhere."""
+    if args.write is not None:
+        return args.write  # type: ignore[no-any-return]
+    if args.quick or args.rounds or args.only or args.no_write:
+        return None
+    return RESULTS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -157,11 +179,11 @@ def main(argv: list[str] | None = None) -> None:
     runtime = time.perf_counter() - start
     load_end = report.load_average()
     print(f"\nTotal runtime: {runtime:.1f} s; load average {load_end} (start: {load_start})")
-    if not args.no_write and not only:
+    path = results_path(args)
+    if path is not None:
         info = report.machine()
         info["load average (1, 5, 15 min) at start"] = load_start
         info["load average (1, 5, 15 min) at end"] = load_end
-        path = pathlib.Path(__file__).with_name("RESULTS.md")
         given = sys.argv[1:] if argv is None else argv
         command = " ".join(["python -m benchmarks", *given])
         path.write_text(
