@@ -34,6 +34,19 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+QUICK = (61, 0.0003)
+"""`(rounds, seconds per batch)` of `--quick`: about a minute for the whole run."""
+FULL = (1001, 0.0005)
+"""`(rounds, seconds per batch)` of a full run (about 8 minutes). Short batches keep
+most samples clear of the scheduler's time slices on a shared machine; many rounds and
+the median do the rest."""
+
+
+def mode(quick: bool) -> tuple[int, float]:
+    """`QUICK` or `FULL`: the rounds and batch length a section uses."""
+    return QUICK if quick else FULL
+
+
 _TEMPLATE = """\
 def _bench(_n):
     _t0 = _perf_counter()

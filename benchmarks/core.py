@@ -1,5 +1,7 @@
-"""The measurements: each is one statement (or, for compile times, one compile), timed
-for every contender in one interleaved run, with the raw tuple as the per-round baseline.
+"""The per-call measurements: each is one statement (or, for compile times, one
+compile), timed for every contender in one interleaved run, with the raw tuple as the
+per-round baseline. The sections `pytree`, `jit`, `python`, `scan_carry` and
+`nested_tree` each run a few of them and return one table per measurement.
 
 | measurement        | statement (per call)                 | baseline (first row)            |
 |--------------------|--------------------------------------|---------------------------------|
@@ -29,13 +31,15 @@ function is compiled and run twice before timing.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from benchmarks import _timing, methods, scan
+from benchmarks import _timing, contenders, nested, peers, scan
+from benchmarks._table import Table, stats_table
 from benchmarks.contenders import Contender
 from benchmarks.nested import Tree
 
@@ -123,19 +127,11 @@ def _scan_run(c: Contender | Tree) -> Setup:
     return _jitted(scan.scan_fn, c)
 
 
-def _case(c: methods.Case) -> Setup:
-    return c.stmt, c.namespace, c.sync
-
-
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     key: str
     title: str
     setup: Callable[[Any], Setup | Bench]
-    target: float | None = None
-    """The largest acceptable treeclass/baseline ratio, where the issue sets one."""
-    target_us: float | None = None
-    """The largest acceptable treeclass time per call in µs, where the issue sets one."""
     nested: bool = False
     batch_scale: float = 1.0
     """Jit calls take 10-700 µs: their batches are longer, so the one block at the end
@@ -144,8 +140,6 @@ class Measurement:
     """The share of the mode's rounds this measurement runs (at least `min_rounds`):
     fewer for statements that take milliseconds."""
     min_rounds: int = 11
-    cases: Callable[[], Sequence[Any]] | None = None
-    """Builds this measurement's own cases (`methods.Case`), instead of the contenders."""
     base: str = "tuple"
     """What the first row, the ratio baseline, is (the table's "x ..." column)."""
 
@@ -157,24 +151,22 @@ JIT_BATCH_SCALE = 8.0
 
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement("flatten", "flatten", _flatten),
-    Measurement("unflatten", "unflatten", _unflatten, target=2.0),
+    Measurement("unflatten", "unflatten", _unflatten),
     Measurement("flatten_with_path", "flatten_with_path", _flatten_with_path),
     Measurement(
         "dispatch",
         "jit dispatch (returns one leaf)",
         _dispatch,
-        target=1.05,
         batch_scale=JIT_BATCH_SCALE,
     ),
     Measurement(
         "round_trip",
         "jit round trip (returns the instance)",
         _round_trip,
-        target=1.10,
         batch_scale=JIT_BATCH_SCALE,
     ),
-    Measurement("construct", "construction (10 keyword args)", _construct, target=2.0),
-    Measurement("replace", "replace one dynamic field", _replace, target=2.5),
+    Measurement("construct", "construction (10 keyword args)", _construct),
+    Measurement("replace", "replace one dynamic field", _replace),
     Measurement("tree_map", "jax.tree.map(lambda x: x, obj)", _tree_map),
     Measurement(
         "tree_map_list",
@@ -194,26 +186,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "scan_run",
         f"lax.scan carry: steady call ({scan.STEPS} steps, compiled)",
         _scan_run,
-        target=1.10,
         batch_scale=JIT_BATCH_SCALE,
         rounds_scale=0.2,
-    ),
-    Measurement(
-        "jit_methods",
-        f"jitted methods, each library's idiom: one call ({methods.INSTANCES} instances traced)",
-        _case,
-        batch_scale=JIT_BATCH_SCALE,
-        rounds_scale=0.25,
-        cases=methods.jit_method_cases,
-        base="tuple",
-    ),
-    Measurement(
-        "method_access",
-        "method access: obj.method, no call",
-        _case,
-        target_us=1.0,
-        cases=methods.access_cases,
-        base="plain",
     ),
     Measurement("nested_flatten", "100 nodes: flatten", _flatten, nested=True),
     Measurement("nested_unflatten", "100 nodes: unflatten", _unflatten, nested=True),
@@ -224,7 +198,6 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "nested_dispatch",
         "100 nodes: jit dispatch",
         _dispatch,
-        target=1.10,
         nested=True,
         batch_scale=JIT_BATCH_SCALE,
     ),
@@ -232,7 +205,6 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "nested_round_trip",
         "100 nodes: jit round trip",
         _round_trip,
-        target=1.10,
         nested=True,
         batch_scale=JIT_BATCH_SCALE,
     ),
@@ -249,7 +221,6 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "nested_scan_run",
         "100 nodes: lax.scan carry: steady call",
         _scan_run,
-        target=1.10,
         nested=True,
         batch_scale=JIT_BATCH_SCALE,
         rounds_scale=0.1,
@@ -257,67 +228,67 @@ MEASUREMENTS: tuple[Measurement, ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Row:
-    name: str
-    group: str
-    note: str
-    stats: _timing.Stats
-    traces: int | None = None
-    """For jitted methods: how often the function was traced for all the instances."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-    measurement: Measurement
-    rows: tuple[Row, ...]
-    """The baseline first, then the others in the order given."""
-    rounds: int
-
-    def row(self, name: str) -> Row | None:
-        return next((r for r in self.rows if r.name == name), None)
+BY_KEY = {m.key: m for m in MEASUREMENTS}
 
 
 def measure(
     m: Measurement,
     cases: Sequence[Any],
     *,
-    rounds: int,
-    batch_s: float,
-) -> Result:
-    """Times `m` for every case, interleaved; `cases[0]` is the baseline."""
+    quick: bool,
+    extra: tuple[str, dict[str, str]] | None = None,
+) -> Table:
+    """Times `m` for every case, interleaved (`cases[0]` is the baseline): its table.
+
+    A case is anything with a `name` that `m.setup` takes; its `note`, if it has one,
+    goes in the table. `extra`: one more column (`_table.stats_table`)."""
+    print(f"  {m.title} ...", file=sys.stderr, flush=True)
+    mode_rounds, batch_s = _timing.mode(quick)
     benches = {}
     for c in cases:
         setup = m.setup(c)
         benches[c.name] = setup if callable(setup) else _timing.compile_loop(*setup)
-    rounds = m.rounds(rounds)
+    rounds = m.rounds(mode_rounds)
     stats = _timing.interleaved(
         benches, baseline=cases[0].name, rounds=rounds, batch_s=batch_s * m.batch_scale
     )
-    rows = tuple(
-        Row(c.name, c.group, getattr(c, "note", ""), stats[c.name], getattr(c, "traces", None))
-        for c in cases
-    )
-    return Result(m, rows, rounds)
+    notes = {c.name: getattr(c, "note", "") for c in cases}
+    return stats_table(m.title, stats, base=m.base, rounds=rounds, notes=notes, extra=extra)
 
 
-def run(
-    contenders: Sequence[Contender],
-    trees: Sequence[Tree],
-    *,
-    rounds: int,
-    batch_s: float,
-    only: Sequence[str] = (),
-    progress: Callable[[str], None] = print,
-) -> list[Result]:
-    results = []
-    for m in MEASUREMENTS:
-        if only and m.key not in only:
-            continue
-        progress(f"  {m.title} ...")
-        if m.cases is not None:
-            cases: Sequence[Any] = m.cases()
-        else:
-            cases = trees if m.nested else contenders
-        results.append(measure(m, cases, rounds=rounds, batch_s=batch_s))
-    return results
+def _run(keys: Sequence[str], quick: bool) -> list[Table]:
+    found, skipped = peers.peers()
+    cases = contenders.contenders() + found
+    tables = []
+    for key in keys:
+        m = BY_KEY[key]
+        table = measure(m, nested.trees() if m.nested else cases, quick=quick)
+        if skipped and not m.nested:
+            table = dataclasses.replace(table, note="Peers skipped: " + "; ".join(skipped))
+        tables.append(table)
+    return tables
+
+
+def pytree(quick: bool) -> list[Table]:
+    """flatten, unflatten, key paths and tree.map of the 8-field class, every contender."""
+    return _run(("flatten", "unflatten", "flatten_with_path", "tree_map", "tree_map_list"), quick)
+
+
+def jit(quick: bool) -> list[Table]:
+    """What the container adds to a jit call: dispatch and the round trip."""
+    return _run(("dispatch", "round_trip"), quick)
+
+
+def python(quick: bool) -> list[Table]:
+    """The Python-level costs: construction and replace."""
+    return _run(("construct", "replace"), quick)
+
+
+def scan_carry(quick: bool) -> list[Table]:
+    """The instance as a 1000-step lax.scan carry: compile time and the steady call."""
+    return _run(("scan_compile", "scan_run"), quick)
+
+
+def nested_tree(quick: bool) -> list[Table]:
+    """The 100-node tree against nested tuples: pytree operations, jit and scan."""
+    return _run([m.key for m in MEASUREMENTS if m.nested], quick)

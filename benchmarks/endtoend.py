@@ -1,6 +1,6 @@
-"""The example benchmarks, run from `python -m benchmarks`: the PLN fit in its four
-container versions (`pln.py`) and the LIF population against plain arrays
-(`neurons.py`), each through its module's `run()` and `table()`.
+"""The example benchmarks as a section: the PLN fit in its four container versions
+(`pln.py`) and the LIF population against plain arrays (`neurons.py`), each through its
+module's `run()`, one table each.
 
 Both time whole compiled programs (milliseconds to seconds), interleaved round by
 round, so they answer a different question from the per-call tables: does the
@@ -10,52 +10,60 @@ command line (`python -m benchmarks.pln`, `python -m benchmarks.neurons`).
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+import sys
 
 from benchmarks import neurons, pln
-
-NAMES = ("pln", "neurons")
-
-
-@dataclasses.dataclass(frozen=True)
-class Example:
-    name: str
-    rows: list[dict[str, Any]]
-    table: str
-    """The module's own text table."""
-    seconds: float
+from benchmarks._table import Table
 
 
-def run(
-    *,
-    quick: bool,
-    large: bool,
-    only: Sequence[str] = NAMES,
-    progress: Callable[[str], None] = print,
-) -> list[Example]:
-    """Runs the example benchmarks named in `only`, in quick or large mode."""
-    jobs: dict[str, tuple[str, Callable[[], list[dict[str, Any]]], Callable[..., str]]] = {
-        "pln": (
-            f"PLN fit, four containers{' (large)' if large else ''}",
-            lambda: pln.run(quick=quick, large=large),
-            pln.table,
+def _iqr(pair: tuple[float, float], digits: int = 2) -> str:
+    return f"{pair[0]:.{digits}f}-{pair[1]:.{digits}f}"
+
+
+def pln_table(quick: bool) -> Table:
+    rows = pln.run(quick=quick)
+    first = rows[0]
+    return Table(
+        f"PLN fit, n={first['n']} p={first['p']} d={first['d']}, {first['steps']} iterations "
+        f"[{first['compile_rounds']} compile rounds, {first['run_rounds']} run rounds]",
+        ("version", "last loss", "compile s", "x namedtuple", "ratio IQR", "run s",
+         "x namedtuple", "ratio IQR"),
+        tuple(
+            (
+                r["version"],
+                f"{r['last_loss']:.2f}",
+                f"{r['compile_s']:.3f}",
+                f"{r['compile_ratio']:.3f}",
+                _iqr(r["compile_ratio_iqr"]),
+                f"{r['run_s']:.4f}",
+                f"{r['run_ratio']:.3f}",
+                _iqr(r["run_ratio_iqr"]),
+            )
+            for r in rows
         ),
-        "neurons": (
-            "LIF population vs plain arrays",
-            lambda: neurons.run(quick=quick),
-            neurons.table,
+    )
+
+
+def neurons_table(quick: bool) -> Table:
+    (r,) = neurons.run(quick=quick)
+    return Table(
+        f"LIF population in lax.scan, {r['neurons']} neurons x {r['steps']} steps "
+        f"[{r['rounds']} rounds]",
+        ("version", "median s", "IQR s", "x plain", "ratio IQR", "steps/s"),
+        (
+            ("plain arrays", f"{r['plain_s']:.4f}", _iqr(r["plain_s_iqr"], 4), "1.000", "",
+             f"{r['steps_per_s']['plain']:.0f}"),
+            ("treeclass", f"{r['treeclass_s']:.4f}", _iqr(r["treeclass_s_iqr"], 4),
+             f"{r['ratio']:.3f}", _iqr(r["ratio_iqr"], 3),
+             f"{r['steps_per_s']['treeclass']:.0f}"),
         ),
-    }
-    out = []
-    for name in NAMES:
-        if name not in only:
-            continue
-        title, run_it, table = jobs[name]
-        progress(f"  {title} ...")
-        start = time.perf_counter()
-        rows = run_it()
-        out.append(Example(name, rows, table(rows), time.perf_counter() - start))
-    return out
+        note=f"{r['spikes']} spikes in both versions (checked equal before timing)",
+    )
+
+
+def run(quick: bool) -> list[Table]:
+    """The PLN fit and the LIF population, in their quick modes under `--quick`."""
+    print("  PLN fit, four containers ...", file=sys.stderr, flush=True)
+    tables = [pln_table(quick)]
+    print("  LIF population vs plain arrays ...", file=sys.stderr, flush=True)
+    return [*tables, neurons_table(quick)]

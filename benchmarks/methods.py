@@ -17,13 +17,15 @@ per case, so no two cases share JAX's trace cache):
 | equinox: jax.jit(f)(module)           | a function taking the module                     |
 | flax.struct: jax.jit(f)(obj)          | flax.struct has no jitted methods                |
 | register_dataclass: jax.jit(f)(obj)   | JAX's own dataclass node                         |
-| plain class: jax.jit(static_argnums=0)| the tutorial trap: `self` static, so each        |
+| plain class: jax.jit(static_argnums=0)| the common trap: `self` static, so each          |
 |                                       | instance is a new cache key: one trace apiece    |
 
 `access_cases()`: `obj.method` without calling it, for plain methods and jitted ones.
 
 `traces(n)`: the trace count for `n` instances through a `@tc.jit` method of a class
-defined afresh (issue 3 expects 1 for 1000 instances).
+defined afresh (1: one compile serves every instance of one structure).
+
+`run(quick)`, the section: the two tables and the trace count for 1000 instances.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import jax
 import jax.numpy as jnp
 
 import treeclass as tc
-from benchmarks import contenders, peers
+from benchmarks import contenders, core, peers
+from benchmarks._table import Table
 
 INSTANCES = 200
 _TRACES = [0]  # reset before each case; its function bodies increment it at trace time
@@ -72,7 +75,7 @@ def treeclass_model(fun: Callable[[Any], Any]) -> type:
 
 
 class _Trap:
-    """The tutorial's plain class with `jax.jit(static_argnums=0)` on a method."""
+    """The common trap: a plain class with `jax.jit(static_argnums=0)` on a method."""
 
     def __init__(self, **kw: Any) -> None:
         self.__dict__.update(kw)
@@ -233,10 +236,42 @@ def access_cases() -> list[Case]:
 
 def traces(n: int) -> int:
     """Traces of a `@tc.jit` method, on a class defined afresh, for `n` instances that
-    differ in their array values (issue 3 expects 1)."""
+    differ in their array values (1 expected)."""
     model = treeclass_model(_make_total())
     kw = contenders.all_kwargs()
     _TRACES[0] = 0
     for a0 in _a0s(n):
         jax.block_until_ready(model(**{**kw, "a0": a0}).total())
     return _TRACES[0]
+
+
+def _case(c: Case) -> core.Setup:
+    return c.stmt, c.namespace, c.sync
+
+
+JIT_METHODS = core.Measurement(
+    "jit_methods",
+    f"jitted methods, each library's idiom: one call ({INSTANCES} instances traced)",
+    _case,
+    batch_scale=core.JIT_BATCH_SCALE,
+    rounds_scale=0.25,
+)
+ACCESS = core.Measurement("method_access", "method access: obj.method, no call", _case, base="plain")
+TRACE_INSTANCES = 1000
+
+
+def run(quick: bool) -> list[Table]:
+    """Jitted methods: one call and the traces per idiom, `obj.method`, and the trace
+    count of a `@tc.jit` method for `TRACE_INSTANCES` instances."""
+    cases = jit_method_cases()
+    traced = {c.name: str(c.traces) for c in cases}
+    n = TRACE_INSTANCES
+    return [
+        core.measure(JIT_METHODS, cases, quick=quick, extra=("traces", traced)),
+        core.measure(ACCESS, access_cases(), quick=quick),
+        Table(
+            f"@tc.jit method of a class defined afresh, {n} instances differing in values",
+            ("contender", "instances", "traces"),
+            (("treeclass: @tc.jit method", str(n), str(traces(n))),),
+        ),
+    ]

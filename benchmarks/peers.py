@@ -137,16 +137,3 @@ def peers() -> tuple[list[Contender], list[str]]:
         except ImportError as e:
             skipped.append(f"{library}: skipped ({e})")
     return found, skipped
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of the peer libraries (for the report)."""
-    from importlib import metadata
-
-    out = {}
-    for dist in ("equinox", "flax", "chex", "jax_dataclasses"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out

@@ -10,14 +10,12 @@ XLA compile) after `jax.clear_caches()`, else JAX would hand back its cached
 executable; the first compile of each contender is a warm-up and is not counted. The
 steady call is the compiled function called on the instance, as the dispatch
 measurements time it. Every contender compiles to the same XLA program up to the
-parameter names (`hlo_ops` checks it in the breakdown), so any difference is the
-container: tracing and flattening at compile time, flatten in and unflatten out per
-call.
+parameter names, so any difference is the container: tracing and flattening at
+compile time, flatten in and unflatten out per call.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,27 +47,3 @@ def compile_bench(obj: Any) -> Callable[[int], float]:
         return total / n
 
     return bench
-
-
-_NAME = re.compile(r"%[\w.\-]+")
-_METADATA = re.compile(r", metadata=\{[^}]*\}")
-_OPCODE = re.compile(r"([a-z][\w\-]*)\(")
-
-
-def instructions(compiled: Any) -> list[str]:
-    """The optimised XLA program of `compiled` (a `jax.stages.Compiled`), one
-    instruction a line, with every name and metadata removed: equal lists mean the
-    same program."""
-    text = _NAME.sub("%", _METADATA.sub("", compiled.as_text()))
-    return [line.strip() for line in text.splitlines() if " = " in line]
-
-
-def opcode(instruction: str) -> str:
-    """`add` for `% = f32[4]{0} add(%, %)`."""
-    found = _OPCODE.search(instruction.split(" = ", 1)[1])
-    return found.group(1) if found else "?"
-
-
-def hlo_ops(obj: Any) -> list[str]:
-    """`instructions()` of `scan_fn` compiled for `obj`."""
-    return instructions(jax.jit(scan_fn).lower(obj).compile())

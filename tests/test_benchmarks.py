@@ -1,6 +1,6 @@
-"""`python -m benchmarks`: a tiny quick subset runs end to end, and only a full run (or
-an explicit --write PATH) writes a results file. No timing is asserted: the figures
-are the benchmarks' business, not the suite's."""
+"""`python -m benchmarks`: a tiny quick subset runs end to end and writes nothing; only
+a full run (or an explicit --write PATH) writes a results file, and only below the
+hand-written text. No timing is asserted: the figures are the benchmarks' business."""
 
 import hashlib
 import importlib
@@ -14,8 +14,9 @@ RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 
 
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """`benchmarks.__main__`, imported from the repository root (not installed)."""
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """`benchmarks.__main__`, imported from the repository root (benchmarks/ is not
+    installed, and the suite does not put the root on sys.path)."""
     monkeypatch.syspath_prepend(str(ROOT))
     return importlib.import_module("benchmarks.__main__")
 
@@ -24,31 +25,85 @@ def digest(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["--quick"], ["--rounds", "5"], ["--only", "construct"], ["--no-write"]],
-)
-def test_partial_runs_write_nothing(cli: ModuleType, argv: list[str]):
-    assert cli.results_path(cli.parse_args(argv)) is None
+@pytest.mark.parametrize("argv", [["--quick"], ["--only", "python"], ["--no-write"]])
+def test_partial_runs_write_nothing(bench: ModuleType, argv: list[str]):
+    assert bench.results_path(bench.parse_args(argv)) is None
 
 
-def test_full_run_writes_results_md(cli: ModuleType):
-    assert cli.results_path(cli.parse_args([])) == RESULTS
+def test_full_run_writes_results_md(bench: ModuleType):
+    assert bench.results_path(bench.parse_args([])) == RESULTS
 
 
-def test_write_names_the_path_in_any_mode(cli: ModuleType, tmp_path: pathlib.Path):
+def test_write_names_the_path_in_any_mode(bench: ModuleType, tmp_path: pathlib.Path):
     target = tmp_path / "quick.md"
-    args = cli.parse_args(["--quick", "--write", str(target)])
-    assert cli.results_path(args) == target
+    args = bench.parse_args(["--quick", "--only", "jit", "--write", str(target)])
+    assert bench.results_path(args) == target
 
 
-def test_quick_subset_runs_and_leaves_results_md_alone(
-    cli: ModuleType, capsys: pytest.CaptureFixture[str]
+def test_every_section_resolves_to_a_function(bench: ModuleType):
+    for key in bench.SECTIONS:
+        assert callable(bench.section(key)), key
+
+
+def test_unknown_section_rejected(bench: ModuleType, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "nope"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_results_md_keeps_its_hand_written_text(bench: ModuleType, tmp_path: pathlib.Path):
+    results = importlib.import_module("benchmarks._results")
+    assert results.MARKER in RESULTS.read_text(encoding="utf-8")
+    copy = tmp_path / "RESULTS.md"
+    copy.write_text(f"# words\n\nwhy it is so\n\n{results.MARKER}\n\nold figures\n")
+    results.write(copy, "new figures\n")
+    assert copy.read_text() == f"# words\n\nwhy it is so\n\n{results.MARKER}\n\nnew figures\n"
+
+
+def test_write_to_a_new_path_starts_with_the_marker(bench: ModuleType, tmp_path: pathlib.Path):
+    results = importlib.import_module("benchmarks._results")
+    fresh = tmp_path / "fresh.md"
+    results.write(fresh, "figures\n")
+    assert fresh.read_text() == f"{results.MARKER}\n\nfigures\n"
+
+
+def test_markdown_table_escapes_pipes(bench: ModuleType):
+    table = importlib.import_module("benchmarks._table")
+    t = table.Table("t", ("contender", "note"), (("a|b", "x"),), note="n")
+    assert t.markdown() == "### t\n\nn\n\n| contender | note |\n|---|---|\n| a\\|b | x |"
+    assert t.text() == "== t\nn\ncontender  note\na|b        x"
+
+
+def test_quick_subset_runs_and_writes_nothing(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
 ):
     before = digest(RESULTS)
-    cli.main(["--quick", "--only", "construct", "--no-examples"])
+    bench.main(["--quick", "--only", "python"])
     out = capsys.readouterr().out
-    assert "construction (10 keyword args)" in out
-    assert "treeclass" in out
+    for title in ("== construction (10 keyword args) [61 rounds]", "== replace one dynamic"):
+        assert title in out
+    assert "\ntreeclass  " in out
     assert "wrote" not in out
+    assert digest(RESULTS) == before
+
+
+def fake_section(quick: bool) -> list:
+    table = importlib.import_module("benchmarks._table")
+    return [table.Table(f"fake, quick={quick}", ("contender",), (("tuple",),))]
+
+
+def test_write_puts_the_tables_where_asked(
+    bench: ModuleType,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setitem(bench.SECTIONS, "fake", f"{__name__}:fake_section")
+    before = digest(RESULTS)
+    target = tmp_path / "out.md"
+    bench.main(["--quick", "--only", "fake", "--write", str(target)])
+    written = target.read_text()
+    assert f"Generated by `python -m benchmarks --quick --only fake --write {target}`" in written
+    assert "### fake, quick=True\n\n| contender |\n|---|\n| tuple |\n" in written
+    assert f"wrote {target}" in capsys.readouterr().out
     assert digest(RESULTS) == before
