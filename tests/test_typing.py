@@ -71,8 +71,6 @@ PYRIGHT_ERRORS = {
     # The known limitation: the runtime-added `replace` method is invisible.
     ("fail_replace_method.py", "n.replace(v=x)", "reportAttributeAccessIssue",
      'Cannot access attribute "replace" for class "Neuron"'),
-    ("fail_replace_method.py", "n.replace(v=x)", "reportUnknownMemberType",
-     'Type of "replace" is unknown'),
 }
 
 # (file, snippet, mypy error code, text in the message)
@@ -108,7 +106,7 @@ MYPY_ERRORS = {
 # The inferred constructor signatures, as each checker prints them.
 PYRIGHT_REVEALS = {
     ("pass_basic.py", "reveal_type(Neuron.__init__)",
-     'Type of "Neuron.__init__" is "(self: Neuron, v: Array, w: Array = lambda : zeros(3), '
+     'Type of "Neuron.__init__" is "(self: Neuron, v: Array, w: Array = lambda : jnp.zeros(3), '
      'tau: float = 20, dt: float = 0.1, label: str = "n") -> None"'),
     ("pass_classes.py", "reveal_type(Config.__init__)",
      'Type of "Config.__init__" is "(self: Config, *, lr: Array, steps: int = 10) -> None"'),
@@ -116,7 +114,7 @@ PYRIGHT_REVEALS = {
      'Type of "Mixed.__init__" is "(self: Mixed, x: Array, *, scale: float = 1) -> None"'),
     ("pass_classes.py", "reveal_type(Child.__init__)",
      'Type of "Child.__init__" is "(self: Child, x: Array, tau: float = 1, '
-     'y: Array = lambda : zeros(0), name: str = "child") -> None"'),
+     'y: Array = lambda : jnp.zeros(0), name: str = "child") -> None"'),
 }
 
 _ARRAY = "jax._src.basearray.Array"

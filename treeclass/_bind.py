@@ -91,8 +91,7 @@ def _unflatten(func: Callable[..., Any], children: Any) -> BoundMethod[..., Any]
     return BoundMethod(func, obj)
 
 
-# jax's own signature holds a type pyright cannot resolve (the key type).
-jax.tree_util.register_pytree_with_keys(BoundMethod, _flatten_with_keys, _unflatten, _flatten)  # pyright: ignore[reportUnknownMemberType]
+jax.tree_util.register_pytree_with_keys(BoundMethod, _flatten_with_keys, _unflatten, _flatten)
 
 
 def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
@@ -131,9 +130,7 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     (0.125, 1)
     """
     if isinstance(method, BoundMethod):
-        # isinstance cannot recover the type arguments: to pyright this is a
-        # BoundMethod[..., Unknown], though it is the BoundMethod[_P, _R] passed in.
-        return method  # pyright: ignore[reportUnknownVariableType]
+        return method
     if not isinstance(method, types.MethodType):
         msg = (
             f"tc.bind() takes a bound method such as obj.method; got {method!r}. "

@@ -124,7 +124,7 @@ def _items(value: object) -> Iterable[object]:
     items), else none. A function of its own so that `check_static` does not narrow
     `value` to `tuple[Unknown, ...]` for the type checker."""
     if isinstance(value, tuple | frozenset):
-        return value  # pyright: ignore[reportUnknownVariableType] - items can be anything
+        return value
     return ()
 
 

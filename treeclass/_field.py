@@ -252,7 +252,7 @@ def static(
     """
     # No overload takes both `default` and `default_factory`; the implementation does,
     # and uses whichever is set.
-    return field(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+    return field(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
         static=True,
         default=default,
         default_factory=default_factory,

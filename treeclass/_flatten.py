@@ -73,8 +73,7 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         children, aux = getattr(obj, FLAT)
         return tuple(zip(keys, children, strict=True)), aux
 
-    # jax's own signature holds a type pyright cannot resolve (the key type).
-    jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
+    jax.tree_util.register_pytree_with_keys(
         layout.cls,
         flatten_with_keys,
         make_unflatten(layout, ns),

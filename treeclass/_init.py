@@ -99,7 +99,7 @@ def _params(layout: Layout) -> str:
     real = {f.name for f in layout.fields}
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime); it
     # holds the InitVar pseudo-fields that `dataclasses.fields()` leaves out.
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", layout.cls.__dataclass_fields__)  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType]
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", layout.cls.__dataclass_fields__)  # type: ignore[attr-defined]
     declared = [
         f
         for f in all_fields.values()

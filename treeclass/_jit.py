@@ -64,12 +64,11 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
         for name in layout.dynamic:
             value = x.__dict__.get(name)
             sub = f"{path}.{name}"
-            # jaxlib ships no type stubs, so to pyright a PyTreeDef is unknown.
-            if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(  # pyright: ignore[reportUnknownMemberType]
-                jax.tree.structure(value)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(
+                jax.tree.structure(value)
             ):
                 what = f"a {type(value).__name__} ({short_repr(value)})"
-                return sub, type(x), name, what, type(value).__name__  # pyright: ignore[reportUnknownVariableType] - type() of Any
+                return sub, type(x), name, what, type(value).__name__
             found = _find_bad_leaf(sub, value)
             if found is not None:
                 return found
@@ -80,8 +79,7 @@ def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
             if found is not None:
                 return found
     if type(x) is dict:
-        # `type(x) is dict` narrows x to dict[Unknown, Unknown] for pyright.
-        for key, item in x.items():  # pyright: ignore[reportUnknownVariableType]
+        for key, item in x.items():
             found = _find_bad_leaf(f"{path}[{key!r}]", item)
             if found is not None:
                 return found
@@ -123,14 +121,12 @@ def _make(
         log.record(args, kwargs)  # runs only while JAX traces, never per call
         return fun(*args, **kwargs)
 
-    # jax.jit's signature holds a type pyright cannot resolve (jaxlib has no stubs), and
-    # its result's __call__ is unannotated: to pyright, the call returns Unknown.
-    jitted = jax.jit(traced, **jit_kwargs)  # pyright: ignore[reportUnknownMemberType]
+    jitted = jax.jit(traced, **jit_kwargs)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return jitted(*args, **kwargs)  # pyright: ignore[reportUnknownVariableType]
+            return jitted(*args, **kwargs)
         except TypeError as error:
             _explain_type_error(error, fun, args, kwargs)
             raise
@@ -249,7 +245,7 @@ def jit(
     if isinstance(fun, classmethod):
         # The class is a hashable constant: make it static, by name.
         # isinstance leaves classmethod's type arguments unknown to pyright.
-        func = cast("Callable[..., Any]", fun.__func__)  # pyright: ignore[reportUnknownMemberType]
+        func = cast("Callable[..., Any]", fun.__func__)
         cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         jit_kwargs["static_argnames"] = (cls_param, *names)

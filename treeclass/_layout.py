@@ -62,7 +62,7 @@ class Layout:
 def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
     fields = dataclasses.fields(cls)
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", cls.__dataclass_fields__)  # type: ignore[attr-defined]  # pyright: ignore[reportUnknownMemberType]
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", cls.__dataclass_fields__)  # type: ignore[attr-defined]
     initvars = tuple(
         f
         for f in all_fields.values()

@@ -80,7 +80,7 @@ def scalar_fits(kind: type, template: Any) -> bool:
 def _weak(x: jax.Array) -> jax.Array:
     # JAX has no public "make this array weakly typed". Weak scalars come from Python
     # numbers, and broadcasting them and scattering into them keeps the weak type.
-    base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(x.dtype.kind, False))  # pyright: ignore[reportUnknownMemberType]
+    base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(x.dtype.kind, False))
     if base.dtype != x.dtype or not base.weak_type:
         return x  # only the default dtypes have weak variants
     return jnp.broadcast_to(base, x.shape).at[...].set(x)
@@ -99,7 +99,7 @@ def like(template: Any, stored: np.ndarray[Any, Any]) -> Any:
         return array
     if isinstance(template, np.generic):
         return array[()]
-    result = jnp.asarray(array)  # pyright: ignore[reportUnknownMemberType]
+    result = jnp.asarray(array)
     if getattr(template, "weak_type", False):
         result = _weak(result)
     if isinstance(template, jax.core.Tracer):  # load() under jit: no placement to copy
@@ -107,5 +107,5 @@ def like(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     sharding = getattr(template, "sharding", None)
     explicit = isinstance(template, jax.ShapeDtypeStruct) or getattr(template, "committed", False)
     if sharding is not None and explicit:
-        return jax.device_put(result, sharding)  # pyright: ignore[reportUnknownMemberType]
+        return jax.device_put(result, sharding)
     return result

@@ -165,14 +165,14 @@ def canonical(encoded: Any) -> str:
 def show_static(encoded: Any) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
     if isinstance(encoded, list):
-        items = [show_static(item) for item in encoded]  # pyright: ignore[reportUnknownVariableType]
+        items = [show_static(item) for item in encoded]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if isinstance(encoded, dict) and len(encoded) == 1:  # pyright: ignore[reportUnknownArgumentType]
-        ((tag, inner),) = encoded.items()  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(encoded, dict) and len(encoded) == 1:
+        ((tag, inner),) = encoded.items()
         if tag in ("repr", "float") and isinstance(inner, str):
             return inner
         if tag == "frozenset" and isinstance(inner, list):
-            return "frozenset({" + ", ".join(show_static(i) for i in inner) + "})"  # pyright: ignore[reportUnknownVariableType]
+            return "frozenset({" + ", ".join(show_static(i) for i in inner) + "})"
     if encoded is None or isinstance(encoded, bool | int | float | str):
         return repr(encoded)
     return canonical(encoded)

@@ -144,4 +144,4 @@ def replace(obj: _T, /, **changes: Any) -> _T:
             "For another dataclass use dataclasses.replace()."
         )
         raise TypeError(msg)
-    return type(obj).replace(obj, **changes)  # type: ignore[attr-defined, no-any-return]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    return type(obj).replace(obj, **changes)  # type: ignore[attr-defined, no-any-return]  # pyright: ignore[reportAttributeAccessIssue]

@@ -55,7 +55,7 @@ def _is_array(x: Any) -> bool:
 
 def _items(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     """(open, close, separator, [(label, value)]) for a container, else None."""
-    cls = type(x)  # pyright: ignore[reportUnknownVariableType] - type() of Any
+    cls = type(x)
     if LAYOUT in cls.__dict__:
         layout = cls.__dict__[LAYOUT]
         shown = [f.name for f in layout.fields if f.repr]

@@ -83,8 +83,7 @@ def _abstract(x: Any) -> str | None:
         weak = "{weak}" if getattr(aval, "weak_type", False) else ""
         return f"{dtype_name(aval.dtype)}[{','.join(map(str, aval.shape))}]{weak}"
     if isinstance(x, np.ndarray | np.generic):
-        # isinstance leaves numpy's type arguments unknown to pyright.
-        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
     return None
 
 
@@ -105,8 +104,7 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
             out[path] = short_repr(x)
         return
     if type(x) is dict:
-        # `type(x) is dict` narrows x to dict[Unknown, Unknown] for pyright.
-        for key, item in x.items():  # pyright: ignore[reportUnknownVariableType]
+        for key, item in x.items():
             _walk(f"{path}[{key!r}]", item, out)
         return
     abstract = _abstract(x)
@@ -116,14 +114,14 @@ def _walk(path: str, x: Any, out: dict[str, str]) -> None:
     # jaxlib ships no type stubs: to the checkers a PyTreeDef and a key are unknown.
     leaves, treedef = cast(
         "tuple[list[tuple[Any, Any]], Any]",
-        jax.tree_util.tree_flatten_with_path(x),  # pyright: ignore[reportUnknownMemberType]
+        jax.tree_util.tree_flatten_with_path(x),
     )
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         out[path] = short_repr(x)  # a static argument, or a leaf JAX would reject
         return
     out[f"{path} (structure)"] = str(treedef)
     for key_path, leaf in leaves:
-        _walk(path + jax.tree_util.keystr(key_path), leaf, out)  # pyright: ignore[reportUnknownMemberType]
+        _walk(path + jax.tree_util.keystr(key_path), leaf, out)
 
 
 def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:

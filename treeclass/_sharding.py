@@ -83,7 +83,7 @@ def _shape(leaf: object) -> tuple[int, ...] | None:
 
 
 def _where(owner: str, path: tuple[Any, ...]) -> str:
-    keys = jax.tree_util.keystr(path)  # pyright: ignore[reportUnknownMemberType]
+    keys = jax.tree_util.keystr(path)
     return f"{owner} (at {keys or 'the root'})"
 
 
@@ -120,9 +120,9 @@ class _Specs:
             return
         # Any other subtree (a list, a dict, a leaf): down to its leaves and to the
         # treeclasses inside it, which bring their own axes.
-        flat, _ = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_instance)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        for sub_path, leaf in flat:  # pyright: ignore[reportUnknownVariableType]
-            leaf_path: tuple[Any, ...] = (*path, *sub_path)  # pyright: ignore[reportUnknownVariableType]
+        flat, _ = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_instance)
+        for sub_path, leaf in flat:
+            leaf_path: tuple[Any, ...] = (*path, *sub_path)
             if _is_instance(leaf):
                 self.walk(leaf, leaf_path, axes, owner)
             else:
@@ -215,7 +215,7 @@ def _spec_leaves(
     """`obj`'s treedef and the spec of each of its leaves, in flatten order."""
     specs = _Specs(rules, strict, mesh)
     specs.walk(obj, (), None, type(obj).__name__)
-    return jax.tree.structure(obj), specs.out  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return jax.tree.structure(obj), specs.out
 
 
 def partition_specs(
@@ -283,7 +283,7 @@ def partition_specs(
     ValueError: Batch.x (at .x): the logical axis 'feature' is not mapped by the rules, ...
     """
     treedef, specs = _spec_leaves(obj, rules, strict, mesh)
-    return jax.tree.unflatten(treedef, specs)  # pyright: ignore[reportUnknownMemberType]
+    return jax.tree.unflatten(treedef, specs)
 
 
 def shardings(
@@ -350,4 +350,4 @@ def shardings(
     if not isinstance(found, Mesh | AbstractMesh):
         raise TypeError(_MSG_MESH.format(found=found))
     treedef, specs = _spec_leaves(obj, rules, strict, mesh)
-    return jax.tree.unflatten(treedef, [NamedSharding(mesh, spec) for spec in specs])  # pyright: ignore[reportUnknownMemberType]
+    return jax.tree.unflatten(treedef, [NamedSharding(mesh, spec) for spec in specs])

@@ -52,11 +52,10 @@ def split(x: Any, where: Callable[[], str]) -> tuple[list[tuple[str, Any]], Any]
     """One level of the pytree `x`: its `(key, child)` pairs and the treedef that
     rebuilds it from the children; None if `x` is a leaf. (None and empty containers
     are nodes with no children.)"""
-    # jax's key-path types are unknown to the checkers (jaxlib ships no stubs).
-    pairs, treedef = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType, reportUnknownLambdaType, reportUnknownArgumentType]
-    if len(pairs) == 1 and pairs[0][0] == ():  # pyright: ignore[reportUnknownArgumentType]
+    pairs, treedef = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+    if len(pairs) == 1 and pairs[0][0] == ():
         return None
-    keyed = [(_key(path[0]), child) for path, child in pairs]  # pyright: ignore[reportUnknownVariableType]
+    keyed = [(_key(path[0]), child) for path, child in pairs]
     keys = [k for k, _ in keyed]
     if len(set(keys)) != len(keys):
         dupes = sorted({k for k in keys if keys.count(k) > 1})
@@ -119,7 +118,7 @@ class Source:
             return {str(i): item for i, item in enumerate(saved)}
         if not isinstance(saved, Mapping):
             raise self.mismatch(path, template, saved)
-        return saved  # pyright: ignore[reportUnknownVariableType]
+        return saved
 
     def leaf(self, template: Any, saved: Any, path: Path) -> Any:
         if isinstance(saved, Mapping) or saved is None:

@@ -111,8 +111,8 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     True
     """
     # jaxlib ships no type stubs, so to the checkers a PyTreeDef is of unknown type.
-    leaves_a, treedef_a = jax.tree.flatten(a)  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
-    leaves_b, treedef_b = jax.tree.flatten(b)  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+    leaves_a, treedef_a = jax.tree.flatten(a)
+    leaves_b, treedef_b = jax.tree.flatten(b)
     if treedef_a != treedef_b:  # type: ignore[operator]
         return False
     traced: list[jax.Array] = []

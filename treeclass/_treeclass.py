@@ -71,11 +71,10 @@ def _mark_static_annotations(cls: type) -> None:
                     )
                     raise TypeError(msg)
                 # The Field's default and default_factory pass through as they are (one
-                # is MISSING), which no overload of static() takes; and pyright types a
-                # Field found by isinstance as Field[Unknown].
-                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
-                    default=value.default,  # pyright: ignore[reportUnknownMemberType]
-                    default_factory=value.default_factory,  # pyright: ignore[reportUnknownMemberType]
+                # is MISSING), which no overload of static() takes.
+                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+                    default=value.default,
+                    default_factory=value.default_factory,
                     init=value.init,
                     repr=value.repr,
                     kw_only=value.kw_only,
@@ -102,13 +101,12 @@ def _check_static_defaults(cls: type) -> None:
     # "mutable default ... use default_factory", the wrong fix for a static field.
     for name in inspect.get_annotations(cls):
         value = cls.__dict__.get(name)
-        # pyright types a Field found by isinstance as Field[Unknown].
         if (
             isinstance(value, dataclasses.Field)
             and value.metadata.get(STATIC, False)
-            and value.default is not dataclasses.MISSING  # pyright: ignore[reportUnknownMemberType]
+            and value.default is not dataclasses.MISSING
         ):
-            _checks.check_static(cls, name, value.default)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            _checks.check_static(cls, name, value.default)
 
 
 def _check_fields(cls: type) -> None:

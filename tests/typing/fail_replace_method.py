@@ -18,4 +18,4 @@ class Neuron:
 
 
 def update(n: Neuron, x: jax.Array) -> None:
-    n.replace(v=x)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    n.replace(v=x)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]

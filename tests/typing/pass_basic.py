@@ -13,16 +13,10 @@ import jax.numpy as jnp
 import treeclass as tc
 
 
-def zeros(n: int) -> jax.Array:
-    # jax's own signatures hold types that strict pyright cannot resolve (jaxlib ships
-    # no stubs), so each jnp call would be flagged; this keeps that out of the tests.
-    return jnp.zeros(n)  # pyright: ignore[reportUnknownMemberType]
-
-
 @tc.treeclass
 class Neuron:
     v: jax.Array
-    w: jax.Array = tc.field(default_factory=lambda: zeros(3))
+    w: jax.Array = tc.field(default_factory=lambda: jnp.zeros(3))
     tau: float = tc.static(default=20.0)
     dt: tc.Static[float] = 0.1
     label: str = tc.field(static=True, default="n")
@@ -34,8 +28,8 @@ class Neuron:
 # parameters, and every default (a factory included) makes a parameter optional.
 reveal_type(Neuron.__init__)
 
-n = Neuron(zeros(3))
-m = Neuron(zeros(3), zeros(3), 10.0, 0.5, "m")
+n = Neuron(jnp.zeros(3))
+m = Neuron(jnp.zeros(3), jnp.zeros(3), 10.0, 0.5, "m")
 assert_type(n.v, jax.Array)
 assert_type(n.tau, float)
 assert_type(n.dt, float)

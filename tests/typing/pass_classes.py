@@ -10,12 +10,6 @@ import jax.numpy as jnp
 
 import treeclass as tc
 
-
-def zeros(n: int) -> jax.Array:
-    # jax's own signatures hold types that strict pyright cannot resolve (jaxlib ships
-    # no stubs), so each jnp call would be flagged; this keeps that out of the tests.
-    return jnp.zeros(n)  # pyright: ignore[reportUnknownMemberType]
-
 T = TypeVar("T")
 
 
@@ -27,7 +21,7 @@ class Config:
 
 # kw_only=True: every parameter is keyword-only (after the bare `*`).
 reveal_type(Config.__init__)
-assert_type(Config(lr=zeros(1)).steps, int)
+assert_type(Config(lr=jnp.zeros(1)).steps, int)
 
 
 @tc.treeclass
@@ -48,7 +42,7 @@ class Box(Generic[T]):
 
 # Generic classes: the type argument is inferred from the constructor call and kept
 # through tc.replace.
-assert_type(Box(zeros(2)), Box[jax.Array])
+assert_type(Box(jnp.zeros(2)), Box[jax.Array])
 assert_type(Box(1.0).item, float)
 assert_type(tc.replace(Box(1.0), item=2.0), Box[float])
 
@@ -61,13 +55,13 @@ class Base:
 
 @tc.treeclass
 class Child(Base):
-    y: jax.Array = tc.field(default_factory=lambda: zeros(0))
+    y: jax.Array = tc.field(default_factory=lambda: jnp.zeros(0))
     name: tc.Static[str] = "child"
 
 
 # A subclass inherits its parents' fields (first, in order) with their defaults.
 reveal_type(Child.__init__)
-child = Child(zeros(3), 2.0)
+child = Child(jnp.zeros(3), 2.0)
 assert_type(child.tau, float)
 assert_type(tc.replace(child, name="c"), Child)
 base: Base = child  # a Child is a Base
