@@ -9,6 +9,9 @@ from types import ModuleType
 
 import pytest
 
+# Benchmarks are run on the newest jax with the `bench` extra; the jax-floor run skips them.
+pytestmark = pytest.mark.newest_jax
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 POINTS = 500  # one data size (and main's 200 steps) throughout: the compiles are shared
 
 

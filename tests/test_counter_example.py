@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 
 @pytest.fixture(scope="module")
 def counter() -> Iterator[ModuleType]:

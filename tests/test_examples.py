@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import pytest
 from example_modules import example_module
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 ROOT = Path(__file__).parent.parent
 # Modules the scripts import, not scripts: no --quick, no KEY_OUTPUT line.
 HELPERS = {"neuron_models.py"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 ROOT = Path(__file__).resolve().parent.parent
 
 

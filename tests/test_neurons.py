@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 EXAMPLES = Path(__file__).parent.parent / "examples"
 STEPS = 2000  # single-neuron runs: neurons.py --quick's length, so compiles are shared
 NETWORK = (200, 300)  # neurons, steps: --neurons 200 --duration 30

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 pytest.importorskip("optax")  # the [examples] extra, not [test]
 
 ROOT = Path(__file__).parent.parent

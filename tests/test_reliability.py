@@ -132,11 +132,8 @@ bad_axes = st.one_of(
 
 
 @given(junk)
-def test_treeclass_rejects_non_classes(value: Any):
-    if value is None:
-        return  # tc.treeclass(None) is the decorator-with-options form
-    with pytest.raises(TypeError, match=r"^@treeclass decorates a class; got "):
-        tc.treeclass(value)
+def test_treeclass_with_options_rejects_non_classes(value: Any):
+    # The bare form on a non-class is pinned in test_treeclass.py.
     with pytest.raises(TypeError, match=r"^@treeclass decorates a class; got "):
         tc.treeclass(kw_only=True)(value)
 
@@ -158,12 +155,8 @@ def test_field_rejects_malformed_axes(axes: Any):
         tc.field(axes=axes)
 
 
-def test_field_rejects_axes_on_static_field():
-    with pytest.raises(
-        TypeError,
-        match=r"^field\(axes=\.\.\.\) names the axes of a dynamic array; a static field has none",
-    ):
-        tc.field(static=True, axes=("batch",))
+def test_static_takes_no_axes():
+    # field(static=True, axes=...) is pinned in test_sharding.py.
     with pytest.raises(TypeError, match=r"static\(\) got an unexpected keyword argument 'axes'"):
         tc.static(axes=("batch",))  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
 
@@ -301,32 +294,6 @@ def test_assignment_and_deletion_rejected(unchanged: Any, name: str):
     assert f"self.replace({name}=...)" in str(info.value)  # the fix
     with pytest.raises(dataclasses.FrozenInstanceError, match=rf"^cannot delete Layer\.{name}: "):
         delattr(original, name)
-
-
-def test_mutation_inside_jit_method_rejected(unchanged: Any):
-    @tc.treeclass
-    class Sneaky:
-        x: jax.Array
-
-        @tc.jit
-        def bump(self) -> jax.Array:
-            self.x = self.x + 1  # the bug tc.jit turns into an error
-            return self.x
-
-    s = Sneaky(jnp.zeros(2))
-    unchanged(s)
-    with pytest.raises(dataclasses.FrozenInstanceError, match=r"^cannot assign to Sneaky\.x"):
-        s.bump()
-
-
-def test_jit_method_with_untraceable_field_names_it(unchanged: Any):
-    bad = Layer(jnp.zeros(2), np.zeros(3), scale="half")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    unchanged(bad)
-    with pytest.raises(
-        TypeError,
-        match=r"^Layer\.scale is a dynamic field holding a str \('half'\), which jax\.jit cannot",
-    ):
-        bad.apply(jnp.ones(2))
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import pytest
 
 import treeclass
 
+pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 MAX_FIGURE_BYTES = 200_000

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.typing
+pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]  # not on the jax floor
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "tests" / "typing"
