@@ -978,3 +978,90 @@ def test_flax_serialization_needs_registration():
     restored = serialization.from_bytes(Layer(jnp.zeros(3)), serialization.to_bytes(layer))
     assert restored.act == "relu"
     assert restored.w.tolist() == [0.0, 1.0, 2.0]
+
+
+# ---------------------------------------------------------------------------------------
+# Typed PRNG keys: implementation and key data round-trip; a raw or other-impl key is a
+# mismatch at its field path. (Before the fix, save and from_state_dict raised numpy's
+# "Cannot interpret 'key<fry>' as a data type".)
+
+
+@tc.treeclass
+class Keyed:
+    key: jax.Array
+    x: jax.Array
+
+
+def keyed(seed: int = 0, impl: str | None = None, n: int | None = None) -> Keyed:
+    key = jax.random.key(seed, impl=impl)
+    return Keyed(key if n is None else jax.random.split(key, n), jnp.arange(2.0))
+
+
+def same_keys(a: jax.Array, b: jax.Array) -> bool:
+    return a.dtype == b.dtype and same_bits(jax.random.key_data(a), jax.random.key_data(b))
+
+
+@pytest.mark.parametrize("impl", [None, "rbg", "unsafe_rbg"])
+@pytest.mark.parametrize("n", [None, 3], ids=["scalar", "split"])
+def test_typed_keys_round_trip_in_files(path: pathlib.Path, impl: str | None, n: int | None):
+    k = keyed(7, impl, n)
+    tc.save(path, k)
+    restored = tc.load(path, keyed(0, impl, n))
+    assert same_keys(restored.key, k.key)
+    assert jax.random.key_impl(restored.key) == jax.random.key_impl(k.key)
+    # The restored key draws the same numbers: implementation and data both came back.
+    draw = jax.random.normal(restored.key if n is None else restored.key[1], (3,))
+    expected = jax.random.normal(k.key if n is None else k.key[1], (3,))
+    assert same_bits(draw, expected)
+    abstract = tc.load(path, jax.eval_shape(lambda: keyed(0, impl, n)))
+    assert same_keys(abstract.key, k.key)
+    traced = jax.jit(lambda t: tc.load(path, t))(keyed(0, impl, n))
+    assert same_keys(traced.key, k.key)
+
+
+def test_typed_key_in_the_manifest(path: pathlib.Path):
+    tc.save(path, keyed(1, "rbg"))
+    entry = manifest_of(path)["tree"]["children"]["key"]
+    assert entry == {
+        "leaf": "key",
+        "dtype": "key<rbg>",
+        "impl": "rbg",
+        "shape": [],
+        "weak_type": False,
+    }
+    with np.load(path, allow_pickle=False) as npz:  # the key data, as numpy can read it
+        assert npz["key"].dtype == np.uint32
+        assert same_bits(npz["key"], jax.random.key_data(jax.random.key(1, impl="rbg")))
+
+
+def test_typed_keys_round_trip_in_state_dicts():
+    k = keyed(3, "rbg")
+    state = tc.to_state_dict(k)
+    assert state["key"] is k.key  # the typed key itself
+    restored = tc.from_state_dict(keyed(0, "rbg"), state)
+    assert restored.key is k.key
+
+
+def test_typed_key_mismatches_name_the_field(path: pathlib.Path):
+    tc.save(path, keyed(0))
+    mismatch(path, keyed(0, "rbg"), r"^Keyed\.key: dtype key<fry> in the file, key<rbg>")
+    mismatch(path, keyed(0, n=2), r"^Keyed\.key: shape \(\) in the file, \(2,\) in the template")
+    raw = Keyed(jax.random.PRNGKey(0), jnp.arange(2.0))
+    mismatch(
+        path,
+        raw,
+        r"(?s)^Keyed\.key: a typed PRNG key \(key<fry>\) in the file, a uint32 array in "
+        r"the template.*jax\.random\.wrap_key_data\(raw\) makes a typed key",
+    )
+    tc.save(path, raw)
+    mismatch(path, keyed(0), r"^Keyed\.key: a uint32 array in the file, a typed PRNG key")
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"^Keyed\.key: a uint32 array in the state dict, a typed PRNG key \(key<fry>\) "
+        r"in the template",
+    ):
+        tc.from_state_dict(keyed(0), tc.to_state_dict(raw))
+    with pytest.raises(
+        tc.CheckpointError, match=r"^Keyed\.key: dtype key<rbg> in the state dict, key<fry>"
+    ):
+        tc.from_state_dict(keyed(0), tc.to_state_dict(keyed(0, "rbg")))

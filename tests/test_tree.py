@@ -98,3 +98,29 @@ def test_instance_as_static_argument_of_jit():
     g(jnp.ones(1), Config())
     g(jnp.ones(1), Config())
     assert len(calls) == 1  # equal configs hit the cache
+
+
+@tc.treeclass
+class Keyed:
+    key: jax.Array
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        (jax.random.key(0), jax.random.key(0), True),
+        (jax.random.key(0), jax.random.key(1), False),
+        (jax.random.key(0), jax.random.key(0, impl="rbg"), False),  # implementation
+        (jax.random.key(0), jax.random.PRNGKey(0), False),  # typed vs raw uint32
+        (jax.random.split(jax.random.key(0)), jax.random.split(jax.random.key(0)), True),
+        (jax.random.split(jax.random.key(0)), jax.random.key(0), False),  # shape
+    ],
+    ids=["same", "data", "impl", "raw", "split", "shape"],
+)
+def test_typed_keys_compare_by_impl_and_data(a, b, equal):
+    # Before the fix: TypeError "PRNGKey dtype cannot be converted to a NumPy array".
+    assert tc.tree_equal(Keyed(a), Keyed(b)) is equal
+    assert (Keyed(a) == Keyed(b)) is equal
+    assert (Keyed(a) != Keyed(b)) is not equal
+    traced = jax.jit(tc.tree_equal)(Keyed(a), Keyed(b))  # compared under tracing
+    assert bool(traced) is equal

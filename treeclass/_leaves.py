@@ -1,6 +1,8 @@
 """What a checkpoint leaf is: which leaves a file can hold (`meta`), the array
 `save()` writes for one (`data`), and the leaf `load()` gives back for a template's
 leaf (`like`): a Python scalar for a Python scalar, numpy for numpy, else a jax.Array.
+A typed PRNG key is stored as its key data (`uint32`), its dtype (`key<fry>`, which
+names the implementation) in the manifest, and wrapped again on load.
 """
 
 from __future__ import annotations
@@ -34,12 +36,33 @@ def is_array(x: object) -> bool:
     return isinstance(x, _ARRAYS)
 
 
+def is_key(x: Any) -> bool:
+    """True for a typed PRNG key array (`jax.random.key`), or a template of one."""
+    return is_array(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def dtype_name(dtype: Any) -> str:
+    """The dtype as the manifest and messages name it: numpy's name (`float32`,
+    `bfloat16`), or JAX's for a typed PRNG key (`key<fry>`), which numpy cannot name."""
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return str(dtype)
+    return str(np.dtype(dtype).name)
+
+
+def key_data_shape(template: Any) -> tuple[int, ...]:
+    """The shape of `jax.random.key_data` of a key array like `template`: its shape
+    plus the implementation's (`(2,)` for threefry, `(4,)` for rbg)."""
+    return tuple(jax.eval_shape(jax.random.key_data, template).shape)
+
+
 def meta(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
     """`(dtype name, shape, weak_type)` of a leaf a checkpoint can hold; `TypeError`
     naming the field otherwise. A Python scalar's dtype is `python float` etc."""
     kind = _npz.scalar_kind(x)
     if kind is not None:
         return _npz.scalar_name(kind), (), False
+    if is_key(x):
+        return dtype_name(x.dtype), tuple(x.shape), False
     if is_array(x):
         dtype = np.dtype(x.dtype)
         if _npz.stored_dtype(dtype) is not None:
@@ -66,6 +89,8 @@ def data(x: Any, where: str) -> np.ndarray[Any, Any]:
         except OverflowError:
             msg = f"{where} holds the int {x}, which does not fit in int64. Store it as an array."
             raise TypeError(msg) from None
+    if is_key(x):
+        return np.asarray(jax.random.key_data(x))  # the implementation is in the manifest
     return _npz.to_stored(np.asarray(x))  # device -> host; bfloat16 etc. as raw bits
 
 
@@ -94,14 +119,17 @@ def like(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     kind = _npz.scalar_kind(template)
     if kind is not None:
         return kind(stored.item())
-    array = _npz.from_stored(stored, np.dtype(template.dtype))
-    if isinstance(template, np.ndarray):
-        return array
-    if isinstance(template, np.generic):
-        return array[()]
-    result = jnp.asarray(array)
-    if getattr(template, "weak_type", False):
-        result = _weak(result)
+    if is_key(template):
+        result = jax.random.wrap_key_data(jnp.asarray(stored), dtype=template.dtype)
+    else:
+        array = _npz.from_stored(stored, np.dtype(template.dtype))
+        if isinstance(template, np.ndarray):
+            return array
+        if isinstance(template, np.generic):
+            return array[()]
+        result = jnp.asarray(array)
+        if getattr(template, "weak_type", False):
+            result = _weak(result)
     if isinstance(template, jax.core.Tracer):  # load() under jit: no placement to copy
         return result
     sharding = getattr(template, "sharding", None)

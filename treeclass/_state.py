@@ -84,6 +84,17 @@ def dotted(root: str, path: Path) -> str:
     return ".".join((root, *path))
 
 
+_MSG_KEYS: Final = """\
+{saved} in the {name}, {template} in the template. Typed PRNG keys
+(jax.random.key) and raw uint32 keys (jax.random.PRNGKey) are different leaves; make
+the template hold what was saved, or convert the saved key:
+jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw one"""
+
+
+def _key_kind(dtype: str) -> str:
+    return f"a typed PRNG key ({dtype})" if dtype.startswith("key<") else f"a {dtype} array"
+
+
 def _kind(x: object) -> str:
     """`x` in a message: `None`, `a dict`, `an array`, `a float`, `a Model`."""
     if x is None:
@@ -112,6 +123,20 @@ class Source:
         if saved != template:
             raise self.error(path, f"{what} {saved} in the {self.name}, {template} in the template")
 
+    def compare_arrays(
+        self, path: Path, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
+    ) -> None:
+        """Checks an array leaf's `(shape, dtype name)` against the template's."""
+        keys = saved[1].startswith("key<"), template[1].startswith("key<")
+        if keys[0] != keys[1]:
+            # Compared as shape and dtype this would read `shape (2,) ..., ()`, which
+            # hides what differs: a raw uint32 key on one side, a typed key on the other.
+            raise self.error(path, _MSG_KEYS.format(
+                saved=_key_kind(saved[1]), template=_key_kind(template[1]), name=self.name
+            ))
+        self.compare(path, "shape", saved[0], template[0])
+        self.compare(path, "dtype", saved[1], template[1])
+
     def children(self, template: Any, saved: Any, path: Path) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
             # What orbax restores without a target: sequences as lists, not {"0": ...}.
@@ -128,8 +153,11 @@ class Source:
         if _leaves.is_array(template) and not scalar_ok:
             if not _leaves.is_array(saved):
                 raise self.mismatch(path, template, saved)
-            self.compare(path, "shape", tuple(saved.shape), tuple(template.shape))
-            self.compare(path, "dtype", np.dtype(saved.dtype).name, np.dtype(template.dtype).name)
+            self.compare_arrays(
+                path,
+                (tuple(saved.shape), _leaves.dtype_name(saved.dtype)),
+                (tuple(template.shape), _leaves.dtype_name(template.dtype)),
+            )
         return saved
 
 
@@ -215,10 +243,15 @@ class FileSource(Source):
         if kind is not None and _leaves.scalar_fits(kind, template):
             data = self.reader.array(member, _npz.scalar_dtype(kind), (), where)
             return _leaves.like(template, data.astype(template.dtype))
-        self.compare(path, "shape", tuple(cast("list[int]", saved_shape)), shape)
-        self.compare(path, "dtype", saved_dtype, dtype)
+        self.compare_arrays(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
         kind = _npz.scalar_kind(template)
-        stored = _npz.scalar_dtype(kind) if kind else _npz.stored_dtype(np.dtype(template.dtype))
+        stored: np.dtype[Any] | None
+        if _leaves.is_key(template):
+            stored, shape = np.dtype(np.uint32), _leaves.key_data_shape(template)
+        elif kind is not None:
+            stored = _npz.scalar_dtype(kind)
+        else:
+            stored = _npz.stored_dtype(np.dtype(template.dtype))
         assert stored is not None  # meta() accepted the template's dtype
         return _leaves.like(template, self.reader.array(member, stored, shape, where))
 
@@ -239,7 +272,10 @@ def describe(x: Any, root: str, path: Path, members: dict[str, tuple[Any, str]])
             )
             raise ValueError(msg)
         members[member] = (x, where)
-        return {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
+        record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
+        if _leaves.is_key(x):  # for readers of the file; load() compares the dtype
+            record["impl"] = str(jax.random.key_impl(x))
+        return record
     entry: dict[str, Any] = {"type": type(x).__qualname__}
     layout = type(x).__dict__.get(LAYOUT)
     if layout is not None:

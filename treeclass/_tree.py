@@ -81,7 +81,8 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     """Compares two pytrees: same structure (static values included) and equal leaves.
 
     Array leaves are equal when their shapes, dtypes and values are (so `NaN != NaN`,
-    and `f32[3]` never equals `i32[3]`); other leaves compare with `==`.
+    and `f32[3]` never equals `i32[3]`); typed PRNG keys when their implementation and
+    key data are; other leaves compare with `==`.
 
     **Arguments**
 
@@ -124,6 +125,10 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
                 return False
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
+            if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+                # Typed keys have no numpy form; equal dtypes mean the same
+                # implementation, so the key data decides.
+                x, y = jax.random.key_data(x), jax.random.key_data(y)
             if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
                 traced.append(jnp.all(x == y))
             elif not np.array_equal(np.asarray(x), np.asarray(y)):
