@@ -12,14 +12,11 @@ from typing import Any, Final
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
-import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import LAYOUT
+from treeclass._walk import array_name, instance_layout, is_array
 
 _WIDTH: Final = 88
-_SHORT: Final = {"bfloat16": "bf16", "bool": "bool"}
-_PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
 def short_repr(value: object, width: int = 60) -> str:
@@ -28,40 +25,33 @@ def short_repr(value: object, width: int = 60) -> str:
     return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
-def dtype_name(dtype: Any) -> str:
-    if jnp.issubdtype(dtype, jax.dtypes.extended):
-        return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
-    name: str = np.dtype(dtype).name
-    if name in _SHORT:
-        return _SHORT[name]
-    for long, short in _PREFIX.items():
-        if name.startswith(long) and name[len(long) :].isdigit():
-            return short + name[len(long) :]
-    return name  # float8_e4m3fn and friends: the full name is clearer
-
-
 def array_summary(x: Any) -> str:
-    summary = f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
-    if isinstance(x, np.ndarray):
+    summary = array_name(x.dtype, x.shape)
+    if isinstance(x, np.ndarray | np.generic):
         return summary + "(numpy)"
     if isinstance(x, jax.core.Tracer):
         return summary + "(traced)"
     return summary
 
 
-def _is_array(x: Any) -> bool:
-    return isinstance(x, jax.Array | np.ndarray)
+def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
+    """(open, close, separator, [(label, value)]) for a container, else None.
 
-
-def _items(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None."""
+    Not `_walk.walk`: a repr shows Python objects as written, not a pytree as JAX
+    flattens it. Dicts keep insertion order (JAX sorts keys), fields keep declaration
+    order with statics in place and `repr=False` ones hidden, and a field still unset
+    (a repr from inside `__post_init__`) shows as `<unset>`. Other registered nodes
+    keep their own repr: their authors chose it."""
     cls = type(x)
-    if LAYOUT in cls.__dict__:
-        layout = cls.__dict__[LAYOUT]
+    layout = instance_layout(x)
+    if layout is not None:
         shown = [f.name for f in layout.fields if f.repr]
         return f"{cls.__name__}(", ")", "=", [(n, x.__dict__.get(n, "<unset>")) for n in shown]
     if cls is list:
         return "[", "]", "", [("", v) for v in x]
+    names: tuple[str, ...] | None = getattr(cls, "_fields", None)
+    if names is not None and issubclass(cls, tuple):  # a NamedTuple
+        return f"{cls.__name__}(", ")", "=", list(zip(names, x, strict=True))
     if cls is tuple:
         return "(", ",)" if len(x) == 1 else ")", "", [("", v) for v in x]
     if cls is dict:
@@ -70,9 +60,14 @@ def _items(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
 
 
 def _repr(x: Any, indent: str, recursion: set[int]) -> str:
-    if _is_array(x):
+    # `recursion` holds the containers being shown by this call, so a list that holds
+    # itself prints `[...]`. It cannot see through a value's own __repr__: a field
+    # holding an object whose repr shows the instance again starts a new tree_repr
+    # (with a new set), which `reprlib.recursive_repr` on tree_repr stops. Hence two
+    # guards, one per way back into the same object.
+    if is_array(x):
         return array_summary(x)
-    parts = _items(x)
+    parts = _parts(x)
     if parts is None:
         return repr(x)
     if id(x) in recursion:

@@ -15,13 +15,12 @@ import inspect
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Final
 
 import jax
-import numpy as np
 
-from treeclass._layout import LAYOUT
-from treeclass._repr import dtype_name, short_repr
+from treeclass._repr import short_repr
+from treeclass._walk import array_name, is_array, walk
 
 
 class RetraceError(RuntimeError):
@@ -77,54 +76,28 @@ class RetraceWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RetraceWarning, where users import it
 
 
-def _abstract(x: Any) -> str | None:
+def _abstract(x: Any) -> str:
+    """`f32[100]` for an array or a tracer (`{weak}` if weakly typed); the value's
+    short repr for anything else (a static argument, or a leaf JAX would reject)."""
     aval: Any = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
-        weak = "{weak}" if getattr(aval, "weak_type", False) else ""
-        return f"{dtype_name(aval.dtype)}[{','.join(map(str, aval.shape))}]{weak}"
-    if isinstance(x, np.ndarray | np.generic):
-        return f"{dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
-    return None
+        return array_name(aval.dtype, aval.shape, getattr(aval, "weak_type", False))
+    if is_array(x):
+        return array_name(x.dtype, x.shape)
+    return short_repr(x)
 
 
-def _walk(path: str, x: Any, out: dict[str, str]) -> None:
-    layout = type(x).__dict__.get(LAYOUT)
-    if layout is not None:
-        for name in layout.names:
-            value = x.__dict__.get(name)
-            if name in layout.static:
-                out[f"{path}.{name} (static {type(x).__name__}.{name})"] = short_repr(value)
-            else:
-                _walk(f"{path}.{name}", value, out)
-        return
-    if type(x) in (list, tuple):
-        for i, item in enumerate(x):
-            _walk(f"{path}[{i}]", item, out)
-        if not x:
-            out[path] = short_repr(x)
-        return
-    if type(x) is dict:
-        for key, item in x.items():
-            _walk(f"{path}[{key!r}]", item, out)
-        return
-    abstract = _abstract(x)
-    if abstract is not None:
-        out[path] = abstract
-        return
-    # jaxlib ships no type stubs: to the checkers a PyTreeDef and a key are unknown.
-    leaves, treedef = cast(
-        "tuple[list[tuple[Any, Any]], Any]",
-        jax.tree_util.tree_flatten_with_path(x),
-    )
-    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        out[path] = short_repr(x)  # a static argument, or a leaf JAX would reject
-        return
-    out[f"{path} (structure)"] = str(treedef)
-    for key_path, leaf in leaves:
-        _walk(path + jax.tree_util.keystr(key_path), leaf, out)
+def _node(x: Any) -> str:
+    return "None" if x is None else type(x).__qualname__
+
+
+_PASSED: Final = " (passed)"
 
 
 def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """`{path: what JAX keys its cache on}` for one call: every leaf's abstract value,
+    every static field's value, every node's type (a list that became a tuple), and
+    how each argument was passed (JAX keys positional and keyword arguments apart)."""
     items: list[tuple[str, Any]]
     try:
         if sig is None:
@@ -134,17 +107,29 @@ def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict
         items = [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
     out: dict[str, str] = {}
     for name, value in items:
-        _walk(name, value, out)
+        out[name + _PASSED] = "by keyword" if name in kwargs else "positionally"
+        for v in walk(value):
+            where = name + jax.tree_util.keystr(v.path)
+            if v.kind == "static":
+                out[f"{where} (static {v.field})"] = short_repr(v.value)
+            else:
+                out[where] = _abstract(v.value) if v.kind == "leaf" else _node(v.value)
     return out
 
 
 def diff(old: dict[str, str], new: dict[str, str]) -> list[str]:
     absent = "<absent>"
-    return [
-        f"{key}: {old.get(key, absent)} -> {new.get(key, absent)}"
-        for key in dict.fromkeys([*old, *new])
-        if old.get(key, absent) != new.get(key, absent)
-    ]
+    lines: list[str] = []
+    for key in dict.fromkeys([*old, *new]):
+        before, after = old.get(key, absent), new.get(key, absent)
+        if before == after:
+            continue
+        if key.endswith(_PASSED):
+            now, then = (x.replace(absent, "not at all") for x in (after, before))
+            lines.append(f"argument {key[: -len(_PASSED)]!r} passed {now} now, {then} before")
+        else:
+            lines.append(f"{key}: {before} -> {after}")
+    return lines
 
 
 class TraceLog:

@@ -1,4 +1,5 @@
-"""Logical axis rules: what `shardings(..., rules=...)` accepts, normalised.
+"""Logical axis rules: what `shardings(..., rules=...)` accepts, normalised, and the
+`PartitionSpec` they give one array (`AxisMap.spec`).
 
 Rules map a field's logical axis names to mesh axes, as flax's logical axis rules do:
 a mapping `{"batch": "data"}` or a sequence of pairs `[("batch", "data")]`, where the
@@ -8,8 +9,12 @@ over their product) or None (replicated).
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias, cast
+
+from jax.sharding import PartitionSpec
 
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
 """What a logical axis maps to: one mesh axis, several (split over their product), or
@@ -24,6 +29,37 @@ _MSG_RULES: Final = (
     "names, or None (replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. "
     "Got {found!r}."
 )
+_MSG_NOT_ARRAY: Final = (
+    "{where}: field(axes={axes!r}) names array dimensions, but this leaf is a "
+    "{kind} ({leaf!r}). Drop axes= from {owner}, or store an array there."
+)
+_MSG_TOO_MANY_AXES: Final = (
+    "{where}: field(axes={axes!r}) names {n} dimensions, but the value has shape "
+    "{shape} ({ndim} dimensions). Name at most one axis per dimension, e.g. "
+    "field(axes={fix!r}); trailing dimensions left out are replicated."
+)
+_MSG_UNMAPPED: Final = (
+    "{where}: the logical axis {name!r} {why}, and strict=True refuses to replicate it "
+    "silently.{hint} Fix the name in field(axes=...), or add a rule: "
+    "({name!r}, 'mesh_axis') to shard it, ({name!r}, None) to replicate it. {known}."
+)
+_MSG_UNKNOWN_MESH_AXIS: Final = (
+    "{where}: the rules map the logical axis {name!r} to mesh axis {mesh_axis!r}, "
+    "which the mesh does not have; its axes are {mesh_axes}. Map {name!r} to one of "
+    "them, or to None to replicate."
+)
+_MSG_MESH_AXIS_TWICE: Final = (
+    "{where}: field(axes={axes!r}) maps mesh axis {mesh_axis!r} to two dimensions "
+    "(through {first!r} and {second!r}); an array is split along a mesh axis at most "
+    "once. Map one of the two logical names to another mesh axis, or to None."
+)
+_MSG_NOT_DIVISIBLE: Final = (
+    "{where}: dimension {dim} ({name!r}) has size {size}, which mesh axis "
+    "{mesh_axis!r} of size {parts} does not divide. Pad the dimension to a multiple "
+    "of {parts}, use a mesh that divides it, or map {name!r} to None to replicate."
+)
+
+
 def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
     """The rules as a dict; for a sequence of pairs the first pair naming a logical axis
     wins, as in flax. None (no rules) stays None: each name maps to itself."""
@@ -72,3 +108,101 @@ def _as_tuple(x: object) -> tuple[object, ...] | None:
 
 def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
     return () if target is None else (target,) if isinstance(target, str) else target
+
+
+class AxisMap:
+    """The rules of one `shardings()` call, and the mesh's axis sizes (None without a
+    mesh) to check the specs against."""
+
+    def __init__(self, rules: Rules | None, strict: bool, sizes: dict[str, int] | None) -> None:
+        self.table = rule_table(rules)
+        self.sizes = sizes
+        self.strict = strict
+
+    def spec(self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str) -> PartitionSpec:
+        """The spec of one leaf of the field `owner` (`Class.field`) with `axes`;
+        `where` names the field and path in errors."""
+        shape = _shape(leaf)
+        if shape is None:
+            kind = type(leaf).__name__
+            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=leaf, owner=owner)
+            raise TypeError(msg)
+        if len(axes) > len(shape):
+            fix = axes[: len(shape)]
+            n, ndim = len(axes), len(shape)
+            msg = _MSG_TOO_MANY_AXES.format(
+                where=where, axes=axes, n=n, shape=shape, ndim=ndim, fix=fix
+            )
+            raise ValueError(msg)
+        entries: list[MeshAxes] = []
+        # flax's rules are a priority list: a rule whose mesh axis is taken is skipped
+        # and a later rule for the same name is tried, so with
+        #     rules = [("embed", "model"), ("mlp", "model"), ("mlp", "data")]
+        # `mlp` lands on "model" or "data" depending on which other names the array
+        # has. Here a name has one mesh axis, and a clash is an error naming the field.
+        used: dict[str, str] = {}  # mesh axis -> the logical name that took it
+        for dim, name in enumerate(axes):
+            target = None if name is None else self.lookup(name, where)
+            for mesh_axis in mesh_axis_names(target):
+                if mesh_axis in used:
+                    msg = _MSG_MESH_AXIS_TWICE.format(
+                        where=where,
+                        axes=axes,
+                        mesh_axis=mesh_axis,
+                        first=used[mesh_axis],
+                        second=name,
+                    )
+                    raise ValueError(msg)
+                used[mesh_axis] = str(name)
+            if target is not None and self.sizes is not None:
+                parts = math.prod(self.sizes[a] for a in mesh_axis_names(target))
+                if shape[dim] % parts:
+                    msg = _MSG_NOT_DIVISIBLE.format(
+                        where=where,
+                        dim=dim,
+                        name=name,
+                        size=shape[dim],
+                        mesh_axis=target,
+                        parts=parts,
+                    )
+                    raise ValueError(msg)
+            entries.append(target)
+        return PartitionSpec(*entries)  # type: ignore[no-untyped-call]
+
+    def lookup(self, name: str, where: str) -> MeshAxes:
+        """The mesh axes for one logical name, checked against the mesh if there is one."""
+        if self.table is None:
+            # No rules: a name is its own mesh axis, where the mesh has one.
+            if self.sizes is None or name in self.sizes:
+                return name
+            known = list(self.sizes)
+            why = "is not a mesh axis (rules=None maps each name to the mesh axis of that name)"
+            known_msg = f"The mesh axes are {known}"
+        elif name in self.table:
+            target = self.table[name]
+            for mesh_axis in mesh_axis_names(target):
+                if self.sizes is not None and mesh_axis not in self.sizes:
+                    msg = _MSG_UNKNOWN_MESH_AXIS.format(
+                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
+                    )
+                    raise ValueError(msg)
+            return target
+        else:
+            known = list(self.table)
+            why = "is not mapped by the rules"
+            known_msg = f"The rules map {known}"
+        if self.strict:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
+            raise ValueError(msg)
+        return None
+
+
+def _shape(leaf: object) -> tuple[int, ...] | None:
+    """The leaf's shape, if it is an array (or a `jax.ShapeDtypeStruct`, so that
+    `shardings(jax.eval_shape(init), mesh)` works before any array exists)."""
+    if isinstance(leaf, bool | int | float | complex):
+        return ()
+    shape: object = getattr(leaf, "shape", None)
+    return cast("tuple[int, ...]", shape) if isinstance(shape, tuple) else None

@@ -7,25 +7,23 @@ what its dimensions *mean*; the rules, chosen per run, say how a mesh splits the
     rules = {"batch": "data", "embed": None}     # data parallel
     rules = {"batch": "data", "embed": "model"}  # the same model, tensor parallel too
 
-Both functions walk the tree in JAX's flatten order and build one spec per leaf, then
-rebuild the tree with `obj`'s own treedef. So the result has exactly `obj`'s pytree
-structure (statics, `None` fields and all) and fits wherever JAX takes a pytree of
+Both functions walk the tree in JAX's flatten order (`_walk.walk`), build one spec
+per leaf from the axes of the field holding it (`_rules.AxisMap`), then rebuild the
+tree with `obj`'s own treedef. So the result has exactly `obj`'s pytree structure (statics, `None` fields and all) and fits wherever JAX takes a pytree of
 shardings or specs: `jax.device_put`, `jax.jit(in_shardings=..., out_shardings=...)`,
 `jax.shard_map(in_specs=..., out_specs=...)`.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 from typing import Any, Final, cast
 
 import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from treeclass._field import AXES
-from treeclass._layout import FLAT, LAYOUT, Layout
-from treeclass._rules import Axes, MeshAxes, Rules, mesh_axis_names, rule_table
+from treeclass._rules import Axes, AxisMap, Rules
+from treeclass._walk import instance_layout, layout_of, walk
 
 __all__ = ["partition_specs", "shardings"]
 
@@ -38,48 +36,6 @@ _MSG_AXES_ON_TREECLASS: Final = (
     "declare their axes. Drop axes= from {owner} and put field(axes=...) on the "
     "fields of {inner}."
 )
-_MSG_NOT_ARRAY: Final = (
-    "{where}: field(axes={axes!r}) names array dimensions, but this leaf is a "
-    "{kind} ({leaf!r}). Drop axes= from {owner}, or store an array there."
-)
-_MSG_TOO_MANY_AXES: Final = (
-    "{where}: field(axes={axes!r}) names {n} dimensions, but the value has shape "
-    "{shape} ({ndim} dimensions). Name at most one axis per dimension, e.g. "
-    "field(axes={fix!r}); trailing dimensions left out are replicated."
-)
-_MSG_UNMAPPED: Final = (
-    "{where}: the logical axis {name!r} {why}, and strict=True refuses to replicate it "
-    "silently.{hint} Fix the name in field(axes=...), or add a rule: "
-    "({name!r}, 'mesh_axis') to shard it, ({name!r}, None) to replicate it. {known}."
-)
-_MSG_UNKNOWN_MESH_AXIS: Final = (
-    "{where}: the rules map the logical axis {name!r} to mesh axis {mesh_axis!r}, "
-    "which the mesh does not have; its axes are {mesh_axes}. Map {name!r} to one of "
-    "them, or to None to replicate."
-)
-_MSG_MESH_AXIS_TWICE: Final = (
-    "{where}: field(axes={axes!r}) maps mesh axis {mesh_axis!r} to two dimensions "
-    "(through {first!r} and {second!r}); an array is split along a mesh axis at most "
-    "once. Map one of the two logical names to another mesh axis, or to None."
-)
-_MSG_NOT_DIVISIBLE: Final = (
-    "{where}: dimension {dim} ({name!r}) has size {size}, which mesh axis "
-    "{mesh_axis!r} of size {parts} does not divide. Pad the dimension to a multiple "
-    "of {parts}, use a mesh that divides it, or map {name!r} to None to replicate."
-)
-
-
-def _is_instance(x: object) -> bool:
-    return not isinstance(x, type) and LAYOUT in type(x).__dict__
-
-
-def _shape(leaf: object) -> tuple[int, ...] | None:
-    """The leaf's shape, if it is an array (or a `jax.ShapeDtypeStruct`, so that
-    `shardings(jax.eval_shape(init), mesh)` works before any array exists)."""
-    if isinstance(leaf, bool | int | float | complex):
-        return ()
-    shape: object = getattr(leaf, "shape", None)
-    return cast("tuple[int, ...]", shape) if isinstance(shape, tuple) else None
 
 
 def _where(owner: str, path: tuple[Any, ...]) -> str:
@@ -87,135 +43,40 @@ def _where(owner: str, path: tuple[Any, ...]) -> str:
     return f"{owner} (at {keys or 'the root'})"
 
 
-class _Specs:
-    """One call: the rules, the mesh's axis sizes (None without a mesh), and the specs
-    of the leaves walked so far."""
-
-    def __init__(self, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None):
-        self.table = rule_table(rules)
-        self.sizes: dict[str, int] | None = None if mesh is None else dict(mesh.shape)
-        self.strict = strict
-        self.out: list[PartitionSpec] = []
-
-    def walk(self, node: Any, path: tuple[Any, ...], axes: Axes, owner: str) -> None:
-        """Appends the specs of `node`'s leaves, in flatten order. `axes` and `owner`
-        ("Class.field") are those of the field that holds `node`.
-
-        Why not `jax.tree.map(spec, obj)`: a leaf does not know which field holds it,
-        and the axes live on the field. `tree_map_with_path` gives the key path, but
-        a path such as `.layers[0].w` names the attribute, not the class that owns it,
-        so the walk goes field by field, as flatten does."""
-        if _is_instance(node):
-            name = type(node).__name__
-            if axes is not None:
-                where = _where(owner, path)
-                msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=name, owner=owner)
-                raise TypeError(msg)
-            layout: Layout = getattr(node, LAYOUT)
-            field_axes: dict[str, Axes] = {f.name: f.metadata.get(AXES) for f in layout.fields}
-            children: tuple[Any, ...] = getattr(node, FLAT)[0]
-            for field, child in zip(layout.dynamic, children, strict=True):
-                key = jax.tree_util.GetAttrKey(field)
-                self.walk(child, (*path, key), field_axes[field], f"{name}.{field}")
-            return
-        # Any other subtree (a list, a dict, a leaf): down to its leaves and to the
-        # treeclasses inside it, which bring their own axes.
-        flat, _ = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_instance)
-        for sub_path, leaf in flat:
-            leaf_path: tuple[Any, ...] = (*path, *sub_path)
-            if _is_instance(leaf):
-                self.walk(leaf, leaf_path, axes, owner)
-            else:
-                self.out.append(self.spec(leaf, axes, owner, leaf_path))
-
-    def spec(self, leaf: object, axes: Axes, owner: str, path: tuple[Any, ...]) -> PartitionSpec:
-        if axes is None:
-            return PartitionSpec()  # type: ignore[no-untyped-call]  # jax leaves it unannotated
-        where = _where(owner, path)
-        shape = _shape(leaf)
-        if shape is None:
-            kind = type(leaf).__name__
-            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=leaf, owner=owner)
-            raise TypeError(msg)
-        if len(axes) > len(shape):
-            fix = axes[: len(shape)]
-            n, ndim = len(axes), len(shape)
-            msg = _MSG_TOO_MANY_AXES.format(
-                where=where, axes=axes, n=n, shape=shape, ndim=ndim, fix=fix
-            )
-            raise ValueError(msg)
-        entries: list[MeshAxes] = []
-        # flax's rules are a priority list: a rule whose mesh axis is taken is skipped
-        # and a later rule for the same name is tried, so with
-        #     rules = [("embed", "model"), ("mlp", "model"), ("mlp", "data")]
-        # `mlp` lands on "model" or "data" depending on which other names the array
-        # has. Here a name has one mesh axis, and a clash is an error naming the field.
-        used: dict[str, str] = {}  # mesh axis -> the logical name that took it
-        for dim, name in enumerate(axes):
-            target = None if name is None else self.lookup(name, where)
-            for mesh_axis in mesh_axis_names(target):
-                if mesh_axis in used:
-                    msg = _MSG_MESH_AXIS_TWICE.format(
-                        where=where,
-                        axes=axes,
-                        mesh_axis=mesh_axis,
-                        first=used[mesh_axis],
-                        second=name,
-                    )
-                    raise ValueError(msg)
-                used[mesh_axis] = str(name)
-            if target is not None and self.sizes is not None:
-                parts = math.prod(self.sizes[a] for a in mesh_axis_names(target))
-                if shape[dim] % parts:
-                    msg = _MSG_NOT_DIVISIBLE.format(
-                        where=where,
-                        dim=dim,
-                        name=name,
-                        size=shape[dim],
-                        mesh_axis=target,
-                        parts=parts,
-                    )
-                    raise ValueError(msg)
-            entries.append(target)
-        return PartitionSpec(*entries)  # type: ignore[no-untyped-call]
-
-    def lookup(self, name: str, where: str) -> MeshAxes:
-        """The mesh axes for one logical name, checked against the mesh if there is one."""
-        if self.table is None:
-            # No rules: a name is its own mesh axis, where the mesh has one.
-            if self.sizes is None or name in self.sizes:
-                return name
-            known = list(self.sizes)
-            why = "is not a mesh axis (rules=None maps each name to the mesh axis of that name)"
-            known_msg = f"The mesh axes are {known}"
-        elif name in self.table:
-            target = self.table[name]
-            for mesh_axis in mesh_axis_names(target):
-                if self.sizes is not None and mesh_axis not in self.sizes:
-                    msg = _MSG_UNKNOWN_MESH_AXIS.format(
-                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
-                    )
-                    raise ValueError(msg)
-            return target
-        else:
-            known = list(self.table)
-            why = "is not mapped by the rules"
-            known_msg = f"The rules map {known}"
-        if self.strict:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
-            raise ValueError(msg)
-        return None
+def _field_axes(owner: type | None, name: str | None) -> Axes:
+    layout = None if owner is None else layout_of(owner)
+    if layout is None:
+        return None  # a leaf outside every treeclass field: replicated
+    return next(f.metadata.get(AXES) for f in layout.fields if f.name == name)
 
 
 def _spec_leaves(
     obj: object, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None
 ) -> tuple[Any, list[PartitionSpec]]:
-    """`obj`'s treedef and the spec of each of its leaves, in flatten order."""
-    specs = _Specs(rules, strict, mesh)
-    specs.walk(obj, (), None, type(obj).__name__)
-    return jax.tree.structure(obj), specs.out
+    """`obj`'s treedef and the spec of each of its leaves, in flatten order.
+
+    Why not `jax.tree.map(spec, obj)`: a leaf does not know which field holds it, and
+    the axes live on the field. `walk()` gives each leaf its `Class.field` (the
+    innermost treeclass field holding it, through any containers), whose axes apply
+    to every array inside that field, while a nested treeclass brings its own."""
+    axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
+    specs: list[PartitionSpec] = []
+    for v in walk(obj):
+        if v.kind == "static":
+            continue
+        axes = _field_axes(v.owner, v.name)
+        if axes is None:
+            if v.kind == "leaf":
+                specs.append(PartitionSpec())  # type: ignore[no-untyped-call]  # jax leaves it unannotated
+            continue
+        where = _where(v.field, v.path)
+        if v.kind == "leaf":
+            specs.append(axis_map.spec(v.value, axes, v.field, where))
+        elif instance_layout(v.value) is not None:
+            inner = type(v.value).__name__
+            msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
+            raise TypeError(msg)
+    return jax.tree.structure(obj), specs
 
 
 def partition_specs(

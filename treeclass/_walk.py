@@ -1,0 +1,184 @@
+"""Treeclass fields inside any pytree: one walk, and the helpers every walk needs.
+
+`walk(tree)` visits every node, leaf and static field value of a pytree, in JAX's
+flatten order, each with its key path and the treeclass field that holds it:
+
+    for v in walk(model):            # model.layers[0].w, model.act, ...
+        v.path, v.owner, v.name, v.value, v.kind
+
+It steps through containers with `jax.tree_util.tree_flatten_with_path`, one level at
+a time, so every registered node is walked (NamedTuples, `OrderedDict`, other
+libraries' modules), not only `list`, `tuple` and `dict`; treeclass instances are
+opened field by field, statics included, so each value knows its `Class.field`.
+`jit`'s field-naming errors, retrace signatures and `shardings()` all go through it.
+
+Also here: `layout_of(x)` (is this a treeclass, and its fields), `is_array(x)`, and
+the `f32[100,3]` names of arrays that repr, errors and retrace reasons share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from treeclass._layout import FLAT, LAYOUT, Layout
+
+__all__ = ["ARRAY_TYPES", "Visit", "array_name", "children", "dtype_name", "instance_layout", "is_array", "layout_of",
+           "walk"]
+
+KeyPath = tuple[Any, ...]
+"""A path of `jax.tree_util` key entries (`GetAttrKey`, `SequenceKey`, `DictKey`, ...);
+`jax.tree_util.keystr(path)` shows it as `.layers[0].w`."""
+
+
+def layout_of(x: object) -> Layout | None:
+    """The `Layout` of a treeclass, or of an instance of one; None for anything else.
+
+    Read from the class's own `__dict__`, not inherited: a subclass that was not
+    decorated again is not registered with JAX, so it is not a treeclass either."""
+    cls = x if isinstance(x, type) else type(x)
+    layout: Layout | None = cls.__dict__.get(LAYOUT)
+    return layout
+
+
+def instance_layout(x: object) -> Layout | None:
+    """The `Layout` of a treeclass instance; None for anything else, a treeclass
+    class included (a class held in a field is a leaf to JAX, not a node)."""
+    return None if isinstance(x, type) else layout_of(x)
+
+
+ARRAY_TYPES: Final = (jax.Array, np.ndarray, np.generic)
+
+
+def is_array(x: object) -> bool:
+    """True for array values: `jax.Array` (tracers included), numpy arrays and numpy
+    scalars.
+
+    Each of these has a `shape`, a `dtype` and values, and JAX traces each as an
+    array: `np.float32(1.0)` becomes `f32[]`, so equality, checkpoints and repr treat
+    it as the 0-d array it is (numpy documents scalars as 0-d arrays). Python numbers
+    are not arrays here (they have no dtype until JAX picks one), and neither is
+    `jax.ShapeDtypeStruct`, which has a shape and dtype but no values: a checkpoint
+    template may be one, so `_leaves` adds it where it means "array-shaped"."""
+    # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
+    # every later `.shape` partially unknown to the type checker.
+    return isinstance(x, ARRAY_TYPES)
+
+
+_SHORT: Final = {"bfloat16": "bf16", "bool": "bool"}
+_PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
+
+
+def dtype_name(dtype: Any) -> str:
+    """`f32`, `i8`, `u16`, `c64`, `bf16`, `bool`; `key<fry>` for typed PRNG keys."""
+    if jnp.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
+    name: str = np.dtype(dtype).name
+    if name in _SHORT:
+        return _SHORT[name]
+    for long, short in _PREFIX.items():
+        if name.startswith(long) and name[len(long) :].isdigit():
+            return short + name[len(long) :]
+    return name  # float8_e4m3fn and friends: the full name is clearer
+
+
+def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
+    """`f32[100,3]`: an array's dtype and shape, as repr, errors and retrace reasons
+    show it; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
+    return f"{dtype_name(dtype)}[{','.join(map(str, shape))}]" + ("{weak}" if weak else "")
+
+
+def children(x: Any) -> list[tuple[Any, Any]] | None:
+    """One level of the pytree `x`: its `(key entry, child)` pairs in flatten order;
+    None if `x` is a leaf. (None and empty containers are nodes with no children.)"""
+    # Every value below x counts as a leaf, so JAX flattens exactly one level.
+    pairs, _ = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+    if len(pairs) == 1 and pairs[0][0] == ():
+        return None
+    return [(path[0], child) for path, child in pairs]
+
+
+Kind = Literal["node", "leaf", "static"]
+
+
+class Visit(NamedTuple):
+    """One value met by `walk()`."""
+
+    path: KeyPath
+    """Key path from the walk's root (`jax.tree_util.keystr` shows `.layers[0].w`)."""
+    value: Any
+    owner: type | None
+    """The treeclass whose field holds `value`, directly or inside a container; the
+    innermost one. None outside every treeclass field (the root's own containers)."""
+    name: str | None
+    """That field's name: `owner.name` is the field the value belongs to."""
+    kind: Kind
+    """`"node"` (a treeclass instance or a container), `"leaf"` (a pytree leaf), or
+    `"static"` (a static field's value: part of the treedef, never traced)."""
+
+    @property
+    def field(self) -> str:
+        """`Class.field` of the field that holds the value (`""` outside any)."""
+        return "" if self.owner is None else f"{self.owner.__name__}.{self.name}"
+
+
+def walk(tree: Any, path: KeyPath = ()) -> Iterator[Visit]:
+    """Every node, leaf and static field value of `tree`, parents before children;
+    the leaves in `jax.tree.leaves(tree)` order.
+
+    **Arguments**
+
+    - `tree`: any pytree; treeclass instances anywhere inside it are opened field by
+      field (static fields yield one `"static"` visit each, in declaration order
+      among the dynamic ones).
+    - `path`: a key path to prefix every visit's path with.
+
+    **Returns**
+
+    An iterator of `Visit(path, value, owner, name, kind)`. Stop early by breaking
+    out: nothing below the visits already made is flattened.
+
+    **Example**
+
+    >>> from treeclass._walk import walk
+    >>> @tc.treeclass
+    ... class Layer:
+    ...     w: jax.Array
+    ...     act: tc.Static[str] = "relu"
+    >>> for v in walk({"layers": (Layer(jnp.ones(2)),)}):
+    ...     print(jax.tree_util.keystr(v.path) or "root", v.field or "-", v.kind)
+    root - node
+    ['layers'] - node
+    ['layers'][0] - node
+    ['layers'][0].w Layer.w leaf
+    ['layers'][0].act Layer.act static
+    """
+    return _walk(tree, path, None, None)
+
+
+def _walk(x: Any, path: KeyPath, owner: type | None, name: str | None) -> Iterator[Visit]:
+    layout = instance_layout(x)
+    if layout is not None:
+        yield Visit(path, x, owner, name, "node")
+        cls = type(x)
+        dynamic, static = getattr(x, FLAT)  # what JAX's flatten returns
+        values = dict(zip(layout.dynamic, dynamic, strict=True))
+        values.update(zip(layout.static, static, strict=True))
+        for field in layout.names:
+            field_path = (*path, jax.tree_util.GetAttrKey(field))
+            if field in layout.static:
+                yield Visit(field_path, values[field], cls, field, "static")
+            else:
+                yield from _walk(values[field], field_path, cls, field)
+        return
+    below = children(x)
+    if below is None:
+        yield Visit(path, x, owner, name, "leaf")
+        return
+    yield Visit(path, x, owner, name, "node")
+    for key, child in below:
+        yield from _walk(child, (*path, key), owner, name)
