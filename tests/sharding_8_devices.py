@@ -173,6 +173,9 @@ def test_data_parallel_step_matches_one_device(axis_type):
     step = jax.jit(sgd_step, in_shardings=(msh, dsh), out_shardings=(msh, NamedSharding(mesh, P())))
     sharded = train(step, jax.device_put(model, msh), jax.device_put(data, dsh))
     single = train(jax.jit(sgd_step), model, data)
+    # The sharded mean sums per-device partials: another float32 order. Each run's
+    # losses are within 1.4e-6 (relative) of float64 SGD (measured; the map contracts,
+    # so rounding does not grow over 20 steps): two runs differ by < 3e-6, rtol 1e-5.
     np.testing.assert_allclose(sharded, single, rtol=1e-5)
     assert sharded[-1] < 0.1 * sharded[0]
 
@@ -196,7 +199,7 @@ def test_data_parallel_shard_map_step_matches_one_device():
     placed = jax.device_put(data, tc.shardings(data, mesh, rules))
     sharded = train(step, jax.device_put(model, tc.shardings(model, mesh, rules)), placed)
     single = train(jax.jit(sgd_step), model, data)
-    np.testing.assert_allclose(sharded, single, rtol=1e-5)
+    np.testing.assert_allclose(sharded, single, rtol=1e-5)  # as in the test above
 
 
 def test_process_local_data_recipe(mesh):

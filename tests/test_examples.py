@@ -127,7 +127,9 @@ def test_fit_logistic_learns(logistic: ModuleType) -> None:
     assert losses.shape == (300,)
     assert float(losses[0]) == pytest.approx(float(jnp.log(2.0)), rel=1e-5)  # w = b = 0
     # Full-batch gradient descent with a step below 2/L on a smooth convex loss: every
-    # step decreases it.
+    # step decreases it. In float32 the smallest decrease in these 300 steps (3.4e-5,
+    # measured) is far above the rounding of a mean of losses near 0.3 (~1e-7), so the
+    # 1e-6 slack is for rounding only and cannot hide an increase of that size.
     assert bool(jnp.all(jnp.diff(losses) <= 1e-6)), losses
     assert float(losses[-1]) < 0.5 * float(losses[0])
     assert float(fitted.accuracy(x, y)) > ACCURACY_THRESHOLD

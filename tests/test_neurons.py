@@ -44,6 +44,10 @@ def test_exprel_matches_float64(nm: ModuleType) -> None:
     z = np.array([-2.0, -0.01, -1e-6, 0.0, 1e-6, 0.3], dtype=np.float32)
     z64 = z.astype(np.float64)
     expected = np.where(z64 == 0, 1.0, np.expm1(z64) / np.where(z64 == 0, 1.0, z64))
+    # float32 (e^z - 1) / z: the subtraction loses up to |1/z| ulps of e^z (the series
+    # takes over below 1e-5); at z = -0.01, ~100 ulps of 1 = 1.2e-5 absolute, and the
+    # series' truncation error z**3/24 is 4e-17: rtol 1e-5 on values near 1 holds
+    # (measured: < 2e-6) on every libm, since exp is correctly rounded to ~1 ulp.
     np.testing.assert_allclose(np.asarray(nm.exprel(jnp.asarray(z))), expected, rtol=1e-5)
 
 
@@ -57,6 +61,7 @@ def test_exp_euler_step_is_the_analytic_lif_solution(nm: ModuleType, dt: float) 
     stepped = lif.step(jnp.float32(0.0), jnp.float32(current))
     v_inf = lif.V_rest + lif.R * current
     analytic = v_inf + (V0.astype(np.float64) - v_inf) * math.exp(-dt / lif.tau)
+    # One float32 step: a few roundings of values below 25 (ulp 1.9e-6): ~10 ulps.
     np.testing.assert_allclose(np.asarray(stepped.V), analytic, rtol=0, atol=2e-5)
     if dt == 2.0:  # not a small-step approximation: forward Euler is 0.3 mV off
         forward_euler = V0 + dt * (v_inf - V0) / lif.tau
@@ -69,6 +74,8 @@ def test_exp_euler_many_steps_track_the_analytic_solution(nm: ModuleType) -> Non
     assert not bool(trace.spike.any())
     t = (np.arange(500) + 1) * lif.dt
     analytic = 15.0 * (1.0 - np.exp(-t / lif.tau))
+    # 500 float32 steps of a contracting map (factor e^{-0.01}): the rounding error
+    # stays below 100 x ulp(15) ~ 1e-4 even if every rounding went the same way.
     np.testing.assert_allclose(np.asarray(trace.V)[:, 0], analytic, rtol=0, atol=1e-4)
 
 
@@ -84,6 +91,10 @@ def test_lif_constant_input_spikes_at_the_analytic_times(nm: ModuleType) -> None
     first = math.ceil(lif.first_spike(current) / lif.dt)
     period = math.ceil(lif.period(current) / lif.dt)
     assert (first, period) == (161, 180)  # T0 = 16.09 ms, T = 17.92 ms: no rounding ties
+    # Exact spike steps are safe in float32: the closest approach to V_th (float64
+    # analytic) is 0.0028 mV above it at step 161 and 0.0088 mV below it at step 179
+    # after a reset, while float32 rounding over the <= 180 steps since the last exact
+    # reset (V <- V_reset) stays under 180 x 2 ulp(20) = 7e-4 mV.
     np.testing.assert_array_equal(steps, np.arange(first - 1, STEPS, period))
     # And the potential right after each spike is V_reset.
     np.testing.assert_array_equal(np.asarray(trace.V)[steps, 0], lif.V_reset)
@@ -94,6 +105,8 @@ def test_lif_f_i_curve_by_vmap_matches_the_analytic_counts(neurons: ModuleType) 
     currents = np.array([10.0, 21.0, 25.0, 40.0, 60.0], dtype=np.float32)
     counts = neurons.f_i_curve(lif, jnp.asarray(currents), jnp.zeros(1000))
     expected = [neurons.lif_spike_count(lif, float(c), 1000) for c in currents]
+    # No near-ties (as above): the narrowest margin to V_th over these currents is
+    # 0.0019 mV (I = 21, 326 steps after a reset), above 330 x 2 ulp(20) = 1.3e-3 mV.
     assert np.asarray(counts).tolist() == expected
     assert expected[0] == 0  # below rheobase (V_rest + R I <= V_th)
 
@@ -126,6 +139,8 @@ def test_alif_threshold_adapts(nm: ModuleType) -> None:
     assert np.all(np.diff(isi) > 0)  # each spike raises the threshold: slower and slower
     # a is the sum of exp(-age / tau_a) over past spikes; the threshold follows it.
     ages = (STEPS - 1 - steps) * alif.dt
+    # a decays by a float32 factor each step: ~2000 roundings of 6e-8 relative: < 1.2e-4
+    # worst case, ~3e-6 typical; rtol 1e-4 (measured: < 1e-5).
     np.testing.assert_allclose(float(final.a[0]), np.exp(-ages / alif.tau_a).sum(), rtol=1e-4)
     assert float(final.threshold[0]) == pytest.approx(alif.V_th + alif.beta * float(final.a[0]))
     # Reset by V_th - V_rest = 10 mV (less the step's integration, < 0.1 mV here). With
@@ -190,6 +205,8 @@ def test_network_noise_key_advances_every_step(nm: ModuleType) -> None:
 
 
 def test_network_same_seed_same_result(network_runs: dict[str, object]) -> None:
+    # Bit-exact by construction: the same compiled program on the same inputs and key,
+    # in one process (XLA on CPU is deterministic run to run).
     np.testing.assert_array_equal(network_runs["trace"].spike, network_runs["again"].spike)
     np.testing.assert_array_equal(network_runs["trace"].V, network_runs["again"].V)
 
@@ -250,5 +267,12 @@ def test_spikes_match_brainpy(nm: ModuleType, name: str) -> None:
     _, trace = nm.simulate(ours, jnp.asarray(inputs))
     spikes = np.asarray(trace.spike)
     assert spikes.sum() > 100
+    # Spike for spike, exactly: both sides run the same elementwise float32 operations
+    # in the same order (neuron_models.py follows BrainPy's update order and its exprel
+    # to the rounding), with no reduction in a step, compiled by the same XLA in this
+    # process, and XLA does not reassociate float arithmetic. So the potentials are the
+    # same IEEE results on any CPU (measured: max |V - V_brainpy| = 0 for all four
+    # models) and no threshold comparison can differ. atol on V only guards against a
+    # future XLA choosing FMA contraction differently for the two programs.
     np.testing.assert_array_equal(spikes, np.asarray(runner.mon["spike"]).astype(bool))
     np.testing.assert_allclose(np.asarray(trace.V), np.asarray(runner.mon["V"]), atol=1e-4)
