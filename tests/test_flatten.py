@@ -108,3 +108,60 @@ def test_unflatten_with_non_array_leaves():
     assert out.x is None
     assert out.n == 2
     assert jax.tree.structure(out, is_leaf=lambda x: x is None) == jax.tree.structure(h)
+
+
+# --- tc.prefix: axis prefixes built without user code --------------------------------
+
+
+@tc.treeclass
+class Checked:
+    w: jax.Array = tc.field(converter=jnp.asarray)
+    b: jax.Array = tc.field(converter=jnp.asarray)
+    act: str = tc.static("identity")
+
+    def __post_init__(self):
+        if self.w.shape[-1:] != self.b.shape[-1:]:
+            msg = "w and b disagree"
+            raise ValueError(msg)
+
+
+def test_replace_cannot_build_an_axis_prefix_for_a_checked_class():
+    # The case prefix() exists for: converters and __post_init__ run on axis numbers.
+    ensemble = Checked(jnp.ones((4, 3)), jnp.zeros((4, 3)))
+    with pytest.raises((ValueError, TypeError)):
+        ensemble.replace(w=0, b=None)
+
+
+def test_prefix_builds_vmap_axes_and_runs_no_user_code():
+    ensemble = Checked(jnp.arange(12.0).reshape(4, 3), jnp.arange(3.0), act="relu")
+    axes = tc.prefix(ensemble, w=0)  # map over w's first axis, share b
+    assert type(axes) is Checked
+    assert (axes.w, axes.b, axes.act) == (0, None, "relu")
+    out = jax.vmap(lambda m, x: m.w @ x + m.b, in_axes=(axes, None))(ensemble, jnp.ones(3))
+    # Small integers in float32: sums of at most 3 of them are exact.
+    assert out.tolist() == [[3.0 + 9.0 * i + j for j in range(3)] for i in range(4)]
+    ensemble = Checked(jnp.ones((4, 3)), jnp.zeros((4, 3)))
+    out_axes = tc.prefix(ensemble, 0)
+    mapped = jax.vmap(lambda m: m, in_axes=(out_axes,), out_axes=out_axes)(ensemble)
+    assert mapped == ensemble
+
+
+def test_prefix_fill_and_flatten_cache():
+    c = Checked(jnp.ones(3), jnp.ones(3))
+    p = tc.prefix(c, 1, b=None)
+    assert (p.w, p.b) == (1, None)
+    assert jax.tree.leaves(p) == [1]
+    assert jax.tree.structure(tc.prefix(c, 0)) == jax.tree.structure(c)
+
+
+def test_prefix_unknown_or_static_name_rejected():
+    c = Checked(jnp.ones(3), jnp.ones(3))
+    with pytest.raises(TypeError, match=r"treeclass\.prefix\(\) of Checked got an unexpected dynamic field 'ww'\. Did you mean 'w'\?\nValid dynamic fields: w, b\."):
+        tc.prefix(c, ww=0)
+    with pytest.raises(TypeError, match=r"unexpected dynamic field 'act'"):
+        tc.prefix(c, act="tanh")
+
+
+def test_prefix_takes_a_treeclass_instance():
+    with pytest.raises(TypeError, match=r"treeclass\.prefix\(\) takes a treeclass instance; got tuple"):
+        tc.prefix((1, 2))

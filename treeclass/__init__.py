@@ -6,6 +6,7 @@ from treeclass._checks import RecompileWarning as RecompileWarning
 from treeclass._field import Static as Static
 from treeclass._field import field as field
 from treeclass._field import static as static
+from treeclass._flatten import prefix as prefix
 from treeclass._jit import jit as jit
 from treeclass._replace import replace as replace
 from treeclass._retrace import RetraceError as RetraceError
@@ -49,6 +50,7 @@ __all__ = [
     "jit",
     "load",
     "partition_specs",
+    "prefix",
     "replace",
     "save",
     "shardings",

@@ -73,6 +73,15 @@ It is declared with init=False and has no default, so __post_init__ must set it:
     def __post_init__(self):
         object.__setattr__(self, "{name}", ...)"""
 
+MSG_NOT_SET_BY_INIT: Final = """\
+{cls}.{name} was not initialized.
+
+{cls}.__init__ does not set it and the field has no default. Set it there:
+
+    object.__setattr__(self, "{name}", ...)
+
+or give the field a default (fields with one are filled in after __init__)."""
+
 MSG_UNDECORATED_SUBCLASS: Final = """\
 {sub} subclasses the treeclass {base} but is not decorated itself, so JAX would treat
 its instances as opaque leaves. Decorate it:
@@ -181,13 +190,21 @@ class RecompileWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RecompileWarning, where users import it
 
 
-def unknown_field_error(cls: type, bad: Iterable[str], valid: Iterable[str]) -> TypeError:
-    """The `TypeError` for `replace()` with names that are not fields."""
+def unknown_field_error(
+    cls: type,
+    bad: Iterable[str],
+    valid: Iterable[str],
+    *,
+    call: str = "replace",
+    kind: str = "field",
+) -> TypeError:
+    """The `TypeError` for `replace()` (or `prefix()`) with names that are not fields."""
     valid = list(valid)
+    where = f"{cls.__name__}.replace()" if call == "replace" else f"treeclass.{call}() of {cls.__name__}"
     parts: list[str] = []
     for name in bad:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        parts.append(f"{cls.__name__}.replace() got an unexpected field {name!r}.{hint}")
-    parts.append(f"Valid fields: {', '.join(valid)}.")
+        parts.append(f"{where} got an unexpected {kind} {name!r}.{hint}")
+    parts.append(f"Valid {kind}s: {', '.join(valid)}.")
     return TypeError("\n".join(parts))

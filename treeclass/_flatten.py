@@ -25,7 +25,7 @@ dataclass, benchmarks/RESULTS.md). Instead:
 
 For the class in `_init.py` the generated unflatten is
 
-    def _tc_unflatten(_tc_aux, _tc_children, _tc_new=object.__new__, _tc_cls=_tc_cls):
+    def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):
         _tc_self = _tc_new(_tc_cls)
         _tc_d = _tc_self.__dict__
         _tc_d['v'], = _tc_children
@@ -39,21 +39,23 @@ For the class in `_init.py` the generated unflatten is
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 
-from treeclass._layout import FLAT, Layout, compile_function
+from treeclass import _checks
+from treeclass._layout import FLAT, LAYOUT, Layout
+
+_T = TypeVar("_T")
 
 
 def _targets(names: tuple[str, ...]) -> str:
     return "".join(f"_tc_d[{n!r}], " for n in names)
 
 
-def make_unflatten(layout: Layout, ns: dict[str, Any]) -> Callable[[Any, Any], Any]:
+def unflatten_source(layout: Layout) -> str:
     lines = [
-        "def _tc_unflatten(_tc_aux, _tc_children, _tc_new=object.__new__, _tc_cls=_tc_cls):",
+        "def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):",
         "    _tc_self = _tc_new(_tc_cls)",
         "    _tc_d = _tc_self.__dict__",
     ]
@@ -63,10 +65,11 @@ def make_unflatten(layout: Layout, ns: dict[str, Any]) -> Callable[[Any, Any], A
         lines.append(f"    {_targets(layout.static)}= _tc_aux")
     lines.append(f"    _tc_d[{FLAT!r}] = (_tc_children, _tc_aux)")
     lines.append("    return _tc_self")
-    return compile_function("\n".join(lines) + "\n", "_tc_unflatten", layout.cls, ns)  # type: ignore[no-any-return]
+    return "".join(f"{line}\n" for line in lines)
 
 
 def register(layout: Layout, ns: dict[str, Any]) -> None:
+    """Registers the class with JAX, with the generated `_tc_unflatten` from `ns`."""
     keys = tuple(jax.tree_util.GetAttrKey(name) for name in layout.dynamic)
 
     def flatten_with_keys(obj: Any) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
@@ -76,6 +79,60 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
     jax.tree_util.register_pytree_with_keys(
         layout.cls,
         flatten_with_keys,
-        make_unflatten(layout, ns),
+        ns["_tc_unflatten"],
         flatten_func=operator.attrgetter(FLAT),
     )
+
+
+def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
+    """Returns an instance of `type(obj)` whose dynamic fields hold `fields[name]`, or
+    `fill` for the fields not named, and whose static fields are `obj`'s: a pytree
+    prefix of `obj`, such as `jax.vmap`'s `in_axes` and `out_axes` take.
+
+    It is built the way JAX rebuilds instances (no `__init__`, converter or
+    `__post_init__` runs), so `None` and axis numbers fit fields whose converter or
+    `__post_init__` expects arrays, where `obj.replace(w=0, b=None)` would fail.
+
+    **Arguments**
+
+    - `obj`: a treeclass instance; its static fields are kept, so the prefix has the
+      same treedef as `obj` where it matters to JAX.
+    - `fill`: the value of every dynamic field not named in `fields` (default `None`).
+    - `**fields`: values for dynamic fields, by name.
+
+    **Returns**
+
+    A new instance of `type(obj)`.
+
+    **Raises**
+
+    `TypeError` when `obj` is not a treeclass instance, or for a name that is not a
+    dynamic field (naming the closest one; static fields come from `obj`).
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Linear:
+    ...     w: jax.Array = tc.field(converter=jnp.asarray)
+    ...     b: jax.Array = tc.field(converter=jnp.asarray)
+    ...     def __post_init__(self):
+    ...         assert self.w.shape[-1:] == self.b.shape[-1:]
+    >>> ensemble = Linear(jnp.ones((4, 3)), jnp.zeros((4, 3)))
+    >>> axes = tc.prefix(ensemble, w=0)             # map over w's first axis, share b
+    >>> axes.w, axes.b
+    (0, None)
+    >>> jax.vmap(lambda m: m.w.sum() + m.b.sum(), in_axes=(axes,))(ensemble).shape
+    (4,)
+    """
+    layout: Layout | None = type(obj).__dict__.get(LAYOUT)
+    if layout is None:
+        msg = f"treeclass.prefix() takes a treeclass instance; got {type(obj).__name__}."
+        raise TypeError(msg)
+    unknown = [name for name in fields if name not in layout.dynamic]
+    if unknown:
+        raise _checks.unknown_field_error(
+            type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
+        )
+    # obj's own node, its children as leaves: the treedef holds obj's statics.
+    treedef = jax.tree.structure(obj, is_leaf=lambda x: x is not obj)
+    return jax.tree.unflatten(treedef, [fields.get(name, fill) for name in layout.dynamic])  # type: ignore[no-any-return]

@@ -12,7 +12,8 @@ For a class
 
 it generates (see `inspect.getsource(Neuron.__init__)`):
 
-    def __init__(_tc_self, v, tau=_tc_dflt_tau):
+    def __init__(_tc_self, v=_tc_REQUIRED, tau=_tc_dflt_tau, **_tc_unknown):
+        if _tc_unknown or v is _tc_REQUIRED: _tc_bad_call(_tc_self, _tc_unknown, v=v, tau=tau)
         if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)
         if _tc_type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
         _tc_d = _tc_self.__dict__
@@ -22,19 +23,29 @@ it generates (see `inspect.getsource(Neuron.__init__)`):
 
 Writing `__dict__` directly rather than `object.__setattr__` per field (what a frozen
 dataclass does) is what makes construction cheap.
+
+Why `v=_tc_REQUIRED` and `**_tc_unknown`, when `inspect.signature(Neuron)` shows
+`(v: jax.Array, tau: float = 20.0) -> None`? So that a misspelt keyword reaches our
+code and gets replace's hint (`Did you mean 'tau'?`). With a plain `(v, tau=...)`
+Python rejects `Neuron(v, tua=1.0)` before any of our code runs, and no caller frame
+of ours could catch it without a wrapper call on every construction. The first line
+costs one dict allocation and one identity test per required field; only a bad call
+pays for the exact error, which `_tc_signature` (the plain signature) makes Python
+raise as it would have.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, cast
 
 from treeclass import _checks
-from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
-
-_FACTORY = object()  # the parameter default that means "call the default_factory"
+from treeclass._codegen import REQUIRED, field_annotations, flat_expr, static_check_line, with_self
+from treeclass._layout import FLAT, LAYOUT, Layout
 
 
 def _subclass_check(self: object) -> None:
@@ -45,44 +56,56 @@ def _subclass_check(self: object) -> None:
         raise TypeError(msg)
 
 
-def _not_set(cls: type, name: str) -> None:
-    raise TypeError(_checks.MSG_NOT_SET.format(cls=cls.__name__, name=name))
+def _not_set(layout: Layout, name: str) -> None:
+    template = _checks.MSG_NOT_SET if layout.user_init is None else _checks.MSG_NOT_SET_BY_INIT
+    raise TypeError(template.format(cls=layout.cls.__name__, name=name))
 
 
-def namespace(layout: Layout) -> dict[str, Any]:
-    """The globals shared by the generated `__init__`, finalize and `replace`."""
-    ns: dict[str, Any] = {
-        "_tc_cls": layout.cls,
-        "_tc_FACTORY": _FACTORY,
-        "_tc_TRUSTED": _checks.TRUSTED_STATIC_TYPES,
-        "_tc_check": _checks.check_static,
+def _bad_call(
+    signature: Callable[..., None], unknown: dict[str, Any], self: object, /, **given: Any
+) -> None:
+    """Raises Python's own error for this call, plus the closest field's name."""
+    passed = {name: value for name, value in given.items() if value is not REQUIRED}
+    try:
+        signature(self, **passed, **unknown)
+    except TypeError as e:
+        msg = str(e)
+        bad = next((name for name in unknown if repr(name) in msg), None)
+        close = difflib.get_close_matches(bad, list(given), n=1) if bad else []
+        if close and "Did you mean" not in msg:  # Python 3.13 adds its own hint
+            msg += f". Did you mean {close[0]!r}?"
+        raise TypeError(msg) from None
+
+
+def _complete(layout: Layout, self: object) -> None:
+    """After a hand-written `__init__`: run the converters on the values it set, and
+    give the fields it left unset their defaults (equinox does the same)."""
+    d = self.__dict__
+    for f in layout.fields:
+        if f.name not in d:
+            if f.default is not dataclasses.MISSING:
+                d[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                d[f.name] = f.default_factory()
+            else:
+                continue  # finalize names it
+        if f.name in layout.converters:
+            d[f.name] = layout.converters[f.name](d[f.name])
+
+
+def helpers(layout: Layout) -> dict[str, Any]:
+    """The functions the generated `__init__` and `_tc_finalize` call."""
+    return {
         "_tc_subclass_check": _subclass_check,
-        "_tc_not_set": _not_set,
-        "_tc_MISSING": dataclasses.MISSING,
-        "_tc_type": type,
-        "_tc_KeyError": KeyError,
+        "_tc_not_set": functools.partial(_not_set, layout),
+        "_tc_bad_call": _bad_call,
     }
-    for f in (*layout.fields, *layout.initvars):
-        ns[f"_tc_dflt_{f.name}"] = f.default
-        ns[f"_tc_factory_{f.name}"] = f.default_factory
-    for name, conv in layout.converters.items():
-        ns[f"_tc_conv_{name}"] = conv
-    return ns
 
 
-def static_check_line(name: str, *, skip_default: bool) -> str:
-    # Builtins are reached through _tc_ names: a field may be called `type`.
-    cond = f"_tc_type({name}) not in _tc_TRUSTED"
-    if skip_default:
-        # The default was checked once, when the class was decorated.
-        cond += f" and {name} is not _tc_dflt_{name}"
-    return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"
-
-
-def make_finalize(layout: Layout, ns: dict[str, Any]) -> Callable[[Any], None]:
-    """Generates `_tc_finalize(self)`: checks the statics and caches the flat form by
-    reading the fields back. Used after user code (`__post_init__`, a hand-written
-    `__init__`) may have set fields with `object.__setattr__`."""
+def finalize_source(layout: Layout) -> str:
+    """`_tc_finalize(self)`: checks the statics and caches the flat form by reading the
+    fields back. Used after user code (`__post_init__`, a hand-written `__init__`) may
+    have set fields with `object.__setattr__`."""
     lines = ["def _tc_finalize(_tc_self):", "    _tc_d = _tc_self.__dict__"]
     for name in layout.static:
         lines.append(f"    {name} = _tc_d.get({name!r}, _tc_MISSING)")
@@ -91,37 +114,46 @@ def make_finalize(layout: Layout, ns: dict[str, Any]) -> Callable[[Any], None]:
     lines.append("    try:")
     lines.append(f"        _tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: f'_tc_d[{n!r}]')}")
     lines.append("    except _tc_KeyError as _tc_e:")
-    lines.append("        _tc_not_set(_tc_cls, _tc_e.args[0])")
-    return compile_function("\n".join(lines) + "\n", "_tc_finalize", layout.cls, ns)  # type: ignore[no-any-return]
+    lines.append("        _tc_not_set(_tc_e.args[0])")
+    return "".join(f"{line}\n" for line in lines)
 
 
-def _params(layout: Layout) -> str:
+def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
+    """The `__init__` parameters in declaration order, InitVars included."""
     real = {f.name for f in layout.fields}
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime); it
     # holds the InitVar pseudo-fields that `dataclasses.fields()` leaves out.
     all_fields = cast("dict[str, dataclasses.Field[Any]]", layout.cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    declared = [
-        f
-        for f in all_fields.values()
-        if f.init and (f.name in real or f in layout.initvars)
-    ]
+    return [f for f in all_fields.values() if f.init and (f.name in real or f in layout.initvars)]
 
+
+def _param_list(params: list[dataclasses.Field[Any]], required: str | None) -> str:
     def param(f: dataclasses.Field[Any]) -> str:
         if f.default is not dataclasses.MISSING:
             return f"{f.name}=_tc_dflt_{f.name}"
         if f.default_factory is not dataclasses.MISSING:
             return f"{f.name}=_tc_FACTORY"
-        return f.name
+        return f.name if required is None else f"{f.name}={required}"
 
-    positional = [param(f) for f in declared if not f.kw_only]
-    keyword = [param(f) for f in declared if f.kw_only]
+    positional = [param(f) for f in params if not f.kw_only]
+    keyword = [param(f) for f in params if f.kw_only]
     return ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])
 
 
-def make_init(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
-    if layout.user_init is not None:
-        return _wrap_user_init(layout.user_init, ns["_tc_finalize"])
-    body = ["if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
+def init_source(layout: Layout) -> str:
+    """The generated `__init__`, and `_tc_signature`, the plain signature it shows."""
+    params = _parameters(layout)
+    required = [
+        f.name
+        for f in params
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    guard = " or ".join(["_tc_unknown", *(f"{name} is _tc_REQUIRED" for name in required)])
+    passed = ", ".join(f"{f.name}={f.name}" for f in params)
+    body = [
+        f"if {guard}: _tc_bad_call(_tc_signature, _tc_unknown, _tc_self, {passed})",
+        "if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)",
+    ]
     assigned: list[str] = []
     for f in (*layout.fields, *layout.initvars):
         has_factory = f.default_factory is not dataclasses.MISSING
@@ -140,31 +172,51 @@ def make_init(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
             continue
         if f.name in layout.converters:
             body.append(f"{f.name} = _tc_conv_{f.name}({f.name})")
-        if layout.simple and f.name in layout.static:
+        if layout.init_sets_every_field and f.name in layout.static:
             skip_default = f.default is not dataclasses.MISSING and f.name not in layout.converters
             body.append(static_check_line(f.name, skip_default=skip_default))
         assigned.append(f.name)
     body.append("_tc_d = _tc_self.__dict__")
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
-    if layout.simple:
+    if layout.init_sets_every_field:
         body.append(f"_tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
     else:
         if layout.post_init:
             args = ", ".join(f.name for f in layout.initvars)
             body.append(f"_tc_self.__post_init__({args})")
         body.append("_tc_finalize(_tc_self)")
-    source = f"def __init__({_params(layout)}):\n" + "".join(f"    {line}\n" for line in body)
-    return compile_function(source, "__init__", layout.cls, ns)  # type: ignore[no-any-return]
+    plain = _param_list(params, None)
+    return (
+        f"def __init__({_param_list(params, '_tc_REQUIRED')}, **_tc_unknown):\n"
+        + "".join(f"    {line}\n" for line in body)
+        + f"\ndef _tc_signature({plain}):\n    pass\n"
+    )
+
+
+def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
+    """The class's `__init__`: the generated one from `ns`, or the hand-written one
+    wrapped so that defaults, converters, checks and the flatten cache follow it."""
+    if layout.user_init is not None:
+        return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
+    init: Any = ns["__init__"]
+    signature: Any = ns["_tc_signature"]
+    # Python's own argument errors name the function by its qualname: `Neuron.__init__`.
+    signature.__qualname__ = init.__qualname__
+    signature.__annotations__ = {**field_annotations(_parameters(layout)), "return": None}
+    init.__signature__ = with_self(inspect.signature(signature))
+    init.__annotations__ = signature.__annotations__
+    return cast("Callable[..., None]", init)
 
 
 def _wrap_user_init(
-    user_init: Callable[..., None], finalize: Callable[[Any], None]
+    layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
 ) -> Callable[..., None]:
     # A hand-written __init__ sets fields with object.__setattr__ in any order; the
-    # checks and the flatten cache come after it, once every field is set.
+    # defaults, converters, checks and the flatten cache come after it, once it is done.
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
         user_init(self, *args, **kwargs)
+        _complete(layout, self)
         finalize(self)
 
     return __init__

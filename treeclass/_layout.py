@@ -8,7 +8,7 @@ unflatten, `replace`) is driven by a `Layout`.
 from __future__ import annotations
 
 import dataclasses
-import linecache
+import inspect
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -46,9 +46,11 @@ class Layout:
         return tuple(f.name for f in self.fields)
 
     @property
-    def simple(self) -> bool:
-        """True when `__init__` alone assigns every field, so it can build the flatten
-        cache from its local variables instead of reading the fields back."""
+    def init_sets_every_field(self) -> bool:
+        """True when the generated `__init__` alone assigns every field (no
+        `__post_init__`, no hand-written `__init__`, no `init=False` field without a
+        default), so it and `replace` can check the statics and build the flatten cache
+        from local variables instead of reading the fields back."""
         if self.post_init or self.user_init is not None:
             return False
         return all(
@@ -59,8 +61,26 @@ class Layout:
         )
 
 
+def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
+    """True for an inherited `init=False` field that the class overrides with a property
+    (or another data descriptor), as plain dataclasses allow:
+
+        class Base:
+            y: float = tc.field(init=False)
+        class Child(Base):
+            @property
+            def y(self): return self.x * 2
+
+    The value is computed, never stored: it is not a pytree child, a treedef entry or a
+    `replace()` keyword."""
+    if f.init:
+        return False
+    attr = inspect.getattr_static(cls, f.name, None)
+    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+
+
 def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
-    fields = dataclasses.fields(cls)
+    fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
     all_fields = cast("dict[str, dataclasses.Field[Any]]", cls.__dataclass_fields__)  # type: ignore[attr-defined]
     initvars = tuple(
@@ -78,25 +98,3 @@ def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
     )
-
-
-def compile_function(source: str, name: str, cls: type, namespace: dict[str, Any]) -> Any:
-    """Compiles generated `source` defining `name`, registered with `linecache` under a
-    filename that names the class, so tracebacks and `inspect.getsource` show it."""
-    filename = f"<treeclass {cls.__module__}.{cls.__qualname__}.{name}>"
-    code = compile(source, filename, "exec")
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(code, namespace)  # noqa: S102 - our own generated source, shown above
-    fn = namespace[name]
-    fn.__qualname__ = f"{cls.__qualname__}.{name}"
-    fn.__module__ = cls.__module__
-    return fn
-
-
-def flat_expr(layout: Layout, value: Callable[[str], str]) -> str:
-    """Source for the `(children, statics)` tuple, each field read through `value`."""
-
-    def tup(names: tuple[str, ...]) -> str:
-        return "(" + "".join(f"{value(n)}, " for n in names) + ")"
-
-    return f"({tup(layout.dynamic)}, {tup(layout.static)})"

@@ -5,11 +5,11 @@ in C and the body touches only what changed: a converter or static check runs on
 changed value only; `__post_init__` (whole-object validation) runs on every replace.
 For `Neuron` (see `_init.py`):
 
-    def replace(_tc_self, /, *, v=_tc_MISSING, tau=_tc_MISSING, **_tc_unknown):
+    def replace(_tc_self, /, *, v=_tc_UNCHANGED, tau=_tc_UNCHANGED, **_tc_unknown):
         if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)
         _tc_d = _tc_self.__dict__
-        if v is _tc_MISSING: v = _tc_d['v']
-        if tau is _tc_MISSING: tau = _tc_d['tau']
+        if v is _tc_UNCHANGED: v = _tc_d['v']
+        if tau is _tc_UNCHANGED: tau = _tc_d['tau']
         else:
             if _tc_type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
         _tc_new = _tc_object_new(_tc_cls)
@@ -24,12 +24,12 @@ classes of 16 fields and more, rarer in models than small ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import inspect
 from typing import Any, Final, TypeVar
 
 from treeclass import _checks
-from treeclass._init import static_check_line
-from treeclass._layout import FLAT, LAYOUT, Layout, compile_function, flat_expr
+from treeclass._codegen import field_annotations, flat_expr, static_check_line, with_self
+from treeclass._layout import FLAT, LAYOUT, Layout
 
 _T = TypeVar("_T")
 
@@ -49,50 +49,65 @@ def _missing_initvar(cls: type, name: str) -> None:
     raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
 
 
-def make_replace(layout: Layout, ns: dict[str, Any]) -> Callable[..., Any]:
-    ns.update(
-        _tc_raise_unknown=_raise_unknown,
-        _tc_object_new=object.__new__,
-        _tc_missing_initvar=_missing_initvar,
-    )
-    run_post_init = layout.post_init and layout.user_init is None
-    initvars = layout.initvars if run_post_init else ()
+# The functions the generated `replace` calls.
+HELPERS: Final = {"_tc_raise_unknown": _raise_unknown, "_tc_missing_initvar": _missing_initvar}
+
+
+def _runs_post_init(layout: Layout) -> bool:
+    # A hand-written __init__ replaces the dataclass protocol: Python's dataclasses call
+    # __post_init__ only from the generated __init__, so for such a class __post_init__
+    # is not part of construction (the __init__ may call it itself, with arguments that
+    # replace cannot know). replace runs what construction runs on fields: the
+    # converters and the static checks, then the flatten cache.
+    return layout.post_init and layout.user_init is None
+
+
+def source(layout: Layout) -> str:
+    initvars = layout.initvars if _runs_post_init(layout) else ()
     names = [*layout.names, *(f.name for f in initvars)]
-    keyword = [f"{n}=_tc_MISSING" for n in names]
+    keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [
         "if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)",
         "_tc_d = _tc_self.__dict__",
     ]
     for name in layout.names:
-        body.append(f"if {name} is _tc_MISSING: {name} = _tc_d[{name!r}]")
+        body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_d[{name!r}]")
         on_change: list[str] = []
         if name in layout.converters:
             on_change.append(f"{name} = _tc_conv_{name}({name})")
-        if layout.simple and name in layout.static:
+        if layout.init_sets_every_field and name in layout.static:
             on_change.append(static_check_line(name, skip_default=False))
         if on_change:
             body.append("else:")
             body.extend(f"    {line}" for line in on_change)
     for f in initvars:
         if f.default is not dataclasses.MISSING:
-            body.append(f"if {f.name} is _tc_MISSING: {f.name} = _tc_dflt_{f.name}")
+            body.append(f"if {f.name} is _tc_UNCHANGED: {f.name} = _tc_dflt_{f.name}")
         else:
-            body.append(f"if {f.name} is _tc_MISSING: _tc_missing_initvar(_tc_cls, {f.name!r})")
+            body.append(f"if {f.name} is _tc_UNCHANGED: _tc_missing_initvar(_tc_cls, {f.name!r})")
     body.append("_tc_new = _tc_object_new(_tc_cls)")
     body.append("_tc_nd = _tc_new.__dict__")
     body.extend(f"_tc_nd[{name!r}] = {name}" for name in layout.names)
-    if layout.simple:
+    if layout.init_sets_every_field:
         body.append(f"_tc_nd[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
     else:
-        if run_post_init:
+        if _runs_post_init(layout):
             body.append(f"_tc_new.__post_init__({', '.join(f.name for f in initvars)})")
         body.append("_tc_finalize(_tc_new)")
     body.append("return _tc_new")
-    source = f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
-    fn = compile_function(source, "replace", layout.cls, ns)
+    return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
+
+
+def install(layout: Layout, ns: dict[str, Any]) -> Any:
+    """The generated `replace` from `ns`, with its docstring and a signature that shows
+    `self` and the fields (`tau: float = <unchanged>`)."""
+    fn = ns["replace"]
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
-    return fn  # type: ignore[no-any-return]
+    initvars = layout.initvars if _runs_post_init(layout) else ()
+    fn.__annotations__ = field_annotations([*layout.fields, *initvars])
+    fn.__signature__ = with_self(inspect.signature(fn), drop_last=True)
+    return fn
 
 
 _REPLACE_DOC = """Returns a new {cls} with the given fields changed; the others are shared.

@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
-from treeclass import _checks, _flatten, _init, _replace, _repr, _tree
+from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
 from treeclass._field import STATIC, STATIC_MARKER, field, static
 from treeclass._layout import FLAT, LAYOUT, analyse
 
@@ -130,11 +130,34 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:
+    if name == "__orig_class__":
+        # `Box[int](1)`: typing records the alias on the instance, as for any generic
+        # class. It is metadata, not a field: flatten, == and hash ignore it.
+        object.__setattr__(self, name, value)
+        return
     raise _frozen_error(self, name, "assign to")
 
 
 def _delattr(self: Any, name: str) -> None:
     raise _frozen_error(self, name, "delete")
+
+
+def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
+    """Installs our `__repr__`, `__eq__` and `__hash__` where the class body defines
+    none, as `dataclasses` does (`eq=True, frozen=True`), so that a class's own method
+    wins. A body that defines `__eq__` but not `__hash__` has `__hash__ = None` (Python
+    sets it) and gets ours, consistent with its `==` only if its `==` is at least as
+    strict as the static values; `__hash__ = None` written without `__eq__` is kept."""
+    own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
+    if repr and "__repr__" not in own:
+        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    if not eq:
+        return
+    if "__eq__" not in own:
+        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    if not explicit_hash:
+        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
@@ -147,21 +170,19 @@ def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
     _check_fields(cls)
     layout = analyse(cls, user_init)
-    ns = _init.namespace(layout)
-    ns["_tc_finalize"] = _init.make_finalize(layout, ns)
-    cls.__init__ = _init.make_init(layout, ns)  # type: ignore[misc]
-    replace_fn = _replace.make_replace(layout, ns)
+    sources = [_init.finalize_source(layout), _replace.source(layout), _flatten.unflatten_source(layout)]
+    if user_init is None:
+        sources.append(_init.init_source(layout))
+    ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.HELPERS})
+    cls.__init__ = _init.install(layout, ns)  # type: ignore[misc]
+    replace_fn = _replace.install(layout, ns)
     cls.replace = replace_fn  # type: ignore[attr-defined]
     cls.__replace__ = replace_fn  # type: ignore[attr-defined]
     # Checkers read `cls.__setattr__` and friends as methods bound to `cls` (a `type`),
     # not as the instance methods we install.
     cls.__setattr__ = _setattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
     cls.__delattr__ = _delattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
-    if repr:
-        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
-    if eq:
-        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
-        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    _install_dunders(cls, repr=repr, eq=eq)
     setattr(cls, LAYOUT, layout)
     _flatten.register(layout, ns)
     return cls
@@ -195,6 +216,10 @@ def treeclass(
     - `kw_only`: make every field keyword-only in `__init__`.
     - `repr`: install the array-summarising `__repr__`.
     - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values).
+
+    As with `dataclasses`, a `__repr__`, `__eq__` or `__hash__` that the class body
+    defines itself is kept: treeclass installs its own only where the body has none
+    (a body with `__eq__` but no `__hash__` gets treeclass's hash).
 
     **Returns**
 

@@ -1,0 +1,134 @@
+"""The one seam for generated code: sentinels, the namespace, compiling, linecache.
+
+Each class gets one generated "module": the source of its `__init__` (`_init.py`),
+`replace` (`_replace.py`) and unflatten (`_flatten.py`), concatenated, compiled once
+under one `linecache` filename, and executed in one namespace built here, once, from
+the layout. Generated code reaches everything (builtins included) through `_tc_`
+names, which no field may take, so a field may be called `type`, `object` or `self`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import linecache
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from treeclass import _checks
+from treeclass._layout import Layout
+
+__all__ = ["FACTORY", "REQUIRED", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
+           "flat_expr", "namespace", "static_check_line", "with_self"]
+
+
+class Sentinel:
+    """A parameter default that stands for "not passed". Its repr is what
+    `inspect.signature` shows, so it reads like the dataclass's `<factory>`."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+FACTORY: Final = Sentinel("<factory>")
+"""`__init__`'s default for a field with a `default_factory`: call the factory."""
+REQUIRED: Final = Sentinel("<required>")
+"""`__init__`'s default for a required field, so that a misspelt keyword reaches the
+body, which can then name the closest field (see `_init.py`)."""
+UNCHANGED: Final = Sentinel("<unchanged>")
+"""`replace()`'s default for every field: keep the current value."""
+
+# A class defined in a function called twice has one qualname for two classes; a
+# counter per qualname keeps their linecache entries (and so getsource) apart.
+_counters: dict[str, itertools.count[int]] = {}
+
+
+def _filename(cls: type) -> str:
+    base = f"{cls.__module__}.{cls.__qualname__}"
+    n = next(_counters.setdefault(base, itertools.count(1)))
+    return f"<treeclass {base}>" if n == 1 else f"<treeclass {base}-{n}>"
+
+
+def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
+    """The globals of one class's generated code: the class, sentinels, checks,
+    builtins under `_tc_` names, each field's default, factory and converter, and the
+    `helpers` that `_init`/`_replace` pass in."""
+    ns: dict[str, Any] = {
+        "_tc_cls": layout.cls,
+        "_tc_FACTORY": FACTORY,
+        "_tc_REQUIRED": REQUIRED,
+        "_tc_UNCHANGED": UNCHANGED,
+        "_tc_MISSING": dataclasses.MISSING,
+        "_tc_TRUSTED": _checks.TRUSTED_STATIC_TYPES,
+        "_tc_check": _checks.check_static,
+        "_tc_type": type,
+        "_tc_KeyError": KeyError,
+        "_tc_object_new": object.__new__,
+        **helpers,
+    }
+    for f in (*layout.fields, *layout.initvars):
+        ns[f"_tc_dflt_{f.name}"] = f.default
+        ns[f"_tc_factory_{f.name}"] = f.default_factory
+    for name, conv in layout.converters.items():
+        ns[f"_tc_conv_{name}"] = conv
+    return ns
+
+
+def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
+    """Compiles the generated `sources` of one class in one namespace and returns it.
+
+    Each function gets the class's qualname (`Neuron.__init__`), so tracebacks and
+    Python's own argument errors name the class; the source is registered with
+    `linecache`, so `inspect.getsource` and debuggers show it."""
+    source = "\n".join(sources)
+    filename = _filename(layout.cls)
+    code = compile(source, filename, "exec")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = namespace(layout, helpers)
+    exec(code, ns)  # noqa: S102 - our own generated source, shown above
+    for value in ns.values():
+        if getattr(value, "__code__", None) is not None and value.__code__.co_filename == filename:
+            value.__qualname__ = f"{layout.cls.__qualname__}.{value.__name__}"
+            value.__module__ = layout.cls.__module__
+    return ns
+
+
+def flat_expr(layout: Layout, value: Callable[[str], str]) -> str:
+    """Source for the `(children, statics)` tuple, each field read through `value`."""
+
+    def tup(names: tuple[str, ...]) -> str:
+        return "(" + "".join(f"{value(n)}, " for n in names) + ")"
+
+    return f"({tup(layout.dynamic)}, {tup(layout.static)})"
+
+
+def static_check_line(name: str, *, skip_default: bool) -> str:
+    """Source that checks the static value in the local `name`; values of trusted types
+    (int, str, ...) skip the call with one set lookup."""
+    cond = f"_tc_type({name}) not in _tc_TRUSTED"
+    if skip_default:
+        # The default was checked once, when the class was decorated.
+        cond += f" and {name} is not _tc_dflt_{name}"
+    return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"
+
+
+def with_self(sig: inspect.Signature, *, drop_last: bool = False) -> inspect.Signature:
+    """`sig` with its first parameter shown as `self` (unless a field takes that name),
+    and without the last (`**_tc_unknown`) if `drop_last`."""
+    params = list(sig.parameters.values())
+    first, rest = params[0], params[1:-1] if drop_last else params[1:]
+    if all(p.name != "self" for p in rest):
+        first = first.replace(name="self")
+    return sig.replace(parameters=[first, *rest])
+
+
+def field_annotations(fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
+    """The parameter annotations of a generated function, as the dataclass declares
+    them (strings stay strings, as in a dataclass's own `__init__`)."""
+    return {f.name: f.type for f in fields}
