@@ -482,3 +482,38 @@ def _build_einet(cls: type[EINet], seed: jax.Array, *, n: int, k: float, I_std: 
 
 
 _M = LIF | ALIF | AdEx | EINet  # what `simulate` runs: anything with step(t, I), V, spike, dt
+
+
+# ---------------------------------------------------------------------------------------
+# As a script: one neuron of each model under one constant current (neurons.py has the
+# full demonstration; this module is mostly imported).
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse  # only the script needs it
+
+    import numpy as np
+
+    parser = argparse.ArgumentParser(
+        description="One neuron of each model (LIF, LIFRef, ALIF, AdEx) under a constant "
+        "current, in one lax.scan each: spike counts and first spike times. The models "
+        "are imported by examples/neurons.py, which shows more."
+    )
+    parser.add_argument("--quick", action="store_true", help="200 ms instead of 1 s")
+    parser.add_argument("--current", type=float, default=25.0, help="input, mV (R = 1): 25")
+    args = parser.parse_args(argv)
+    steps = 2000 if args.quick else 10000
+    models = (LIF.create(1), LIFRef.create(1, tau_ref=5.0), ALIF.create(1), AdEx.create(1))
+    for model in models:
+        _, trace = simulate(model, jnp.full(steps, args.current, jnp.float32))
+        spikes = np.flatnonzero(np.asarray(trace.spike)[:, 0])
+        first = f"first at {(spikes[0] + 1) * model.dt:.1f} ms" if spikes.size else "none"
+        print(f"{type(model).__name__ + ':':<9} I={args.current:g}, {steps * model.dt:g} ms: "
+              f"{spikes.size} spikes, {first}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
