@@ -149,21 +149,15 @@ class Measurement:
 
 JIT_BATCH_SCALE = 8.0
 
+_JIT = JIT_BATCH_SCALE
+_COMPILE = {"batch_scale": 0.0, "rounds_scale": 0.02, "min_rounds": 5}  # one compile a batch
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement("flatten", "flatten", _flatten),
     Measurement("unflatten", "unflatten", _unflatten),
     Measurement("flatten_with_path", "flatten_with_path", _flatten_with_path),
+    Measurement("dispatch", "jit dispatch (returns one leaf)", _dispatch, batch_scale=_JIT),
     Measurement(
-        "dispatch",
-        "jit dispatch (returns one leaf)",
-        _dispatch,
-        batch_scale=JIT_BATCH_SCALE,
-    ),
-    Measurement(
-        "round_trip",
-        "jit round trip (returns the instance)",
-        _round_trip,
-        batch_scale=JIT_BATCH_SCALE,
+        "round_trip", "jit round trip (returns the instance)", _round_trip, batch_scale=_JIT
     ),
     Measurement("construct", "construction (10 keyword args)", _construct),
     Measurement("replace", "replace one dynamic field", _replace),
@@ -178,15 +172,13 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "scan_compile",
         f"lax.scan carry: compile ({scan.STEPS} steps; trace + lower + XLA compile)",
         _scan_compile,
-        batch_scale=0.0,
-        rounds_scale=0.02,
-        min_rounds=5,
+        **_COMPILE,
     ),
     Measurement(
         "scan_run",
         f"lax.scan carry: steady call ({scan.STEPS} steps, compiled)",
         _scan_run,
-        batch_scale=JIT_BATCH_SCALE,
+        batch_scale=_JIT,
         rounds_scale=0.2,
     ),
     Measurement("nested_flatten", "100 nodes: flatten", _flatten, nested=True),
@@ -195,34 +187,28 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "nested_tree_map", "100 nodes: jax.tree.map(lambda x: x, obj)", _tree_map, nested=True
     ),
     Measurement(
-        "nested_dispatch",
-        "100 nodes: jit dispatch",
-        _dispatch,
-        nested=True,
-        batch_scale=JIT_BATCH_SCALE,
+        "nested_dispatch", "100 nodes: jit dispatch", _dispatch, nested=True, batch_scale=_JIT
     ),
     Measurement(
         "nested_round_trip",
         "100 nodes: jit round trip",
         _round_trip,
         nested=True,
-        batch_scale=JIT_BATCH_SCALE,
+        batch_scale=_JIT,
     ),
     Measurement(
         "nested_scan_compile",
         "100 nodes: lax.scan carry: compile",
         _scan_compile,
         nested=True,
-        batch_scale=0.0,
-        rounds_scale=0.02,
-        min_rounds=5,
+        **_COMPILE,
     ),
     Measurement(
         "nested_scan_run",
         "100 nodes: lax.scan carry: steady call",
         _scan_run,
         nested=True,
-        batch_scale=JIT_BATCH_SCALE,
+        batch_scale=_JIT,
         rounds_scale=0.1,
     ),
 )
