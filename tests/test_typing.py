@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+import treeclass
+
 pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]  # not on the jax floor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,13 @@ TYPING = ROOT / "tests" / "typing"
 BARE = "bare_"  # prefix of the marker-stripped copies of the fail_* files
 # `# type: ignore[...]` and `# pyright: ignore[...]`, with whatever follows them.
 _MARKERS = re.compile(r"\s+# (?:type|pyright): ignore\[[^\]]*\].*$")
+# The base-class form's files wait for `tc.TreeClass`: until it exists they are left
+# out (with their expected diagnostics), and test_base_form_is_checked skips.
+_PENDING = set() if hasattr(treeclass, "TreeClass") else {"pass_base.py", "fail_base.py"}
+
+
+def _files(pattern: str) -> list[Path]:
+    return sorted(p for p in TYPING.glob(pattern) if p.name not in _PENDING)
 
 
 # (file, a snippet that picks out one line of it, pyright rule, text in the message)
@@ -65,9 +74,28 @@ PYRIGHT_ERRORS = {
     ("fail_constructor.py", "Config(0.1)", "reportCallIssue",
      "Expected 0 positional arguments"),
     ("fail_jit.py", 'c.inc("one")', "reportArgumentType",
-     'parameter "by" of type "Array" in function "inc"'),
+     'parameter "by" of type "Array" in function "__call__"'),
+    ("fail_jit.py", "Counter.inc(x, x)", "reportArgumentType",
+     'parameter "self" of type "Counter"'),
+    ("fail_jit.py", "total(x)", "reportArgumentType", 'parameter "c" of type "Counter"'),
+    ("fail_jit.py", "total.lower(c, x)", "reportCallIssue", "Expected 1 positional argument"),
+    ("fail_jit.py", "c.inc.trace_log.count = 0", "reportAttributeAccessIssue",
+     'Cannot assign to attribute "count" for class "TraceLog"'),
     ("fail_jit.py", 'tc.bind(c.inc)(by="one")', "reportArgumentType",
      'parameter "by" of type "Array" in function "__call__"'),
+    ("fail_converter.py", 'Gaussian("wide")', "reportArgumentType",
+     'parameter "mean" of type "float | list[float] | Array"'),
+    # The base-class form (pending until tc.TreeClass exists: see _pending below).
+    ("fail_base.py", "self.w = self.w * 0", "reportAttributeAccessIssue",
+     'Cannot assign to attribute "w" for class "Linear*"'),
+    ("fail_base.py", "layer.w = x", "reportAttributeAccessIssue", 'Attribute "w" is read-only'),
+    ("fail_base.py", 'layer.act = "tanh"', "reportAttributeAccessIssue",
+     'Attribute "act" is read-only'),
+    ("fail_base.py", "Linear()", "reportCallIssue", 'Argument missing for parameter "w"'),
+    ("fail_base.py", "Linear(x, act=1)", "reportArgumentType", 'parameter "act" of type "Static[str]"'),
+    ("fail_base.py", "Config(0.1)", "reportCallIssue", "Expected 0 positional arguments"),
+    ("fail_base.py", 'return layer.replace(act="tanh")', "reportReturnType",
+     'Type "Linear" is not assignable to return type "Config"'),
     # The known limitation: the runtime-added `replace` method is invisible.
     ("fail_replace_method.py", "n.replace(v=x)", "reportAttributeAccessIssue",
      'Cannot access attribute "replace" for class "Neuron"'),
@@ -96,7 +124,28 @@ MYPY_ERRORS = {
     ("fail_constructor.py", "Config(0.1)", "call-arg",
      'Too many positional arguments for "Config"'),
     ("fail_jit.py", 'c.inc("one")', "arg-type",
-     'Argument 1 to "inc" of "Counter" has incompatible type "str"; expected "Array"'),
+     'Argument 1 to "__call__" of "JitMethod" has incompatible type "str"; expected "Array"'),
+    ("fail_jit.py", "Counter.inc(x, x)", "arg-type",
+     'Argument 1 to "__call__" of "JitFunction" has incompatible type "Array"; expected "Counter"'),
+    ("fail_jit.py", "total(x)", "arg-type",
+     'Argument 1 to "__call__" of "JitFunction" has incompatible type "Array"; expected "Counter"'),
+    ("fail_jit.py", "total.lower(c, x)", "call-arg", 'Too many arguments for "lower" of "JitFunction"'),
+    ("fail_jit.py", "c.inc.trace_log.count = 0", "misc",
+     'Property "count" defined in "TraceLog" is read-only'),
+    # mypy keeps the annotation as the parameter type: a converter's input is refused.
+    ("fail_converter.py", "Gaussian([0.0, 1.0])", "arg-type",
+     'Argument 1 to "Gaussian" has incompatible type "list[float]"; expected "Array"'),
+    ("fail_converter.py", 'Gaussian("wide")', "arg-type",
+     'Argument 1 to "Gaussian" has incompatible type "str"; expected "Array"'),
+    ("fail_base.py", "self.w = self.w * 0", "misc", 'Property "w" defined in "Linear" is read-only'),
+    ("fail_base.py", "layer.w = x", "misc", 'Property "w" defined in "Linear" is read-only'),
+    ("fail_base.py", 'layer.act = "tanh"', "misc", 'Property "act" defined in "Linear" is read-only'),
+    ("fail_base.py", "Linear()", "call-arg", 'Missing positional argument "w" in call to "Linear"'),
+    ("fail_base.py", "Linear(x, act=1)", "arg-type",
+     'Argument "act" to "Linear" has incompatible type "int"; expected "str"'),
+    ("fail_base.py", "Config(0.1)", "call-arg", 'Too many positional arguments for "Config"'),
+    ("fail_base.py", 'return layer.replace(act="tanh")', "return-value",
+     'Incompatible return value type (got "Linear", expected "Config")'),
     ("fail_jit.py", 'tc.bind(c.inc)(by="one")', "arg-type",
      'Argument "by" to "__call__" of "BoundMethod" has incompatible type "str"'),
     ("fail_replace_method.py", "n.replace(v=x)", "attr-defined",
@@ -115,6 +164,20 @@ PYRIGHT_REVEALS = {
     ("pass_classes.py", "reveal_type(Child.__init__)",
      'Type of "Child.__init__" is "(self: Child, x: Array, tau: float = 1, '
      'y: Array = lambda : jnp.zeros(0), name: str = "child") -> None"'),
+    ("pass_jit.py", "reveal_type(Counter.inc)",
+     'Type of "Counter.inc" is "JitFunction[(self: Counter, by: Array), Counter]"'),
+    ("pass_jit.py", "reveal_type(Counter(jnp.zeros(3)).inc)",
+     'Type of "Counter(jnp.zeros(3)).inc" is "JitMethod[(by: Array), Counter]"'),
+    # pyright types each parameter as the converter's input.
+    ("pass_converter.py", "reveal_type(Gaussian.__init__)",
+     'Type of "Gaussian.__init__" is "(self: Gaussian, mean: float | list[float] | Array, '
+     'std: float | list[float] | Array = 1, scale: float | list[float] | Array = lambda : [1]) '
+     '-> None"'),
+    ("pass_base.py", "reveal_type(Linear.__init__)",
+     'Type of "Linear.__init__" is "(self: Linear, w: Array, b: Array, act: str = \"relu\") -> None"'),
+    ("pass_base.py", "reveal_type(MLP.__init__)",
+     'Type of "MLP.__init__" is "(self: MLP, *, layers: tuple[Linear, ...], lr: float = 0.1) -> None"'),
+    ("pass_base.py", "reveal_type(m.replace(lr=0.01))", 'Type of "m.replace(lr=0.01)" is "MLP"'),
 }
 
 _ARRAY = "jax._src.basearray.Array"
@@ -129,6 +192,21 @@ MYPY_REVEALS = {
     ("pass_classes.py", "reveal_type(Child.__init__)",
      f'Revealed type is "def (self: pass_classes.Child, x: {_ARRAY}, tau: float =, '
      f'y: {_ARRAY} =, name: str =)"'),
+    ("pass_jit.py", "reveal_type(Counter.inc)",
+     'Revealed type is "treeclass._typing.JitFunction[[self: pass_jit.Counter, '
+     f'by: {_ARRAY}], pass_jit.Counter]"'),
+    ("pass_jit.py", "reveal_type(Counter(jnp.zeros(3)).inc)",
+     f'Revealed type is "treeclass._typing.JitMethod[[by: {_ARRAY}], pass_jit.Counter]"'),
+    # mypy types each parameter as the field's annotation.
+    ("pass_converter.py", "reveal_type(Gaussian.__init__)",
+     f'Revealed type is "def (self: pass_converter.Gaussian, mean: {_ARRAY}, std: {_ARRAY} =, '
+     f'scale: {_ARRAY} =)"'),
+    ("pass_base.py", "reveal_type(Linear.__init__)",
+     f'Revealed type is "def (self: pass_base.Linear, w: {_ARRAY}, b: {_ARRAY}, act: str =)"'),
+    ("pass_base.py", "reveal_type(MLP.__init__)",
+     'Revealed type is "def (self: pass_base.MLP, *, layers: tuple[pass_base.Linear, ...], '
+     'lr: float =)"'),
+    ("pass_base.py", "reveal_type(m.replace(lr=0.01))", 'Revealed type is "pass_base.MLP"'),
 }
 
 
@@ -166,12 +244,12 @@ def _line(file: str, snippet: str) -> int:
 
 def _pyright_command(bare: list[Path]) -> list[str]:
     # --pythonpath: resolve imports (jax, treeclass) in this interpreter's environment.
-    paths = ["treeclass", str(TYPING), *map(str, bare)]
+    paths = ["treeclass", *map(str, _files("*.py")), *map(str, bare)]
     return [sys.executable, "-m", "pyright", "--outputjson", "--pythonpath", sys.executable, *paths]
 
 
 def _mypy_command(bare: list[Path]) -> list[str]:
-    files = sorted(map(str, TYPING.glob("*.py")))
+    files = list(map(str, _files("*.py")))
     return [sys.executable, "-m", "mypy", "--strict", "--output", "json", "treeclass",
             *files, *map(str, bare)]
 
@@ -208,7 +286,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Diagnost
     """Runs each installed checker once (concurrently) and returns its diagnostics."""
     bare_dir = tmp_path_factory.mktemp("typing")
     bare = []
-    for path in sorted(TYPING.glob("fail_*.py")):
+    for path in _files("fail_*.py"):
         copy = bare_dir / f"{BARE}{path.name}"
         lines = path.read_text().splitlines()
         copy.write_text("".join(_MARKERS.sub("", line) + "\n" for line in lines))
@@ -243,7 +321,11 @@ def _show(diagnostics: list[Diagnostic]) -> str:
 
 
 def _check_expected(found: list[Diagnostic], expected: set[tuple[str, str, str, str]]) -> None:
-    want = {(file, _line(file, snippet), rule): text for file, snippet, rule, text in expected}
+    want = {
+        (file, _line(file, snippet), rule): text
+        for file, snippet, rule, text in expected
+        if file not in _PENDING
+    }
     got: dict[tuple[str, int, str], list[str]] = {}
     for d in found:
         got.setdefault((d.file, d.line, d.rule), []).append(d.message)
@@ -283,19 +365,29 @@ def test_mypy_flags_the_intentional_errors(reports):
 def test_pyright_infers_the_constructor_signatures(reports):
     reveals = [d for d in _report(reports, "pyright") if d.severity == "information" and not d.bare]
     assert {(d.file, d.line, d.message) for d in reveals} == {
-        (file, _line(file, snippet), text) for file, snippet, text in PYRIGHT_REVEALS
+        (file, _line(file, snippet), text)
+        for file, snippet, text in PYRIGHT_REVEALS
+        if file not in _PENDING
     }, _show(reveals)
 
 
 def test_mypy_infers_the_constructor_signatures(reports):
     reveals = [d for d in _report(reports, "mypy") if d.severity == "note" and not d.bare]
     assert {(d.file, d.line, d.message) for d in reveals} == {
-        (file, _line(file, snippet), text) for file, snippet, text in MYPY_REVEALS
+        (file, _line(file, snippet), text)
+        for file, snippet, text in MYPY_REVEALS
+        if file not in _PENDING
     }, _show(reveals)
 
 
-@pytest.mark.parametrize("path", sorted(TYPING.glob("pass_*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _files("pass_*.py"), ids=lambda p: p.name)
 def test_pass_files_run(path):
     # What the checkers accept also works: the pass files run as they are (reveal_type
     # and assert_type exist at runtime too, and return their argument).
     runpy.run_path(str(path))
+
+
+def test_base_form_is_checked():
+    if _PENDING:
+        pytest.skip(f"pending until tc.TreeClass exists: {sorted(_PENDING)}")
+    assert {"pass_base.py", "fail_base.py"} <= {p.name for p in TYPING.glob("*.py")}

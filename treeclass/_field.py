@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, TypeVar, overload
 
 __all__ = ["Static", "field", "static"]
 
+_S = TypeVar("_S")
 _T = TypeVar("_T")
 
 STATIC: Final = "static"
@@ -70,6 +71,45 @@ _MSG_AXES: Final = (
 
 # The overloads mirror `dataclasses.field` in typeshed, so a type checker infers the
 # field's type from `default`/`default_factory` and sees a required argument otherwise.
+# With a converter, the field holds what the converter returns (`_T`) and the default
+# is one of its inputs (`_S`): pyright reads the converter's parameter type as the
+# `__init__` parameter's (`w: Array = field(converter=jnp.asarray)` takes a list);
+# mypy does not, and keeps the annotation (docs/faq.md says what each does).
+@overload
+def field(
+    *,
+    static: bool = False,
+    default: _S,
+    init: bool = True,
+    repr: bool = True,
+    kw_only: bool = ...,
+    converter: Callable[[_S], _T],
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> _T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    default_factory: Callable[[], _S],
+    init: bool = True,
+    repr: bool = True,
+    kw_only: bool = ...,
+    converter: Callable[[_S], _T],
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> _T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    init: bool = True,
+    repr: bool = True,
+    kw_only: bool = ...,
+    converter: Callable[[_S], _T],
+    metadata: Mapping[str, Any] | None = None,
+    axes: tuple[str | None, ...] | None = None,
+) -> _T: ...
 @overload
 def field(
     *,
@@ -78,7 +118,7 @@ def field(
     init: bool = True,
     repr: bool = True,
     kw_only: bool = ...,
-    converter: Callable[[Any], Any] | None = None,
+    converter: None = None,
     metadata: Mapping[str, Any] | None = None,
     axes: tuple[str | None, ...] | None = None,
 ) -> _T: ...
@@ -90,7 +130,7 @@ def field(
     init: bool = True,
     repr: bool = True,
     kw_only: bool = ...,
-    converter: Callable[[Any], Any] | None = None,
+    converter: None = None,
     metadata: Mapping[str, Any] | None = None,
     axes: tuple[str | None, ...] | None = None,
 ) -> _T: ...
@@ -101,7 +141,7 @@ def field(
     init: bool = True,
     repr: bool = True,
     kw_only: bool = ...,
-    converter: Callable[[Any], Any] | None = None,
+    converter: None = None,
     metadata: Mapping[str, Any] | None = None,
     axes: tuple[str | None, ...] | None = None,
 ) -> Any: ...

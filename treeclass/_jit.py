@@ -29,7 +29,7 @@ import inspect
 import types
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any, Final, TypeVar, cast, overload
+from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
 import numpy as np
@@ -37,8 +37,11 @@ import numpy as np
 from treeclass._layout import LAYOUT
 from treeclass._repr import short_repr
 from treeclass._retrace import TraceLog
+from treeclass._typing import JitDecorator, JitFunction
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
 
 _MSG_BAD_LEAF: Final = """\
 {cls}.{name} is a dynamic field holding {what}, which jax.jit cannot trace (argument path: {path}).
@@ -159,9 +162,12 @@ def _jit_bound(method: types.MethodType, jit_kwargs: dict[str, Any], max_traces:
     return types.MethodType(call, method.__self__)
 
 
+# The overloads keep the wrapped signature and declare `trace_log` & co (see
+# _typing.py). A staticmethod object is callable too, so its overload comes first;
+# pyright calls that an overlap, but the first match is the one it uses.
 @overload
-def jit(
-    fun: _F,
+def jit(  # pyright: ignore[reportOverlappingOverload]
+    fun: staticmethod[_P, _R],
     /,
     *,
     static_argnames: str | tuple[str, ...] = (),
@@ -169,7 +175,29 @@ def jit(
     max_traces: int | None = None,
     explain: bool = False,
     **jax_jit_kwargs: Any,
-) -> _F: ...
+) -> staticmethod[_P, _R]: ...
+@overload
+def jit(
+    fun: classmethod[_T, _P, _R],
+    /,
+    *,
+    static_argnames: str | tuple[str, ...] = (),
+    donate_argnames: str | tuple[str, ...] = (),
+    max_traces: int | None = None,
+    explain: bool = False,
+    **jax_jit_kwargs: Any,
+) -> classmethod[_T, _P, _R]: ...
+@overload
+def jit(
+    fun: Callable[_P, _R],
+    /,
+    *,
+    static_argnames: str | tuple[str, ...] = (),
+    donate_argnames: str | tuple[str, ...] = (),
+    max_traces: int | None = None,
+    explain: bool = False,
+    **jax_jit_kwargs: Any,
+) -> JitFunction[_P, _R]: ...
 @overload
 def jit(
     fun: None = None,
@@ -180,7 +208,7 @@ def jit(
     max_traces: int | None = None,
     explain: bool = False,
     **jax_jit_kwargs: Any,
-) -> Callable[[_F], _F]: ...
+) -> JitDecorator: ...
 def jit(
     fun: Any = None,
     /,

@@ -1,4 +1,5 @@
-"""`tc.jit` and `tc.bind` keep the wrapped signature, so a wrong argument is flagged.
+"""`tc.jit` and `tc.bind` keep the wrapped signature, so a wrong argument is flagged,
+on a method (bound or read from the class), on a function, and in `lower`.
 
 Each intentional error carries the mypy code (`# type: ignore[...]`) and the pyright
 rule (`# pyright: ignore[...]`) it must raise: both checkers reject an ignore that
@@ -19,6 +20,15 @@ class Counter:
         return tc.replace(self, count=self.count + by)
 
 
-def misuse(c: Counter) -> None:
+@tc.jit
+def total(c: Counter) -> jax.Array:
+    return c.count.sum()
+
+
+def misuse(c: Counter, x: jax.Array) -> None:
     c.inc("one")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    Counter.inc(x, x)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    total(x)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    total.lower(c, x)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    c.inc.trace_log.count = 0  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]
     tc.bind(c.inc)(by="one")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]

@@ -1,0 +1,96 @@
+"""What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
+
+At runtime `tc.jit(fun)` is a plain function (see `_jit.py`) carrying `trace_log`
+and `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`, and it binds as a
+method through the ordinary function descriptor. A `Callable[P, R]` return type would
+keep the signature but hide those attributes (`Counter.inc.trace_log` would be an
+error), and returning the argument's own type (`_F`) hides them too. These protocols
+declare both: the call keeps `fun`'s parameters (`ParamSpec`), and `__get__` says
+what attribute access gives, the function itself on the class and a `JitMethod`
+without the first parameter on an instance:
+
+    Counter.inc          # JitFunction[(self: Counter, by: Array), Counter]
+    Counter(x).inc       # JitMethod[(by: Array), Counter]
+
+They are protocols, not classes, because nothing is an instance of them at runtime:
+they describe the plain function honestly without wrapping it (a wrapper class would
+cost a Python-level `__get__` on every `obj.method` access).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
+
+if TYPE_CHECKING:
+    import jax.stages
+
+    from treeclass._retrace import TraceLog
+
+__all__ = ["JitDecorator", "JitFunction", "JitMethod"]
+
+_P = ParamSpec("_P")
+_Q = ParamSpec("_Q")
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+_S = TypeVar("_S")
+
+
+class JitMethod(Protocol[_P, _R_co]):
+    """A `tc.jit` method bound to an instance: `obj.method`, with `self` bound."""
+
+    @property
+    def trace_log(self) -> TraceLog:
+        """The traces of the class-level compiled function (shared by all instances):
+        `.count`, `.reasons`, and the options `.max_traces` and `.explain`."""
+        ...
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+class JitFunction(Protocol[_P, _R_co]):
+    """A `tc.jit` function, or a `tc.jit` method read from its class."""
+
+    @property
+    def trace_log(self) -> TraceLog:
+        """Its traces: `.count`, `.reasons`, and the options `.max_traces` and `.explain`."""
+        ...
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Lowered: ...
+
+    def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Traced: ...
+
+    def eval_shape(self, *args: _P.args, **kwargs: _P.kwargs) -> Any: ...
+
+    def clear_cache(self) -> None: ...
+
+    # Read from the class (`Counter.inc`): the function, `self` still a parameter.
+    @overload
+    def __get__(self, obj: None, owner: type[Any] | None = None, /) -> JitFunction[_P, _R_co]: ...
+
+    # Read from an instance (`c.inc`): bound, as a plain function binds. The first
+    # parameter's type must accept the instance, so a subclass instance binds too.
+    @overload
+    def __get__(
+        self: JitFunction[Concatenate[_S, _Q], _R], obj: _S, owner: type[Any] | None = None, /
+    ) -> JitMethod[_Q, _R]: ...
+
+
+_T = TypeVar("_T")
+
+
+class JitDecorator(Protocol):
+    """What `tc.jit(static_argnames=...)` (options, no function) returns."""
+
+    # A staticmethod is callable too, so this overload overlaps the last one; the first
+    # match wins in both checkers, which is what makes it the right one here.
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # pyright: ignore[reportOverlappingOverload]
+        self, fun: staticmethod[_P, _R], /
+    ) -> staticmethod[_P, _R]: ...
+    @overload
+    def __call__(self, fun: classmethod[_T, _P, _R], /) -> classmethod[_T, _P, _R]: ...
+    @overload
+    def __call__(self, fun: Callable[_P, _R], /) -> JitFunction[_P, _R]: ...
