@@ -9,6 +9,7 @@ from treeclass._field import static as static
 from treeclass._flatten import prefix as prefix
 from treeclass._jit import jit as jit
 from treeclass._replace import replace as replace
+from treeclass._replace_at import replace_at as replace_at
 from treeclass._retrace import RetraceError as RetraceError
 from treeclass._retrace import RetraceWarning as RetraceWarning
 from treeclass._serialization import (
@@ -52,6 +53,7 @@ __all__ = [
     "partition_specs",
     "prefix",
     "replace",
+    "replace_at",
     "save",
     "shardings",
     "static",
