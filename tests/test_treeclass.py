@@ -305,9 +305,7 @@ def test_missing_and_unexpected_arguments_are_the_standard_errors():
 
 def test_generated_code_is_readable():
     source = inspect.getsource(Neuron.__init__)
-    assert source.startswith(
-        "def __init__(_tc_self, v=_tc_REQUIRED, w=_tc_FACTORY, tau=_tc_dflt_tau, dt=_tc_dflt_dt, **_tc_unknown):"
-    )
+    assert source.startswith("def __init__(_tc_self, v, w=_tc_FACTORY, tau=_tc_dflt_tau, dt=_tc_dflt_dt):")
     assert "__post_init__" not in source
 
 

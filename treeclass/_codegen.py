@@ -19,7 +19,7 @@ from typing import Any, Final
 from treeclass import _checks
 from treeclass._layout import Layout
 
-__all__ = ["FACTORY", "REQUIRED", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
+__all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
            "flat_expr", "namespace", "static_check_line", "with_self"]
 
 
@@ -38,9 +38,6 @@ class Sentinel:
 
 FACTORY: Final = Sentinel("<factory>")
 """`__init__`'s default for a field with a `default_factory`: call the factory."""
-REQUIRED: Final = Sentinel("<required>")
-"""`__init__`'s default for a required field, so that a misspelt keyword reaches the
-body, which can then name the closest field (see `_init.py`)."""
 UNCHANGED: Final = Sentinel("<unchanged>")
 """`replace()`'s default for every field: keep the current value."""
 
@@ -62,7 +59,6 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
     ns: dict[str, Any] = {
         "_tc_cls": layout.cls,
         "_tc_FACTORY": FACTORY,
-        "_tc_REQUIRED": REQUIRED,
         "_tc_UNCHANGED": UNCHANGED,
         "_tc_MISSING": dataclasses.MISSING,
         "_tc_TRUSTED": _checks.TRUSTED_STATIC_TYPES,
