@@ -1065,3 +1065,39 @@ def test_typed_key_mismatches_name_the_field(path: pathlib.Path):
         tc.CheckpointError, match=r"^Keyed\.key: dtype key<rbg> in the state dict, key<fry>"
     ):
         tc.from_state_dict(keyed(0), tc.to_state_dict(keyed(0, "rbg")))
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays spread over several processes are orbax's job. One process cannot make such an
+# array; tests/test_multiprocess.py meets the refusal with real ones. Here a jax.Array
+# that says what a multi-process one says drives the same check.
+
+
+class SpreadArray(jax.Array):
+    """A stand-in for a multi-process array: a `jax.Array` whose shards are not all
+    addressable from this process."""
+
+    shape = (4, 2)
+    dtype = np.dtype(np.float32)
+    weak_type = False
+    is_fully_addressable = False
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        msg = "save must refuse before reading any values"
+        raise AssertionError(msg)
+
+
+def test_save_refuses_arrays_spread_over_processes(path: pathlib.Path):
+    m = model()
+    spread = m.replace(layers=[m.layers[0], m.layers[1].replace(w=SpreadArray())])
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"(?s)^Model\.layers\.1\.w is a jax\.Array spread over several processes "
+        r"\(not fully addressable from this one\).*"
+        r"ocp\.StandardCheckpointer\(\)\.save\(path, obj\).*"
+        r"tc\.shardings\(abstract, mesh\).*"
+        r"ocp\.StandardCheckpointer\(\)\.restore\(path, target\)",
+    ):
+        tc.save(path, spread)
+    assert list(path.parent.iterdir()) == []  # refused before anything was written
+    tc.save(path, m)  # the same model, every array addressable: saved

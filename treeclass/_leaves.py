@@ -55,6 +55,14 @@ def key_data_shape(template: Any) -> tuple[int, ...]:
     return tuple(jax.eval_shape(jax.random.key_data, template).shape)
 
 
+def fully_addressable(x: Any) -> bool:
+    """False for a `jax.Array` with shards on other processes' devices (multi-process
+    JAX), whose values this process cannot read."""
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return True
+    return bool(x.is_fully_addressable)
+
+
 def meta(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
     """`(dtype name, shape, weak_type)` of a leaf a checkpoint can hold; `TypeError`
     naming the field otherwise. A Python scalar's dtype is `python float` etc."""

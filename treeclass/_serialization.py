@@ -163,7 +163,9 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 
     `TypeError` naming the field for a leaf a checkpoint cannot hold (a string, an
     object array, a tracer), or if `obj` is not a container; `ValueError` if two
-    leaves would share a name; `OSError` from the file system.
+    leaves would share a name; `CheckpointError` naming the field, and showing the
+    orbax calls to use, for an array spread over several processes (not fully
+    addressable); `OSError` from the file system. Nothing is written when it raises.
 
     **Example**
 

@@ -84,6 +84,20 @@ def dotted(root: str, path: Path) -> str:
     return ".".join((root, *path))
 
 
+_MSG_NOT_ADDRESSABLE: Final = """\
+{where} is a jax.Array spread over several processes (not fully addressable from this one).
+treeclass.save() writes one file from one process and cannot gather it. Save and restore
+sharded models with orbax, calling it from every process:
+
+    import orbax.checkpoint as ocp
+    ocp.StandardCheckpointer().save(path, obj)
+    # Restore onto the same shardings: a target of shapes, dtypes and shardings.
+    abstract = jax.eval_shape(lambda: obj)
+    target = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+        abstract, tc.shardings(abstract, mesh))
+    obj = ocp.StandardCheckpointer().restore(path, target)"""
+
 _MSG_KEYS: Final = """\
 {saved} in the {name}, {template} in the template. Typed PRNG keys
 (jax.random.key) and raw uint32 keys (jax.random.PRNGKey) are different leaves; make
@@ -264,6 +278,8 @@ def describe(x: Any, root: str, path: Path, members: dict[str, tuple[Any, str]])
     node = split(x, lambda: where)
     if node is None:
         dtype, shape, weak = _leaves.meta(x, where, path[-1])
+        if not _leaves.fully_addressable(x):
+            raise CheckpointError(_MSG_NOT_ADDRESSABLE.format(where=where))
         member = ".".join(path)
         if member in members or member == _npz.MANIFEST:
             msg = (
