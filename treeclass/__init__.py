@@ -8,6 +8,9 @@ from treeclass._field import field as field
 from treeclass._field import static as static
 from treeclass._flatten import prefix as prefix
 from treeclass._jit import jit as jit
+from treeclass._partition import combine as combine
+from treeclass._partition import is_inexact_array as is_inexact_array
+from treeclass._partition import partition as partition
 from treeclass._replace import replace as replace
 from treeclass._replace_at import replace_at as replace_at
 from treeclass._retrace import RetraceError as RetraceError
@@ -44,12 +47,15 @@ __all__ = [
     "RetraceWarning",
     "Static",
     "bind",
+    "combine",
     "field",
     "fields",
     "from_state_dict",
+    "is_inexact_array",
     "is_treeclass",
     "jit",
     "load",
+    "partition",
     "partition_specs",
     "prefix",
     "replace",
