@@ -1,9 +1,11 @@
 """`tc.jit`: methods with `self` traced, one compile per structure, nothing lost."""
 
+import collections
 import dataclasses
 import functools
 import gc
 import weakref
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -208,7 +210,7 @@ def test_untraceable_dynamic_field_error_names_class_field(value, what):
         def f(self):
             return self.w
 
-    with pytest.raises(TypeError, match=rf"Layer\.act is a dynamic field holding {what}, which jax\.jit cannot trace \(argument path: self\.act\)") as info:
+    with pytest.raises(TypeError, match=rf"Layer\.act is a dynamic field holding {what}, which JAX cannot trace \(argument path: self\.act\)") as info:
         Layer(jnp.ones(1), value).f()
     assert "tc.static(...)" in str(info.value)
 
@@ -262,3 +264,118 @@ def test_cache_keeps_no_instance_alive():
 def test_jit_rejects_non_callable():
     with pytest.raises(TypeError, match=r"tc\.jit\(\) takes a function or method; got 3"):
         tc.jit(3)  # type: ignore[call-overload]
+
+
+@tc.treeclass
+class Config:
+    """Hashable (no statics), so usable as a static argument, but its dynamic field
+    holds a str that JAX could not trace."""
+
+    name: str
+
+
+def test_body_type_error_with_static_treeclass_argument_surfaces_unchanged():
+    # Regression: any TypeError was blamed on the first untraceable field of any
+    # argument, static ones included ("Config.name is a dynamic field ...").
+    @tc.jit(static_argnames="cfg")
+    def f(x, cfg):
+        return jnp.add(x, cfg.name)  # the user's own bug: JAX rejects the str
+
+    with pytest.raises(TypeError, match=r"Error interpreting argument to <function add") as info:
+        f(jnp.ones(1), cfg=Config("oops"))
+    assert "Config.name" not in str(info.value)
+
+
+def test_body_type_error_is_never_rewritten_even_if_a_traced_field_could_be_blamed():
+    @tc.jit(static_argnums=1)
+    def f(x, cfg):
+        return x + "oops"
+
+    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible") as info:
+        f(jnp.ones(1), Config("oops"))
+    assert "Config.name" not in str(info.value)
+
+
+def test_static_argnums_treeclass_with_untraceable_field_is_not_blamed():
+    @tc.jit(static_argnums=0)
+    def f(cfg, x):
+        return x * len(cfg.name)
+
+    assert float(f(Config("abc"), jnp.array(2.0))[()]) == 6.0
+
+
+class Pair(NamedTuple):
+    first: object
+    second: object
+
+
+def test_untraceable_field_inside_a_namedtuple_is_named():
+    # Regression: the walk knew only exact list/tuple/dict, so a NamedTuple hid the
+    # field and the user got JAX's pathless error.
+    @tc.jit
+    def f(pair):
+        return pair.first
+
+    with pytest.raises(TypeError, match=r"Config\.name is a dynamic field holding a str \('x'\).*argument path: pair\.second\.name"):
+        f(Pair(jnp.ones(1), Config("x")))
+
+
+def test_untraceable_field_inside_any_registered_container_is_named():
+    @tc.jit
+    def f(tree):
+        return 0
+
+    tree = collections.OrderedDict(b=[jnp.ones(1)], a=(Config("x"),))
+    with pytest.raises(TypeError, match=r"Config\.name .*argument path: tree\['a'\]\[0\]\.name"):
+        f(tree)
+
+
+def test_untraceable_value_in_a_container_inside_a_field_is_named():
+    @tc.treeclass
+    class Model:
+        acts: tuple[object, ...]
+
+    @tc.jit
+    def f(m):
+        return 0
+
+    with pytest.raises(TypeError, match=r"Model\.acts is a dynamic field holding a str \('relu'\).*argument path: m\.acts\[1\]"):
+        f(Model((jnp.ones(1), "relu")))
+
+
+def test_untraceable_field_error_helper_returns_none_for_other_errors():
+    from treeclass._jit import untraceable_field_error
+
+    def f(cfg):
+        return cfg
+
+    args = (Config("x"),)
+    assert untraceable_field_error(TypeError("unsupported operand"), f, args, {}) is None
+    found = untraceable_field_error(
+        TypeError("Argument 'x' of type <class 'str'> is not a valid JAX type"), f, args, {}
+    )
+    assert found is not None
+    assert str(found).startswith("Config.name is a dynamic field holding a str ('x')")
+    assert untraceable_field_error(
+        TypeError("Argument 'x' of type <class 'str'> is not a valid JAX type"), f, args, {}, static=("cfg",)
+    ) is None
+
+
+def test_jax_jit_static_argnums_on_an_instance_compiles_per_value_as_documented():
+    # docs/jit.md: treeclass cannot make this loud. Instances hash by type and static
+    # values (as == needs), so jax.jit accepts one as a static argument, compares it
+    # with == (array values) and compiles once per distinct value, arrays baked in.
+    # @tc.jit traces the instance instead: one compile.
+    def total(counter):
+        return counter.count * 2
+
+    static = jax.jit(total, static_argnums=0)
+    counters = [Counter(jnp.array(i)) for i in range(3)]
+    assert [int(static(c)) for c in counters] == [0, 2, 4]
+    assert static._cache_size() == 3
+    # The instance's array is no input of the compiled program: it was baked in.
+    assert jax.make_jaxpr(total, static_argnums=0)(counters[1]).jaxpr.invars == []
+    assert len(jax.make_jaxpr(total)(counters[1]).jaxpr.invars) == 1
+    traced = tc.jit(total)
+    assert [int(traced(c)) for c in counters] == [0, 2, 4]
+    assert traced.trace_log.count == 1

@@ -1,5 +1,7 @@
 """The array-summarising repr: golden strings, and no device sync."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -99,3 +101,34 @@ def test_typed_prng_key():
     assert repr(n) == "Noisy(key=key<fry>[])"
     out = tc.jit(lambda n: n.replace(key=jax.random.split(n.key)[0]))(n)
     assert repr(out) == "Noisy(key=key<fry>[])"
+
+
+def test_object_whose_repr_shows_the_instance_again():
+    # The second recursion guard: `box`'s own __repr__ calls repr(owner), which starts
+    # a new tree_repr that the first guard (one set per call) cannot see.
+    class Box:
+        owner: object = None
+
+        def __repr__(self):
+            return f"Box({self.owner!r})"
+
+    box = Box()
+    n = Neuron(box, jnp.zeros(1))  # type: ignore[arg-type]
+    box.owner = n
+    assert repr(n) == "Neuron(v=Box(...), w=f32[1], tau=20.0)"
+
+
+class Pair(NamedTuple):
+    a: object
+    b: object
+
+
+def test_namedtuple_arrays_are_summarised():
+    # A NamedTuple showed its arrays' values (its own repr), unlike list/tuple/dict.
+    n = Neuron(Pair(jnp.zeros(2), np.zeros(3, np.float32)), jnp.zeros(1))  # type: ignore[arg-type]
+    assert repr(n) == "Neuron(v=Pair(a=f32[2], b=f32[3](numpy)), w=f32[1], tau=20.0)"
+
+
+def test_numpy_scalar_is_a_zero_d_array():
+    n = Neuron(np.float32(1.5), np.int8(3))  # type: ignore[arg-type]
+    assert repr(n) == "Neuron(v=f32[](numpy), w=i8[](numpy), tau=20.0)"

@@ -28,29 +28,35 @@ import functools
 import inspect
 import types
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
 import numpy as np
 
-from treeclass._layout import LAYOUT
 from treeclass._repr import short_repr
 from treeclass._retrace import TraceLog
+from treeclass._walk import instance_layout, walk
 from treeclass._typing import JitDecorator, JitFunction
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
 
-_MSG_BAD_LEAF: Final = """\
-{cls}.{name} is a dynamic field holding {what}, which jax.jit cannot trace (argument path: {path}).
+_MSG_UNTRACEABLE_FIELD: Final = """\
+{field} is a dynamic field holding {what}, which JAX cannot trace (argument path: {path}).
 
 Dynamic fields are traced as arrays. If the value is configuration, make it static:
 
     {name}: {type} = tc.static(...)
 
 or pass an array (jnp.asarray(...)) if it is data."""
+
+# JAX's words when an argument's leaf is not an array (jax.jit: "Error interpreting
+# argument to <fn> as an abstract array ... at path x.name"; jax.grad and vmap:
+# "Argument 'oops' of type <class 'str'> is not a valid JAX type"). Only these are
+# rewritten: any other TypeError is the user's own and must surface unchanged.
+_ARGUMENT_ERRORS: Final = ("Error interpreting argument", "is not a valid JAX type")
 
 _VALID_SCALARS: Final = (bool, int, float, complex, np.generic, np.ndarray, jax.Array)
 
@@ -59,59 +65,97 @@ def _is_traceable(x: Any) -> bool:
     return isinstance(x, _VALID_SCALARS) or hasattr(x, "__jax_array__") or x is None
 
 
-def _find_bad_leaf(path: str, x: Any) -> tuple[str, type, str, str, str] | None:
-    """The first dynamic treeclass field (class, field, path) holding a value jax.jit
-    cannot trace, searching through nested containers."""
-    layout = type(x).__dict__.get(LAYOUT)
-    if layout is not None:
-        for name in layout.dynamic:
-            value = x.__dict__.get(name)
-            sub = f"{path}.{name}"
-            if not _is_traceable(value) and jax.tree_util.treedef_is_leaf(
-                jax.tree.structure(value)
-            ):
-                what = f"a {type(value).__name__} ({short_repr(value)})"
-                return sub, type(x), name, what, type(value).__name__
-            found = _find_bad_leaf(sub, value)
-            if found is not None:
-                return found
+def _labelled(
+    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int]
+) -> list[tuple[str, Any]]:
+    """The traced arguments, labelled by parameter name (`args[i]` where `fun` has no
+    signature): those neither named nor numbered in `static`."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: number the arguments
+        params = []
+    out: list[tuple[str, Any]] = []
+    for i, value in enumerate(args):
+        name = params[i] if i < len(params) else f"args[{i}]"
+        if i not in static and name not in static:
+            out.append((name, value))
+    for name, value in kwargs.items():
+        index = params.index(name) if name in params else None
+        if name not in static and index not in static:
+            out.append((name, value))
+    return out
+
+
+def untraceable_field_error(
+    error: BaseException,
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    static: Collection[str | int] = (),
+) -> TypeError | None:
+    """The error naming `Class.field` for JAX's "not a valid JAX type" `error`, when a
+    dynamic treeclass field in a traced argument caused it; None otherwise.
+
+    Shared by every transform that traces treeclass arguments (`tc.jit`, `tc.grad`):
+    call it in an `except TypeError as error:` around the transform, and
+    `raise found from error` when it returns one, else re-raise `error`.
+
+    **Arguments**
+
+    - `error`: what the transform raised. Only JAX's argument-interpretation errors
+      are considered; any other error gives None (it is the user's own).
+    - `fun`, `args`, `kwargs`: the function and the call's arguments; `fun`'s
+      signature names the arguments in the message.
+    - `static`: names and positions of static arguments (`static_argnames`,
+      `static_argnums`): never traced, so never blamed.
+
+    **Returns**
+
+    A `TypeError` saying which field holds what, at which argument path, and the two
+    fixes (make it static, or store an array); None if no such field is found.
+
+    **Example**
+
+    >>> from treeclass._jit import untraceable_field_error
+    >>> @tc.treeclass
+    ... class Cfg:
+    ...     name: str
+    >>> f = lambda cfg: cfg
+    >>> try:
+    ...     jax.jit(f)(Cfg("a"))
+    ... except TypeError as error:
+    ...     print(untraceable_field_error(error, f, (Cfg("a"),), {}))
+    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument path: cfg.name).
+    ...
+    """
+    if not isinstance(error, TypeError) or not any(m in str(error) for m in _ARGUMENT_ERRORS):
         return None
-    if type(x) in (list, tuple):
-        for i, item in enumerate(x):
-            found = _find_bad_leaf(f"{path}[{i}]", item)
-            if found is not None:
-                return found
-    if type(x) is dict:
-        for key, item in x.items():
-            found = _find_bad_leaf(f"{path}[{key!r}]", item)
-            if found is not None:
-                return found
+    for label, value in _labelled(fun, args, kwargs, static):
+        for v in walk(value):
+            if v.kind == "leaf" and v.owner is not None and not _is_traceable(v.value):
+                kind = type(v.value).__name__
+                msg = _MSG_UNTRACEABLE_FIELD.format(
+                    field=v.field,
+                    name=v.name,
+                    what=f"a {kind} ({short_repr(v.value)})",
+                    path=label + jax.tree_util.keystr(v.path),
+                    type=kind,
+                )
+                return TypeError(msg)
     return None
 
 
-def _explain_type_error(
-    error: TypeError, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    """Raises a TypeError naming `Class.field` if `error` came from a treeclass field
-    JAX cannot trace; returns otherwise (the caller re-raises the original)."""
-    try:
-        names = list(inspect.signature(fun).parameters)
-    except (TypeError, ValueError):  # a builtin without a signature: number the arguments
-        names = []
-    for i, value in enumerate(args):
-        label = names[i] if i < len(names) else f"args[{i}]"
-        found = _find_bad_leaf(label, value)
-        if found is not None:
-            break
-    else:
-        found = next(
-            (f for k, v in kwargs.items() if (f := _find_bad_leaf(k, v)) is not None), None
-        )
-    if found is None:
-        return
-    path, cls, name, what, type_name = found
-    msg = _MSG_BAD_LEAF.format(cls=cls.__name__, name=name, what=what, path=path, type=type_name)
-    raise TypeError(msg) from error
+def _static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
+    found: set[str | int] = set()
+    for option in ("static_argnames", "static_argnums"):
+        value: Any = jit_kwargs.get(option, ())
+        found.update((value,) if isinstance(value, str | int) else value)
+    return frozenset(found)
+
+
+# Set on an exception that the function's own body raised while JAX traced it, so
+# that `call` never mistakes it for an argument JAX could not interpret.
+_FROM_BODY: Final = "__tc_from_body__"
 
 
 def _make(
@@ -119,10 +163,16 @@ def _make(
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
 
+    static = _static_args(jit_kwargs)
+
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
         log.record(args, kwargs)  # runs only while JAX traces, never per call
-        return fun(*args, **kwargs)
+        try:
+            return fun(*args, **kwargs)
+        except TypeError as error:
+            setattr(error, _FROM_BODY, True)
+            raise
 
     jitted = jax.jit(traced, **jit_kwargs)
 
@@ -131,8 +181,12 @@ def _make(
         try:
             return jitted(*args, **kwargs)
         except TypeError as error:
-            _explain_type_error(error, fun, args, kwargs)
-            raise
+            if getattr(error, _FROM_BODY, False):
+                raise
+            found = untraceable_field_error(error, fun, args, kwargs, static)
+            if found is None:
+                raise
+            raise found from error
 
     call.__tc_jit__ = jitted  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
     call.trace_log = log  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
@@ -281,7 +335,7 @@ def jit(
     if isinstance(fun, types.MethodType):
         if hasattr(fun.__func__, "__tc_jit__"):
             return fun  # already a tc.jit method, bound
-        if LAYOUT in type(fun.__self__).__dict__:
+        if instance_layout(fun.__self__) is not None:
             return _jit_bound(fun, jit_kwargs, max_traces, explain)
     if not callable(fun):
         msg = f"tc.jit() takes a function or method; got {fun!r}."
