@@ -43,6 +43,7 @@ SECTIONS: dict[str, str] = {
     "nested": "benchmarks.core:nested_tree",
     "methods": "benchmarks.methods",
     "examples": "benchmarks.endtoend",
+    "multiprocess": "benchmarks.multiprocess",
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

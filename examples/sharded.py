@@ -9,7 +9,8 @@ so `tc.shardings(model, mesh)` lays them out, and the jitted methods (`PLN.fit`,
 per-sample (per-neuron) work and inserts the reductions across devices.
 
 With `--processes P` the script starts P local worker processes (itself, with
-`--process-id`) and waits for them. Each is one host of a cluster as `jax.distributed`
+`--process-id I --coordinator 127.0.0.1:PORT`, the command line that each host of a
+cluster runs) and waits for them. Each is one host of a cluster as `jax.distributed`
 sees it: it joins a coordinator on 127.0.0.1, owns N/P host devices and 1/P of the
 samples and neurons, and builds the global arrays from its own part with
 `jax.make_array_from_process_local_data`. The devices of all processes form one mesh,
@@ -22,6 +23,8 @@ is why jax is imported inside the functions, after the arguments are parsed.
     python examples/sharded.py                   # 1 process x 8 host devices
     python examples/sharded.py --processes 2     # 2 processes x 4 host devices
     python examples/sharded.py --quick           # smaller, for the tests
+    # on each of 2 hosts, I = 0 or 1 (--checkpoint on a shared file system):
+    python examples/sharded.py --processes 2 --process-id I --coordinator HOST0:PORT
 """
 
 from __future__ import annotations
@@ -160,32 +163,36 @@ def host_devices(count: int) -> None:
 
 def join(coordinator: str, count: int, rank: int, timeout: float = 300) -> None:
     """Makes this process number `rank` of `count`, with the coordinator at
-    `coordinator` (process 0 runs it) and CPU collectives over gloo. An uncaught error
-    ends the process at once, and so does its launcher's death (else a killed launcher
-    would leave it behind)."""
+    `coordinator` (`HOST:PORT`; process 0 runs it) and CPU collectives over gloo. An
+    uncaught error ends the process at once.
+
+    A loopback coordinator means every process is on this machine (the launcher's
+    workers): then the coordinator and gloo listen on loopback only, and a process
+    also ends when its launcher dies (else a killed launcher would leave it behind).
+    """
     import jax
     from jax._src.lib import _jax
 
-    host = coordinator.rsplit(":", 1)[0]
-    if host not in (LOOPBACK, "localhost"):
-        msg = f"local workers use a loopback coordinator ({LOOPBACK}:PORT); got {coordinator}"
-        raise ValueError(msg)
+    local = coordinator.rsplit(":", 1)[0] in (LOOPBACK, "localhost")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    # Gloo listens on the address this machine's hostname resolves to, which may be a
-    # network interface; local workers need loopback only. jax (0.7 to 0.10) builds
-    # gloo through this jaxlib function, without a hostname argument, so we supply one.
-    gloo = _jax.make_gloo_tcp_collectives
-    _jax.make_gloo_tcp_collectives = lambda **kw: gloo(**{"hostname": LOOPBACK, **kw})
+    if local:
+        # Gloo listens on the address this machine's hostname resolves to, which may
+        # be a network interface. jax (0.7 to 0.10) builds gloo through this jaxlib
+        # function without a hostname, so we supply one.
+        gloo = _jax.make_gloo_tcp_collectives
+        _jax.make_gloo_tcp_collectives = lambda **kw: gloo(**{"hostname": LOOPBACK, **kw})
     jax.distributed.initialize(
         coordinator_address=coordinator,
-        coordinator_bind_address=coordinator,  # not jax's default, every interface
+        # jax's default binds every interface ([::]:PORT), for the other hosts.
+        coordinator_bind_address=coordinator if local else None,
         num_processes=count,
         process_id=rank,
         initialization_timeout=int(timeout),
     )
+
     # jax.distributed shuts down at exit behind a barrier that waits for every process
-    # (up to 5 minutes): a worker that failed would hang there, looking alive to the
-    # launcher, while the others wait for it. So an uncaught error ends it at once.
+    # (up to 5 minutes): a process that failed would hang there, looking alive to its
+    # launcher, while the others wait for it.
     def fail_fast(*error: Any) -> None:
         sys.__excepthook__(*error)
         sys.stdout.flush()
@@ -193,6 +200,8 @@ def join(coordinator: str, count: int, rank: int, timeout: float = 300) -> None:
         os._exit(1)
 
     sys.excepthook = fail_fast
+    if not local:
+        return
     parent = os.getppid()
 
     def watch() -> None:
@@ -256,13 +265,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds before the workers are stopped (600)")
     parser.add_argument("--checkpoint", type=Path,
                         help="orbax checkpoint folder (default: a temporary one, removed)")
-    # Set by the launcher for each worker; not for users.
-    parser.add_argument("--process-id", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--coordinator", help=argparse.SUPPRESS)
+    # With both, this process is one of --processes: on a cluster, run this script on
+    # every host with its own --process-id (the launcher runs its workers so).
+    parser.add_argument("--process-id", type=int, metavar="I",
+                        help="join as process I (0 runs the coordinator)")
+    parser.add_argument("--coordinator", metavar="HOST:PORT",
+                        help="process 0's address, the same for all")
     args = parser.parse_args(argv)
     if args.processes < 1 or args.devices < 1 or args.devices % args.processes:
         parser.error(f"--devices ({args.devices}) must be a positive multiple of "
                      f"--processes ({args.processes})")
+    if (args.process_id is None) != (args.coordinator is None):
+        parser.error("--process-id and --coordinator go together")
+    if args.process_id is not None and not 0 <= args.process_id < args.processes:
+        parser.error(f"--process-id must be in 0..{args.processes - 1}")
     return args
 
 
@@ -411,6 +427,9 @@ def checkpoint(model: Any, folder: Path | None, say: Callable[..., None]) -> boo
         import orbax.checkpoint as ocp
     except ImportError:
         say("orbax: not installed (pip install 'treeclass[scale]'); checkpoint skipped")
+        return True
+    if folder is None and jax.process_count() > 1:
+        say("orbax: checkpoint skipped: pass --checkpoint DIR, a folder all processes see")
         return True
     temporary = folder is None
     folder = Path(tempfile.mkdtemp(prefix="treeclass-sharded-")) if folder is None else folder
