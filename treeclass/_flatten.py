@@ -44,7 +44,8 @@ from typing import Any, TypeVar
 import jax
 
 from treeclass import _checks
-from treeclass._layout import FLAT, LAYOUT, Layout
+from treeclass._layout import FLAT, Layout
+from treeclass._walk import instance_layout
 
 _T = TypeVar("_T")
 
@@ -124,7 +125,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
     >>> jax.vmap(lambda m: m.w.sum() + m.b.sum(), in_axes=(axes,))(ensemble).shape
     (4,)
     """
-    layout: Layout | None = type(obj).__dict__.get(LAYOUT)
+    layout = instance_layout(obj)
     if layout is None:
         msg = f"treeclass.prefix() takes a treeclass instance; got {type(obj).__name__}."
         raise TypeError(msg)

@@ -40,13 +40,14 @@ from typing import Any, cast
 
 from treeclass import _checks
 from treeclass._codegen import field_annotations, flat_expr, static_check_line
-from treeclass._layout import FLAT, LAYOUT, Layout
+from treeclass._layout import FLAT, Layout
+from treeclass._walk import layout_of
 
 
 def _subclass_check(self: object) -> None:
     cls = type(self)
-    if LAYOUT not in cls.__dict__:
-        base = next(c for c in cls.__mro__ if LAYOUT in c.__dict__)
+    if layout_of(cls) is None:
+        base = next(c for c in cls.__mro__ if layout_of(c) is not None)
         msg = _checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
         raise TypeError(msg)
 

@@ -6,7 +6,7 @@ changed value only; `__post_init__` (whole-object validation) runs on every repl
 For `Neuron` (see `_init.py`):
 
     def replace(_tc_self, /, *, v=_tc_UNCHANGED, tau=_tc_UNCHANGED, **_tc_unknown):
-        if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)
+        if _tc_unknown: _tc_raise_unknown(_tc_unknown)
         _tc_d = _tc_self.__dict__
         if v is _tc_UNCHANGED: v = _tc_d['v']
         if tau is _tc_UNCHANGED: tau = _tc_d['tau']
@@ -24,12 +24,14 @@ classes of 16 fields and more, rarer in models than small ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any, Final, TypeVar
 
 from treeclass import _checks
 from treeclass._codegen import field_annotations, flat_expr, static_check_line, with_self
-from treeclass._layout import FLAT, LAYOUT, Layout
+from treeclass._layout import FLAT, Layout
+from treeclass._walk import instance_layout
 
 _T = TypeVar("_T")
 
@@ -39,18 +41,21 @@ _MSG_INITVAR: Final = (
 )
 
 
-def _raise_unknown(self: object, unknown: dict[str, Any]) -> None:
-    layout: Layout = getattr(type(self), LAYOUT)
+def _raise_unknown(layout: Layout, unknown: dict[str, Any]) -> None:
     valid = [*layout.names, *(f.name for f in layout.initvars)]
-    raise _checks.unknown_field_error(type(self), unknown, valid)
+    raise _checks.unknown_field_error(layout.cls, unknown, valid)
 
 
 def _missing_initvar(cls: type, name: str) -> None:
     raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
 
 
-# The functions the generated `replace` calls.
-HELPERS: Final = {"_tc_raise_unknown": _raise_unknown, "_tc_missing_initvar": _missing_initvar}
+def helpers(layout: Layout) -> dict[str, Any]:
+    """The functions the generated `replace` calls."""
+    return {
+        "_tc_raise_unknown": functools.partial(_raise_unknown, layout),
+        "_tc_missing_initvar": _missing_initvar,
+    }
 
 
 def _runs_post_init(layout: Layout) -> bool:
@@ -68,7 +73,7 @@ def source(layout: Layout) -> str:
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [
-        "if _tc_unknown: _tc_raise_unknown(_tc_self, _tc_unknown)",
+        "if _tc_unknown: _tc_raise_unknown(_tc_unknown)",
         "_tc_d = _tc_self.__dict__",
     ]
     for name in layout.names:
@@ -152,8 +157,7 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     TypeError: Counter.replace() got an unexpected field 'cuont'. Did you mean 'count'?
     Valid fields: count, step.
     """
-    layout: Layout | None = type(obj).__dict__.get(LAYOUT)
-    if layout is None:
+    if instance_layout(obj) is None:
         msg = (
             f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
             "For another dataclass use dataclasses.replace()."

@@ -27,6 +27,7 @@ from typing_extensions import dataclass_transform
 from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
 from treeclass._field import STATIC, STATIC_MARKER, field, static
 from treeclass._layout import FLAT, LAYOUT, analyse
+from treeclass._walk import layout_of
 
 _T = TypeVar("_T")
 
@@ -124,7 +125,8 @@ def _check_fields(cls: type) -> None:
 def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
     cls = type(self).__name__
     msg = _checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
-    if name not in getattr(type(self), LAYOUT).names:
+    layout = layout_of(self)
+    if layout is None or name not in layout.names:
         msg += f"\n\n{name!r} is not a field of {cls}; declare it in the class to store it."
     return dataclasses.FrozenInstanceError(msg)
 
@@ -173,7 +175,7 @@ def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa
     sources = [_init.finalize_source(layout), _replace.source(layout), _flatten.unflatten_source(layout)]
     if user_init is None:
         sources.append(_init.init_source(layout))
-    ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.HELPERS})
+    ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.helpers(layout)})
     cls.__init__ = _init.install(layout, ns)  # type: ignore[misc]
     replace_fn = _replace.install(layout, ns)
     cls.replace = replace_fn  # type: ignore[attr-defined]
@@ -252,7 +254,7 @@ def treeclass(
         if not isinstance(c, type):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
             msg = f"@treeclass decorates a class; got {c!r}."
             raise TypeError(msg)
-        if LAYOUT in c.__dict__:
+        if layout_of(c) is not None:
             return c  # decorating twice is a no-op
         return _process(c, kw_only=kw_only, repr=repr, eq=eq)
 
