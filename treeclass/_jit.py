@@ -32,12 +32,11 @@ from collections.abc import Callable, Collection, Hashable
 from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
-import numpy as np
 
 from treeclass._repr import short_repr
 from treeclass._retrace import TraceLog
-from treeclass._walk import instance_layout, walk
 from treeclass._typing import JitDecorator, JitFunction
+from treeclass._walk import instance_layout, is_array, walk
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -58,11 +57,12 @@ or pass an array (jnp.asarray(...)) if it is data."""
 # rewritten: any other TypeError is the user's own and must surface unchanged.
 _ARGUMENT_ERRORS: Final = ("Error interpreting argument", "is not a valid JAX type")
 
-_VALID_SCALARS: Final = (bool, int, float, complex, np.generic, np.ndarray, jax.Array)
 
-
-def _is_traceable(x: Any) -> bool:
-    return isinstance(x, _VALID_SCALARS) or hasattr(x, "__jax_array__") or x is None
+def _is_traceable(leaf: Any) -> bool:
+    # Python numbers become weakly typed arrays; `__jax_array__` is JAX's protocol for
+    # array-likes. (None is no leaf: walk() meets it as an empty node.)
+    python_number = isinstance(leaf, bool | int | float | complex)
+    return python_number or is_array(leaf) or hasattr(leaf, "__jax_array__")
 
 
 def _labelled(

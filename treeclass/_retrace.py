@@ -151,6 +151,14 @@ class TraceLog:
     def count(self) -> int:
         return len(self.signatures)
 
+    def __repr__(self) -> str:
+        if not self.reasons:
+            traced = "traced 1 time" if self.count else "not traced yet"
+            return f"TraceLog({self.name}: {traced})"
+        # The last reason, without its first line (which repeats name and count).
+        last = self.reasons[-1].split("\n", 1)[1]
+        return f"TraceLog({self.name}: traced {self.count} times; last retrace:\n{last})"
+
     def record(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         new = signature(self._sig, args, kwargs)
         with self._lock:

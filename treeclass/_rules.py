@@ -110,6 +110,12 @@ def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
     return () if target is None else (target,) if isinstance(target, str) else target
 
 
+def partition_spec(*entries: MeshAxes) -> PartitionSpec:
+    """`PartitionSpec(*entries)`, typed: jax leaves its `__init__` unannotated, which
+    mypy --strict refuses to call from typed code."""
+    return PartitionSpec(*entries)  # type: ignore[no-untyped-call]
+
+
 class AxisMap:
     """The rules of one `shardings()` call, and the mesh's axis sizes (None without a
     mesh) to check the specs against."""
@@ -145,29 +151,22 @@ class AxisMap:
             target = None if name is None else self.lookup(name, where)
             for mesh_axis in mesh_axis_names(target):
                 if mesh_axis in used:
+                    first, second = used[mesh_axis], name
                     msg = _MSG_MESH_AXIS_TWICE.format(
-                        where=where,
-                        axes=axes,
-                        mesh_axis=mesh_axis,
-                        first=used[mesh_axis],
-                        second=name,
+                        where=where, axes=axes, mesh_axis=mesh_axis, first=first, second=second
                     )
                     raise ValueError(msg)
                 used[mesh_axis] = str(name)
             if target is not None and self.sizes is not None:
                 parts = math.prod(self.sizes[a] for a in mesh_axis_names(target))
                 if shape[dim] % parts:
+                    size = shape[dim]
                     msg = _MSG_NOT_DIVISIBLE.format(
-                        where=where,
-                        dim=dim,
-                        name=name,
-                        size=shape[dim],
-                        mesh_axis=target,
-                        parts=parts,
+                        where=where, dim=dim, name=name, size=size, mesh_axis=target, parts=parts
                     )
                     raise ValueError(msg)
             entries.append(target)
-        return PartitionSpec(*entries)  # type: ignore[no-untyped-call]
+        return partition_spec(*entries)
 
     def lookup(self, name: str, where: str) -> MeshAxes:
         """The mesh axes for one logical name, checked against the mesh if there is one."""

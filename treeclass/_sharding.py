@@ -22,7 +22,7 @@ import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from treeclass._field import AXES
-from treeclass._rules import Axes, AxisMap, Rules
+from treeclass._rules import Axes, AxisMap, Rules, partition_spec
 from treeclass._walk import instance_layout, layout_of, walk
 
 __all__ = ["partition_specs", "shardings"]
@@ -67,7 +67,7 @@ def _spec_leaves(
         axes = _field_axes(v.owner, v.name)
         if axes is None:
             if v.kind == "leaf":
-                specs.append(PartitionSpec())  # type: ignore[no-untyped-call]  # jax leaves it unannotated
+                specs.append(partition_spec())
             continue
         where = _where(v.field, v.path)
         if v.kind == "leaf":
