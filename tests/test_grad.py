@@ -1,0 +1,218 @@
+"""tc.grad, tc.value_and_grad and tc.apply_updates on a model that holds a PRNG key, an
+int counter, a bool mask and a static string beside its float parameters: gradients
+with the model's structure (None where there is none), optax inside jit and scan, and
+the untraceable-field error naming `Class.field`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax  # type: ignore[import-untyped]
+import pytest
+
+import treeclass as tc
+
+
+@tc.treeclass
+class Linear:
+    w: jax.Array
+    b: jax.Array
+
+
+@tc.treeclass
+class MLP:
+    layers: tuple[Linear, Linear]
+    mask: jax.Array
+    key: jax.Array
+    step: jax.Array
+    act: str = tc.static("tanh")
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        # Explicit [None]: the suite runs with jax_numpy_rank_promotion="raise".
+        h = jnp.tanh(jnp.where(self.mask[None], x, 0.0) @ self.layers[0].w + self.layers[0].b[None])
+        h = jnp.where(jax.random.bernoulli(jax.random.fold_in(self.key, self.step), 0.9, h.shape), h, 0.0)
+        return (h @ self.layers[1].w + self.layers[1].b[None])[:, 0]
+
+
+def mlp() -> MLP:
+    k1, k2 = jax.random.split(jax.random.key(0))
+    return MLP(
+        (
+            Linear(jax.random.normal(k1, (4, 8)), jnp.zeros(8)),
+            Linear(jax.random.normal(k2, (8, 1)), jnp.zeros(1)),
+        ),
+        jnp.array([True, True, True, False]),
+        jax.random.key(1),
+        jnp.array(0, jnp.int32),
+    )
+
+
+X = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+Y = jnp.array([0.5, -0.5, 1.0])
+
+
+def loss(m: MLP, x: jax.Array, y: jax.Array) -> jax.Array:
+    return jnp.mean((m(x) - y) ** 2)
+
+
+def test_jax_grad_refuses_the_model() -> None:
+    # The problem tc.grad solves: jax.grad of the whole model fails on the bool mask.
+    with pytest.raises(TypeError, match="grad requires real- or complex-valued inputs"):
+        jax.grad(loss)(mlp(), X, Y)
+
+
+def test_grad_has_the_model_structure_with_none_where_no_gradient() -> None:
+    m = mlp()
+    grads = tc.grad(loss)(m, X, Y)
+    assert type(grads) is MLP
+    assert grads.mask is None
+    assert grads.key is None
+    assert grads.step is None
+    assert grads.act == "tanh"
+    params, _ = tc.partition(m)
+    expected = jax.grad(lambda p: loss(tc.combine(p, tc.partition(m)[1]), X, Y))(params)
+    assert tc.tree_equal(grads, expected)
+    assert grads.layers[0].w.shape == (4, 8)
+    assert float(jnp.abs(grads.layers[0].w).sum()) > 0  # a real gradient, not zeros
+
+
+def test_value_and_grad_matches_jax_on_the_float_leaves() -> None:
+    m = mlp()
+    value, grads = tc.value_and_grad(loss)(m, X, Y)
+    # The same function of the float leaves alone, by hand: bit for bit.
+    params, rest = tc.partition(m)
+    v2, g2 = jax.value_and_grad(lambda p: loss(tc.combine(p, rest), X, Y))(params)
+    assert float(value) == float(v2)
+    assert tc.tree_equal(grads, g2)
+
+
+def test_gradient_values_against_finite_differences() -> None:
+    # float32 central differences with h = 1e-3 on a loss of order 1: truncation error
+    # O(h^2) ~ 1e-6 and rounding error ~ eps / h ~ 1e-4, so 1e-2 relative is safe on
+    # any CPU while still catching a wrong or missing gradient.
+    m = mlp()
+    grads = tc.grad(loss)(m, X, Y)
+    h = 1e-3
+    for i, j in [(0, 0), (2, 5), (1, 3)]:
+        def at(d: float, i: int = i, j: int = j) -> float:
+            return float(loss(tc.replace_at(m, lambda m: m.layers[0].w, fn=lambda w: w.at[i, j].add(d)), X, Y))
+
+        numeric = (at(h) - at(-h)) / (2 * h)
+        np.testing.assert_allclose(float(grads.layers[0].w[i, j]), numeric, rtol=1e-2, atol=1e-4)
+
+
+def test_has_aux() -> None:
+    def with_aux(m: MLP, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        out = m(x)
+        return jnp.mean(out**2), {"out": out}
+
+    (value, aux), grads = tc.value_and_grad(with_aux, has_aux=True)(mlp(), X)
+    assert aux["out"].shape == (3,)
+    assert float(value) == float(jnp.mean(aux["out"] ** 2))
+    grads2, aux2 = tc.grad(with_aux, has_aux=True)(mlp(), X)
+    assert tc.tree_equal(grads, grads2)
+    assert tc.tree_equal(aux, aux2)
+
+
+def test_other_arguments_pass_through_and_are_not_differentiated() -> None:
+    def f(m: MLP, scale: jax.Array, *, shift: float) -> jax.Array:
+        return jnp.sum(m.layers[1].b * scale) + shift
+
+    grads = tc.grad(f)(mlp(), jnp.array(3.0), shift=1.0)
+    assert grads.layers[1].b.tolist() == [3.0]
+
+
+def test_complex_leaves_are_differentiated() -> None:
+    @tc.treeclass
+    class C:
+        z: jax.Array
+        n: jax.Array
+
+    grads = tc.grad(lambda c: jnp.real(jnp.sum(c.z * jnp.conj(c.z))))(C(jnp.ones(2, jnp.complex64), jnp.arange(2)))
+    assert grads.z.dtype == jnp.complex64
+    assert grads.n is None
+
+
+@pytest.mark.parametrize("transform", [tc.grad, tc.value_and_grad])
+def test_untraceable_dynamic_field_names_class_field(transform: Any) -> None:
+    bad = mlp().replace(layers=(Linear("oops", jnp.zeros(8)), mlp().layers[1]))  # type: ignore[attr-defined, arg-type]
+    with pytest.raises(TypeError, match=r"(?s)^Linear.w is a dynamic field holding a str \('oops'\).*"
+                       r"argument path: m.layers\[0\].w.*w: str = tc.static\(...\)"):
+        transform(loss)(bad, X, Y)
+
+
+def test_a_function_in_a_dynamic_field_names_class_field() -> None:
+    bad = mlp().replace(mask=print)  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"^MLP.mask is a dynamic field holding a builtin_function_or_method"):
+        tc.value_and_grad(loss)(bad, X, Y)
+
+
+def test_errors_of_the_loss_itself_are_left_alone() -> None:
+    def broken(m: MLP) -> jax.Array:
+        return jnp.sum(m.layers[0].w) + "x"  # type: ignore[operator]
+
+    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible"):
+        tc.grad(broken)(mlp())
+
+
+# ---------------------------------------------------------------------------------------
+# apply_updates and optax.
+
+
+def test_apply_updates_skips_none_and_keeps_dtypes() -> None:
+    m = mlp().replace(layers=(Linear(jnp.ones((4, 8), jnp.bfloat16), jnp.zeros(8)), mlp().layers[1]))  # type: ignore[attr-defined]
+    updates = jax.tree.map(lambda x: jnp.full(x.shape, 0.5, jnp.float32), tc.partition(m)[0])
+    new = tc.apply_updates(m, updates)
+    assert new.layers[0].w.dtype == jnp.bfloat16
+    assert float(new.layers[0].w[0, 0]) == 1.5
+    assert new.layers[1].b.dtype == jnp.float32
+    assert new.mask is m.mask  # None update: the leaf itself, shared
+    assert new.key is m.key
+    assert new.step is m.step
+
+
+def test_optax_adamw_in_jit_and_scan() -> None:
+    m = mlp()
+    opt = optax.adamw(1e-2)
+    opt_state = opt.init(tc.partition(m)[0])
+
+    def step(carry: tuple[MLP, Any], _: None) -> tuple[tuple[MLP, Any], jax.Array]:
+        m, opt_state = carry
+        value, grads = tc.value_and_grad(loss)(m, X, Y)
+        updates, opt_state = opt.update(grads, opt_state, tc.partition(m)[0])
+        m = tc.apply_updates(m, updates)
+        return (m.replace(step=m.step + 1), opt_state), value  # type: ignore[attr-defined]
+
+    # optax's bias correction computes `decay ** count` with an int32 count, which the
+    # suite's strict dtype promotion refuses; optax itself, not treeclass.
+    with jax.numpy_dtype_promotion("standard"):
+        (trained, _), losses = jax.jit(lambda c: jax.lax.scan(step, c, length=50))((m, opt_state))
+    assert int(trained.step) == 50
+    assert trained.mask is not m.mask  # rebuilt by jit, the same values
+    assert trained.mask.tolist() == m.mask.tolist()
+    assert tc.tree_equal(trained.key, m.key)
+    assert losses.shape == (50,)
+    # It learns: under the same dropout draw (step 0), the trained weights fit better.
+    before = float(loss(m, X, Y))
+    assert float(loss(trained.replace(step=m.step), X, Y)) < 0.8 * before  # type: ignore[attr-defined]
+
+
+def test_one_compile_for_the_jitted_step() -> None:
+    traces = []
+    opt = optax.sgd(0.1)
+
+    @jax.jit
+    def step(m: MLP, opt_state: Any) -> tuple[MLP, Any]:
+        traces.append(1)
+        grads = tc.grad(loss)(m, X, Y)
+        updates, opt_state = opt.update(grads, opt_state)
+        return tc.apply_updates(m, updates), opt_state
+
+    m = mlp()
+    state = opt.init(tc.partition(m)[0])
+    for _ in range(3):
+        m, state = step(m, state)
+    assert len(traces) == 1
