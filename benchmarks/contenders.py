@@ -168,6 +168,28 @@ class WithPostInit:
             raise ValueError(msg)
 
 
+def base_class() -> type | None:
+    """`Plain` in the base-class form, `class Plain(tc.TreeClass)`, where this treeclass
+    has it (None otherwise): the same generated code as the decorator, so the row
+    should match the decorator's."""
+    if not hasattr(tc, "TreeClass"):
+        return None
+
+    class BasePlain(tc.TreeClass):
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+        n: int = tc.static()
+        name: str = tc.static()
+
+    return BasePlain
+
+
 # --- the rejected designs (see rejected.py) ---------------------------------------
 
 DataclassNode = rejected.dataclass_node("DataclassNode", ARRAYS, STATICS)
@@ -211,6 +233,12 @@ def contenders() -> list[Contender]:
             note="JAX docs idiom; unflatten calls cls(...)",
         ),
         Contender("treeclass", "treeclass", Plain, kw, method),
+        *(
+            [Contender("treeclass: TreeClass base", "treeclass", base, kw, method,
+                       note="class Plain(tc.TreeClass): same generated code")]
+            if (base := base_class()) is not None
+            else []
+        ),
         Contender("treeclass + __post_init__", "treeclass", WithPostInit, kw, method),
         Contender(
             "(a) C++ dataclass node",
