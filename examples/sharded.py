@@ -62,9 +62,11 @@ def free_port() -> int:
 
 
 def worker_env(devices: int) -> dict[str, str]:
-    """This environment, plus what a worker needs: `devices` CPU devices, unbuffered
-    output (the launcher relays it line by line)."""
-    env = dict(os.environ)
+    """This environment, less proxies, plus what a local worker needs: `devices` CPU
+    devices, unbuffered output (the launcher relays it line by line)."""
+    # No proxy: gRPC (the coordinator's transport) would send even loopback traffic
+    # through an http_proxy, and jax warns that proxies can hang its initialisation.
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
     env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
     env["JAX_PLATFORMS"] = "cpu"

@@ -173,8 +173,11 @@ def test_time_limit_stops_hung_workers(mark: dict[str, str], tmp_path: Path) -> 
 def test_interrupt_stops_workers(mark: dict[str, str], tmp_path: Path) -> None:
     # Ctrl-C reaches the launcher only (the workers lead their own process groups):
     # the launcher must stop them itself. Here the launcher is a child, sent SIGINT.
+    # SIGINT's default handler, as in a terminal, even where this suite runs with
+    # SIGINT ignored (a background job of a shell without job control).
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sharded; "
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.path.insert(0, sys.argv[1]); import sharded; "
         "sharded.run_processes([[sys.executable, sys.argv[2], 'hang', str(i), '2', '-', '-'] "
         "for i in range(2)], timeout=120)"
     )
