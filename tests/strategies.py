@@ -189,6 +189,9 @@ class Generated:
     kw_only: bool
     defines_post_init: bool
     source: str
+    form: str = "decorator"
+    """How the class is declared: "decorator" (`@tc.treeclass`) or "base" (a
+    `tc.TreeClass` subclass; the subclass of a "base" class is one too)."""
 
     @property
     def name(self) -> str:
@@ -262,9 +265,18 @@ def _render_class(
     kw_only: bool,
     post_init: bool,
     classvar: bool,
+    form: str = "decorator",
 ) -> str:
-    lines = ["@tc.treeclass(kw_only=True)" if kw_only else "@tc.treeclass"]
-    lines.append(f"class {name}({parent.name}):" if parent else f"class {name}:")
+    if form == "decorator":
+        lines = ["@tc.treeclass(kw_only=True)" if kw_only else "@tc.treeclass"]
+        lines.append(f"class {name}({parent.name}):" if parent else f"class {name}:")
+    else:
+        bases = [parent.name] if parent else []
+        if parent is None or parent.form != "base":
+            bases.append("tc.TreeClass")
+        if kw_only:
+            bases.append("kw_only=True")
+        lines = [f"class {name}({', '.join(bases)}):"]
     if classvar:
         lines.append("    tag: ClassVar[str] = 'not a field'")
     lines += [f"    {_render_field(f)}" for f in fields]
@@ -276,7 +288,7 @@ def _render_class(
             if f.derived:
                 value = "DERIVED_STATIC" if f.static else "DERIVED_ARRAY"
                 lines.append(f"        object.__setattr__(self, {f.name!r}, {value})")
-    if len(lines) == 2:
+    if lines[-1].startswith("class "):
         lines.append("    pass")
     return "\n".join(lines)
 
@@ -290,9 +302,10 @@ def _build(
     kw_only: bool,
     post_init: bool,
     classvar: bool,
+    form: str = "decorator",
 ) -> Generated:
     name = next(_class_names)
-    source = _render_class(name, fields, parent, kw_only, post_init, classvar)
+    source = _render_class(name, fields, parent, kw_only, post_init, classvar, form)
     namespace: dict[str, Any] = {
         "__name__": __name__,  # string annotations are evaluated in this module
         "tc": tc,
@@ -313,7 +326,7 @@ def _build(
     exec(compile(source, f"<generated {name}>", "exec", dont_inherit=True), namespace)
     cls = namespace[name]
     _count_init_calls(cls)
-    return Generated(cls, fields, parent, kw_only, post_init, source)
+    return Generated(cls, fields, parent, kw_only, post_init, source, form)
 
 
 @st.composite
@@ -372,7 +385,8 @@ def treeclasses(draw: st.DrawFn, depth: int = 2, max_fields: int = 6) -> Generat
     without a default or `default_factory`, `kw_only` or not, with a counting converter
     or not, or `init=False` and derived in `__post_init__`); maybe a `ClassVar`; maybe a
     counting `__post_init__`. While `depth > 0`, a dynamic field may hold another
-    generated treeclass, and the class may subclass a generated parent.
+    generated treeclass, and the class may subclass a generated parent. Declared with
+    `@tc.treeclass` or as a `tc.TreeClass` subclass, so every property covers both.
     """
     parent = (
         draw(treeclasses(depth - 1, max_fields=3))
@@ -405,7 +419,9 @@ def treeclasses(draw: st.DrawFn, depth: int = 2, max_fields: int = 6) -> Generat
         seen_default = seen_default or (positional and f.has_default)
         resolved.append(dataclasses.replace(f, positional=positional))
     classvar = draw(st.integers(0, 3)) == 0
-    return _build(tuple(resolved), parent, kw_only, post_init, classvar)
+    # Both forms make the same class; a subclass of a base-form class is base-form.
+    form = "base" if parent and parent.form == "base" else draw(st.sampled_from(("decorator", "base")))
+    return _build(tuple(resolved), parent, kw_only, post_init, classvar, form)
 
 
 # ---------------------------------------------------------------------------------------

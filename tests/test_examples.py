@@ -25,6 +25,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 # What each example must print in --quick mode. A new example adds its line here.
 KEY_OUTPUT = {
     "fit_logistic.py": ["loss:", "accuracy:", "jit:      compiled once for 2 fits"],
+    "mlp.py": ["100 adamw steps in one lax.scan", "bit for bit the same as without"],
     "pln.py": ["treeclass", "namedtuple", "trajectories: the same for all 4 versions"],
     "pln_containers.py": ["pytree_class", "trajectories: the same for all 3 versions"],
     "counter.py": ["tutorial:  counter 0 after 0..3 calls: [0, 1, 1, 1]", "1 compile", "scan:"],

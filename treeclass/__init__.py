@@ -1,5 +1,6 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
+from treeclass._base import TreeClass as TreeClass
 from treeclass._bind import BoundMethod as BoundMethod
 from treeclass._bind import bind as bind
 from treeclass._checks import RecompileWarning as RecompileWarning
@@ -7,9 +8,6 @@ from treeclass._field import Static as Static
 from treeclass._field import field as field
 from treeclass._field import static as static
 from treeclass._flatten import prefix as prefix
-from treeclass._grad import apply_updates as apply_updates
-from treeclass._grad import grad as grad
-from treeclass._grad import value_and_grad as value_and_grad
 from treeclass._jit import jit as jit
 from treeclass._partition import combine as combine
 from treeclass._partition import is_inexact_array as is_inexact_array
@@ -49,13 +47,12 @@ __all__ = [
     "RetraceError",
     "RetraceWarning",
     "Static",
-    "apply_updates",
+    "TreeClass",
     "bind",
     "combine",
     "field",
     "fields",
     "from_state_dict",
-    "grad",
     "is_inexact_array",
     "is_treeclass",
     "jit",
@@ -71,5 +68,4 @@ __all__ = [
     "to_state_dict",
     "tree_equal",
     "treeclass",
-    "value_and_grad",
 ]

@@ -122,6 +122,22 @@ def _check_fields(cls: type) -> None:
             raise TypeError(msg)
 
 
+_MSG_BASE_FORM_OPTIONS: Final = """\
+{cls} subclasses tc.TreeClass, so it is a treeclass already, built with the class
+keywords (default kw_only=False, repr=True, eq=True); the decorator's options would be
+ignored. Pass them as class keywords instead:
+
+    class {cls}({base}, kw_only=True):
+        ..."""
+
+
+def _is_base_form(cls: type) -> bool:
+    # Imported here: _base imports this module.
+    from treeclass._base import TreeClass
+
+    return issubclass(cls, TreeClass)
+
+
 def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
     cls = type(self).__name__
     msg = _checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
@@ -162,7 +178,8 @@ def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
         cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def _process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
+def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
+    """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
     _mark_static_annotations(cls)
@@ -255,8 +272,11 @@ def treeclass(
             msg = f"@treeclass decorates a class; got {c!r}."
             raise TypeError(msg)
         if layout_of(c) is not None:
+            if (kw_only, repr, eq) != (False, True, True) and _is_base_form(c):
+                msg = _MSG_BASE_FORM_OPTIONS.format(cls=c.__name__, base=c.__mro__[1].__name__)
+                raise TypeError(msg)
             return c  # decorating twice is a no-op
-        return _process(c, kw_only=kw_only, repr=repr, eq=eq)
+        return process(c, kw_only=kw_only, repr=repr, eq=eq)
 
     if cls is None:
         return wrap

@@ -1,0 +1,201 @@
+"""`tc.TreeClass`: the base-class form, equivalent to the decorator and mixing with it."""
+
+import dataclasses
+import pickle
+import sys
+from typing import Generic, TypeVar
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import treeclass as tc
+
+T = TypeVar("T")
+
+
+class Linear(tc.TreeClass):
+    w: jax.Array
+    b: jax.Array
+    act: tc.Static[str] = "relu"
+
+
+@tc.treeclass
+class DecoratedLinear:
+    w: jax.Array
+    b: jax.Array
+    act: tc.Static[str] = "relu"
+
+
+class MLP(tc.TreeClass, kw_only=True):
+    layers: tuple[Linear, ...]
+    scale: float = tc.static(1.0)
+
+
+def lin(n: int = 2) -> Linear:
+    return Linear(jnp.ones(n), jnp.zeros(n))
+
+
+def test_base_itself_is_not_a_treeclass():
+    assert not tc.is_treeclass(tc.TreeClass)
+    assert not dataclasses.is_dataclass(tc.TreeClass)
+    assert "replace" not in vars(tc.TreeClass)  # declared for type checkers only
+    bare = tc.TreeClass()
+    assert jax.tree.leaves(bare)[0] is bare  # a leaf: not registered with JAX
+
+
+def test_subclass_is_what_the_decorator_makes():
+    assert tc.is_treeclass(Linear)
+    assert tc.is_treeclass(lin())
+    assert Linear.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    kinds = [(f.name, f.metadata["static"]) for f in tc.fields(Linear)]
+    assert kinds == [(f.name, f.metadata["static"]) for f in tc.fields(DecoratedLinear)]
+    a, d = lin(), DecoratedLinear(jnp.ones(2), jnp.zeros(2))
+    assert repr(a) == repr(d).replace("DecoratedLinear", "Linear")
+    assert str(jax.tree.structure(a)) == str(jax.tree.structure(d)).replace("DecoratedLinear", "Linear")
+
+
+def test_each_subclass_gets_its_own_generated_replace():
+    a = lin()
+    assert Linear.replace is not MLP.replace  # type: ignore[attr-defined]
+    assert Linear.replace.__qualname__ == "Linear.replace"  # type: ignore[attr-defined]
+    assert a.replace(act="tanh").act == "tanh"
+    with pytest.raises(TypeError, match=r"Linear\.replace\(\) got an unexpected field 'wq'\. Did you mean 'w'\?"):
+        a.replace(wq=1)
+
+
+def test_class_keywords_are_the_decorator_options():
+    with pytest.raises(TypeError, match="positional"):
+        MLP((lin(),))  # type: ignore[misc]
+    m = MLP(layers=(lin(),))
+    assert m.scale == 1.0
+
+    class NoRepr(tc.TreeClass, repr=False, eq=False):
+        x: int
+
+    a, b = NoRepr(1), NoRepr(1)
+    assert repr(a).startswith("<")
+    assert a != b
+
+
+def test_frozen_and_round_trips():
+    a = lin()
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Linear\.w"):
+        a.w = jnp.zeros(2)  # type: ignore[misc]
+    out = jax.jit(lambda m: m)(a)
+    assert out == a
+    assert pickle.loads(pickle.dumps(a)) == a
+
+
+def test_forms_mix_both_ways():
+    # A decorated class holding base-form instances, and the reverse.
+    @tc.treeclass
+    class Holder:
+        inner: Linear
+        other: DecoratedLinear
+
+    class BaseHolder(tc.TreeClass):
+        inner: DecoratedLinear
+        other: Linear
+
+    d = DecoratedLinear(jnp.ones(1), jnp.ones(1))
+    h, bh = Holder(lin(1), d), BaseHolder(d, lin(1))
+    assert len(jax.tree.leaves(h)) == len(jax.tree.leaves(bh)) == 4
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(h)[0]]
+    assert paths == [".inner.w", ".inner.b", ".other.w", ".other.b"]
+    assert jax.jit(lambda x: x)(bh) == bh
+
+
+def test_base_form_subclass_of_a_decorated_class():
+    class Child(DecoratedLinear, tc.TreeClass):
+        extra: jax.Array = tc.field(default_factory=lambda: jnp.zeros(1))
+
+    c = Child(jnp.ones(2), jnp.zeros(2))
+    assert [f.name for f in tc.fields(c)] == ["w", "b", "act", "extra"]
+    assert len(jax.tree.leaves(c)) == 3
+
+
+def test_decorating_a_base_form_class_is_a_no_op_and_options_are_refused():
+    assert tc.treeclass(Linear) is Linear
+
+    @tc.treeclass
+    class Child(Linear):
+        extra: int = 0
+
+    assert Child(jnp.ones(1), jnp.ones(1)).extra == 0
+    with pytest.raises(TypeError, match=r"(?s)Kw subclasses tc\.TreeClass, so it is a treeclass already.*class Kw\(Linear, kw_only=True\)"):
+
+        @tc.treeclass(kw_only=True)
+        class Kw(Linear):
+            extra: int = 0
+
+
+def test_inheritance_keeps_kinds_and_defaults():
+    class Child(Linear):
+        y: jax.Array = tc.field(default_factory=lambda: jnp.ones(2))
+
+    c = Child(jnp.zeros(1), jnp.zeros(1))
+    assert [(f.name, f.metadata["static"]) for f in tc.fields(c)] == [
+        ("w", False), ("b", False), ("act", True), ("y", False),
+    ]
+    leaves, treedef = jax.tree.flatten(c)
+    assert type(treedef.unflatten(leaves)) is Child
+
+
+def test_generic_class():
+    class Box(tc.TreeClass, Generic[T]):
+        item: T
+        label: tc.Static[str] = "box"
+
+    b = Box[jax.Array](jnp.ones(2))
+    assert type(b) is Box
+    assert b.__orig_class__ == Box[jax.Array]  # type: ignore[attr-defined]
+    out = jax.jit(lambda b: b.replace(item=b.item * 2))(b)
+    assert out.item.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 syntax needs Python 3.12")
+def test_pep695_class():
+    ns: dict[str, object] = {"tc": tc}
+    exec("class Box[T](tc.TreeClass):\n    item: T\n", ns)
+    box = ns["Box"](1.0)  # type: ignore[operator]
+    assert jax.tree.leaves(box) == [1.0]
+
+
+def test_init_false_field_derived_in_post_init():
+    calls = []
+
+    class Scaled(tc.TreeClass):
+        x: jax.Array
+        y: jax.Array = tc.field(init=False)
+
+        def __post_init__(self):
+            calls.append(1)
+            object.__setattr__(self, "y", self.x * 2)
+
+    s = Scaled(jnp.ones(2))
+    out = jax.jit(lambda s: s)(s)
+    assert out.y.tolist() == [2.0, 2.0]
+    assert calls == [1]
+
+
+def test_class_errors_are_the_decorators():
+    with pytest.raises(TypeError, match=r"Bad\.replace: this name is reserved"):
+
+        class Bad(tc.TreeClass):
+            replace: int
+
+
+def test_init_subclass_keywords_pass_through_to_other_bases():
+    seen = []
+
+    class Mixin:
+        def __init_subclass__(cls, *, tag: str = "", **kwargs):
+            super().__init_subclass__(**kwargs)
+            seen.append(tag)
+
+    class Tagged(tc.TreeClass, Mixin, tag="t"):
+        x: int
+
+    assert seen == ["t"]
+    assert Tagged(1).x == 1
