@@ -8,6 +8,9 @@ from treeclass._field import Static as Static
 from treeclass._field import field as field
 from treeclass._field import static as static
 from treeclass._flatten import prefix as prefix
+from treeclass._grad import apply_updates as apply_updates
+from treeclass._grad import grad as grad
+from treeclass._grad import value_and_grad as value_and_grad
 from treeclass._jit import jit as jit
 from treeclass._partition import combine as combine
 from treeclass._partition import is_inexact_array as is_inexact_array
@@ -48,11 +51,13 @@ __all__ = [
     "RetraceWarning",
     "Static",
     "TreeClass",
+    "apply_updates",
     "bind",
     "combine",
     "field",
     "fields",
     "from_state_dict",
+    "grad",
     "is_inexact_array",
     "is_treeclass",
     "jit",
@@ -68,4 +73,5 @@ __all__ = [
     "to_state_dict",
     "tree_equal",
     "treeclass",
+    "value_and_grad",
 ]
