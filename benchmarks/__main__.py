@@ -44,6 +44,7 @@ SECTIONS: dict[str, str] = {
     "methods": "benchmarks.methods",
     "examples": "benchmarks.endtoend",
     "multiprocess": "benchmarks.multiprocess",
+    "whole_models": "benchmarks.whole_models",
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

@@ -12,6 +12,8 @@ from treeclass._grad import apply_updates as apply_updates
 from treeclass._grad import grad as grad
 from treeclass._grad import value_and_grad as value_and_grad
 from treeclass._jit import jit as jit
+from treeclass._npz import load as load
+from treeclass._npz import save as save
 from treeclass._partition import combine as combine
 from treeclass._partition import is_inexact_array as is_inexact_array
 from treeclass._partition import partition as partition
@@ -19,21 +21,9 @@ from treeclass._replace import replace as replace
 from treeclass._replace_at import replace_at as replace_at
 from treeclass._retrace import RetraceError as RetraceError
 from treeclass._retrace import RetraceWarning as RetraceWarning
-from treeclass._serialization import (
-    CheckpointError as CheckpointError,
-)
-from treeclass._serialization import (
-    from_state_dict as from_state_dict,
-)
-from treeclass._serialization import (
-    load as load,
-)
-from treeclass._serialization import (
-    save as save,
-)
-from treeclass._serialization import (
-    to_state_dict as to_state_dict,
-)
+from treeclass._serialization import CheckpointError as CheckpointError
+from treeclass._serialization import from_state_dict as from_state_dict
+from treeclass._serialization import to_state_dict as to_state_dict
 from treeclass._sharding import partition_specs as partition_specs
 from treeclass._sharding import shardings as shardings
 from treeclass._tree import fields as fields

@@ -1,42 +1,240 @@
-"""Checkpointing: state dicts (`to_state_dict`, `from_state_dict`) and `.npz` files
-(`save`, `load`).
+"""State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and the walk
+that restores a template from saved data; `_npz.py` runs the same walk over a file.
 
-A state dict is the pytree with every container made a dict with string keys, as in
-`flax.serialization`: a treeclass becomes `{field: ...}` over its dynamic fields, a
-list or tuple `{"0": ..., "1": ...}`, a dict `{str(key): ...}`; `None` stays `None`
-and leaves stay as they are. Static values are not in it: restoring takes them from a
-*template*, an instance built like the saved one (`Model(...)`, or `jax.eval_shape` of
-its constructor). A file adds a manifest of the structure, dtypes, shapes and static
-values (`_npz.py`), and `load()` checks the template against it before reading arrays.
-
-The pieces: `_state.py` walks the template and the saved tree side by side, so every
-mismatch is reported at its field path; `_leaves.py` says which leaves a file holds
-and how they come back; `_npz.py` is the file format.
+A state dict is the pytree with every container a dict with string keys, as in
+`flax.serialization`: `{field: ...}` for a treeclass's dynamic fields, `{"0": ...}` for
+a list or tuple, `{str(key): ...}` for a dict. The keys are JAX's key paths
+(`_walk.children`), so every registered node gets the keys `jax.tree_util.keystr`
+shows. Static values are not in it: restoring takes them from a *template*, an
+instance built like the saved one. `restore()` walks the template and the saved tree
+side by side, so every mismatch is reported at its field path; a `Source` reads the
+saved side (a state dict here, a file's manifest in `_npz.FileSource`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import IO, Any, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 
-from treeclass import _leaves, _npz, _state
-from treeclass._npz import CheckpointError as CheckpointError
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from treeclass._repr import short_repr
+from treeclass._walk import children, is_array
 
 _T = TypeVar("_T")
+Path = tuple[str, ...]
+
+SCALARS: Final = (bool, int, float, complex)
+"""The Python scalars a checkpoint holds as leaves (exactly these types)."""
+
+_MSG_NOT_A_TREE: Final = (
+    "treeclass.{fn}() takes a treeclass instance (or a list, tuple or dict of them) as "
+    "`{arg}`; got {found}."
+)
+
+_MSG_FIX: Final = """
+
+The template must be built like the object that was saved: the same fields, shapes,
+dtypes and static values. Build it with the saved configuration, e.g. Model(...) or
+jax.eval_shape(lambda: Model(...)), and restore into that."""
+
+_MSG_KEYS: Final = """\
+{saved} in the {source}, {template} in the template. Typed PRNG keys
+(jax.random.key) and raw uint32 keys (jax.random.PRNGKey) are different leaves; make
+the template hold what was saved, or convert the saved key:
+jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw one"""
 
 
-def _fspath(path: object, fn: str) -> str:
-    try:
-        # Untyped callers pass anything; os.fspath raises TypeError for a non-path.
-        return os.fsdecode(os.fspath(cast("str", path)))
-    except TypeError:
+class CheckpointError(ValueError):
+    """A checkpoint does not fit its template (structure, shape, dtype or a static
+    value differs), or its file is damaged or not a treeclass checkpoint.
+
+    The message starts with the field path (`Model.layers.0.w: ...`) or the file.
+
+    **Raised by**
+
+    `treeclass.load()` and `treeclass.from_state_dict()`, and `treeclass.save()` for
+    an array spread over several processes. It is a `ValueError`, so code that
+    catches that keeps working.
+
+    **Example**
+
+    >>> @tc.treeclass
+    ... class Dense:
+    ...     w: jax.Array
+    >>> state = tc.to_state_dict(Dense(jnp.ones((2, 2))))
+    >>> try:
+    ...     tc.from_state_dict(Dense(jnp.ones((3, 3))), state)
+    ... except tc.CheckpointError as e:
+    ...     print(str(e).splitlines()[0])
+    Dense.w: shape (2, 2) in the state dict, (3, 3) in the template
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
+
+
+# ---------------------------------------------------------------------------------------
+# Leaves and nodes.
+
+
+def arraylike(x: object) -> bool:
+    """An array, or a template's stand-in for one (`jax.ShapeDtypeStruct`)."""
+    return is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
+
+
+def is_key(x: Any) -> bool:
+    """A typed PRNG key array (`jax.random.key`), or a template of one."""
+    return arraylike(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def dtype_name(dtype: Any) -> str:
+    """numpy's name for `dtype` (`float32`, `bfloat16`), or JAX's for a typed PRNG key
+    (`key<fry>`: it names the implementation), which numpy cannot name."""
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return str(dtype)
+    return str(np.dtype(dtype).name)
+
+
+def scalar_fits(kind: type, template: Any) -> bool:
+    """A Python scalar of type `kind` may fill an array leaf of the template if that is
+    what JAX makes of it: shape `()` and the canonical dtype (float32 for a float,
+    unless x64 is on). `jax.eval_shape` turns scalar leaves into such arrays."""
+    canonical = jax.dtypes.canonicalize_dtype(kind)
+    return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
+
+
+def keyed(x: Any, where: Callable[[], str]) -> list[tuple[str, Any]] | None:
+    """One level of the pytree `x` as `(state-dict key, child)` pairs; None if `x` is
+    a leaf. `ValueError` if two keys have the same `str()`."""
+    pairs = children(x)
+    if pairs is None:
+        return None
+    keys = [jax.tree_util.keystr((entry,), simple=True) for entry, _ in pairs]  # w, 0, key
+    if len(set(keys)) != len(keys):
+        dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
         msg = (
-            f"treeclass.{fn}() takes a file path (str or os.PathLike) as `path`; got "
-            f"{type(path).__name__} {short_repr(path)}."
+            f"{where()}: the keys of this {type(x).__name__} have the same string form "
+            f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
         )
-        raise TypeError(msg) from None
+        raise ValueError(msg)
+    return [(k, child) for k, (_, child) in zip(keys, pairs, strict=True)]
+
+
+def check_root(x: Any, fn: str, arg: str) -> str:
+    """The name that starts every path in messages (`Model`); `TypeError` when `x` is
+    not a container (a leaf, None, or a class instead of an instance)."""
+    if isinstance(x, type):
+        found = f"the class {x.__name__}; pass an instance, {x.__name__}(...)"
+    elif x is None or keyed(x, lambda: type(x).__name__) is None:
+        found = f"{type(x).__name__} {short_repr(x)}"
+    else:
+        return type(x).__name__
+    raise TypeError(_MSG_NOT_A_TREE.format(fn=fn, arg=arg, found=found))
+
+
+def dotted(root: str, path: Path) -> str:
+    return ".".join((root, *path))
+
+
+def kind(x: object) -> str:
+    """`x` in a message: `None`, `a dict`, `an array`, `a float`, `a Model`."""
+    if x is None:
+        return "None"
+    if isinstance(x, Mapping):
+        return "a dict"
+    return "an array" if arraylike(x) else f"a {type(x).__name__}"
+
+
+# ---------------------------------------------------------------------------------------
+# Restoring: the template and the saved tree side by side.
+
+
+class Source:
+    """The saved side of `restore()` when it is a state dict (`_npz.FileSource`: a
+    file). Each method checks one node or leaf of it against the template's."""
+
+    name = "state dict"
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def error(self, path: Path, what: str) -> CheckpointError:
+        return CheckpointError(f"{dotted(self.root, path)}: {what}{_MSG_FIX}")
+
+    def show(self, saved: Any) -> str:
+        return kind(saved)
+
+    def mismatch(self, path: Path, template: Any, saved: Any) -> CheckpointError:
+        what = f"{kind(template)} in the template, {self.show(saved)} in the {self.name}"
+        return self.error(path, what)
+
+    def compare(
+        self, path: Path, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
+    ) -> None:
+        """Checks an array leaf's `(shape, dtype name)` against the template's."""
+        if saved[1].startswith("key<") != template[1].startswith("key<"):
+            # As a shape and a dtype this would read `shape (2,) ..., ()`, which hides
+            # what differs: a raw uint32 key on one side, a typed key on the other.
+            were, are = (
+                f"a typed PRNG key ({d})" if d.startswith("key<") else f"a {d} array"
+                for d in (saved[1], template[1])
+            )
+            msg = _MSG_KEYS.format(saved=were, template=are, source=self.name)
+            raise self.error(path, msg)
+        for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
+            if theirs != ours:
+                raise self.error(path, f"{what} {theirs} in the {self.name}, {ours} in the template")
+
+    def children(self, template: Any, saved: Any, path: Path) -> Mapping[str, Any]:
+        if type(saved) in (list, tuple):
+            # What orbax restores without a target: sequences as lists, not {"0": ...}.
+            return {str(i): item for i, item in enumerate(saved)}
+        if not isinstance(saved, Mapping):
+            raise self.mismatch(path, template, saved)
+        return saved
+
+    def leaf(self, template: Any, saved: Any, path: Path) -> Any:
+        if isinstance(saved, Mapping) or saved is None:
+            raise self.mismatch(path, template, saved)
+        scalar_ok = type(saved) in SCALARS and scalar_fits(type(saved), template)
+        if arraylike(template) and not scalar_ok:
+            if not arraylike(saved):
+                raise self.mismatch(path, template, saved)
+            self.compare(
+                path,
+                (tuple(saved.shape), dtype_name(saved.dtype)),
+                (tuple(template.shape), dtype_name(template.dtype)),
+            )
+        return saved
+
+
+def restore(template: Any, saved: Any, path: Path, source: Source) -> Any:
+    """`template` with its leaves taken from `saved`, read through `source`; rebuilt
+    the way JAX rebuilds pytrees (no user code runs)."""
+    if template is None:
+        if saved is not None:
+            raise source.mismatch(path, template, saved)
+        return None
+    pairs = keyed(template, lambda: dotted(source.root, path))
+    if pairs is None:
+        return source.leaf(template, saved, path)
+    given = source.children(template, saved, path)
+    expected = [k for k, _ in pairs]
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in set(expected)]
+    if missing or unexpected:
+        parts: list[str] = []
+        if missing:
+            parts.append(f"missing from the {source.name}: {', '.join(map(repr, missing))}")
+        if unexpected:
+            listed = ", ".join(map(repr, unexpected))
+            parts.append(f"in the {source.name} but not the template: {listed}")
+        raise source.error(path, f"structure differs ({'; '.join(parts)})")
+    values = [restore(child, given[k], (*path, k), source) for k, child in pairs]
+    treedef = jax.tree.structure(template, is_leaf=lambda y: y is not template)
+    return jax.tree.unflatten(treedef, values)
 
 
 # ---------------------------------------------------------------------------------------
@@ -82,13 +280,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
     >>> state["layers"]["0"]["w"] is mlp.layers[0].w
     True
     """
-    root = _state.check_root(obj, "to_state_dict", "obj")
+    root = check_root(obj, "to_state_dict", "obj")
 
-    def state(x: Any, path: _state.Path) -> Any:
-        node = None if x is None else _state.split(x, lambda: _state.dotted(root, path))
-        if node is None:
-            return x
-        return {k: state(child, (*path, k)) for k, child in node[0]}
+    def state(x: Any, path: Path) -> Any:
+        pairs = None if x is None else keyed(x, lambda: dotted(root, path))
+        return x if pairs is None else {k: state(child, (*path, k)) for k, child in pairs}
 
     return state(obj, ())  # type: ignore[no-any-return]
 
@@ -131,120 +327,11 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     treeclass.CheckpointError: Neuron.v: shape (4,) in the state dict, (3,) in the template
     ...
     """
-    root = _state.check_root(template, "from_state_dict", "template")
+    root = check_root(template, "from_state_dict", "template")
     if not isinstance(state, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
         msg = (
             "treeclass.from_state_dict() takes the state as a dict, as to_state_dict() "
             f"returns; got {type(state).__name__} {short_repr(state)}."
         )
         raise TypeError(msg)
-    return _state.restore(template, state, (), _state.Source(root))  # type: ignore[no-any-return]
-
-
-def save(path: str | os.PathLike[str], obj: Any) -> None:
-    """Writes `obj`'s dynamic leaves, structure and static values to a `.npz` file.
-
-    Each array is stored under its state-dict path (`layers.0.w`); the manifest
-    (`__treeclass__`, JSON) records the structure, dtypes, shapes and static values.
-    Dtypes numpy cannot name (bfloat16, float8, int4) are stored as raw bits. The file
-    is written beside `path` under a temporary name, then renamed over it, so `path`
-    never holds half a checkpoint. No `.npz` suffix is added to `path`.
-
-    **Arguments**
-
-    - `path`: the file to write (`str` or `os.PathLike`); replaced if it exists.
-    - `obj`: a treeclass instance, or a list, tuple or dict of them.
-
-    **Returns**
-
-    `None`.
-
-    **Raises**
-
-    `TypeError` naming the field for a leaf a checkpoint cannot hold (a string, an
-    object array, a tracer), or if `obj` is not a container; `ValueError` if two
-    leaves would share a name; `CheckpointError` naming the field, and showing the
-    orbax calls to use, for an array spread over several processes (not fully
-    addressable); `OSError` from the file system. Nothing is written when it raises.
-
-    **Example**
-
-    >>> import os, tempfile
-    >>> @tc.treeclass
-    ... class Dense:
-    ...     w: jax.Array
-    ...     act: str = tc.static("relu")
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> path = os.path.join(tmp.name, "dense.npz")
-    >>> tc.save(path, Dense(jnp.arange(6.0, dtype=jnp.bfloat16).reshape(2, 3)))
-    >>> sorted(np.load(path).files)  # an ordinary .npz
-    ['__treeclass__', 'w']
-    >>> tmp.cleanup()
-    """
-    path = _fspath(path, "save")
-    root = _state.check_root(obj, "save", "obj")
-    members: dict[str, tuple[Any, str]] = {}
-    tree = _state.describe(obj, root, (), members)
-    manifest = {"format": _npz.FORMAT, "version": _npz.VERSION, "root": root, "tree": tree}
-
-    def write_to(f: IO[bytes]) -> None:
-        arrays = ((name, lambda x=x, w=w: _leaves.data(x, w)) for name, (x, w) in members.items())
-        _npz.write(f, manifest, arrays)
-
-    _npz.write_atomic(path, write_to)
-
-
-def load(path: str | os.PathLike[str], template: _T) -> _T:
-    """Reads a file written by `save` into the structure of `template`.
-
-    The file's structure, shapes, dtypes and static values are checked against the
-    template's before any array is read. Leaves come back as the template's are: a
-    `jax.Array` (or `jax.ShapeDtypeStruct`) leaf gives a `jax.Array` with the
-    template's weak type and, if placed explicitly, its sharding; a numpy leaf gives
-    numpy; a Python scalar gives a Python scalar. Static values come from the template.
-    Nothing in the file is unpickled or executed.
-
-    **Arguments**
-
-    - `path`: a file written by `treeclass.save()`.
-    - `template`: an instance built like the saved one (its values are not read), or
-      `jax.eval_shape` of one.
-
-    **Returns**
-
-    A new instance of `type(template)` holding the file's arrays.
-
-    **Raises**
-
-    `CheckpointError` (a `ValueError`) naming the field path for a mismatch, or the
-    file when it is damaged, truncated or not a treeclass checkpoint; `OSError` if it
-    cannot be opened; `TypeError` for a template that is not a container.
-
-    **Example**
-
-    >>> import os, tempfile
-    >>> @tc.treeclass
-    ... class Dense:
-    ...     w: jax.Array
-    ...     act: str = tc.static("relu")
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> path = os.path.join(tmp.name, "dense.npz")
-    >>> layer = Dense(jnp.arange(6.0).reshape(2, 3))
-    >>> tc.save(path, layer)
-    >>> tc.load(path, Dense(jnp.zeros((2, 3)))) == layer
-    True
-    >>> tc.load(path, Dense(jnp.zeros((1, 3))))
-    Traceback (most recent call last):
-    treeclass.CheckpointError: Dense.w: shape (2, 3) in the file, (1, 3) in the template
-    ...
-    >>> tc.load(path, Dense(jnp.zeros((2, 3)), act="tanh"))
-    Traceback (most recent call last):
-    treeclass.CheckpointError: Dense.act: static value 'relu' in the file, 'tanh' in the template
-    ...
-    >>> tmp.cleanup()
-    """
-    path = _fspath(path, "load")
-    root = _state.check_root(template, "load", "template")
-    with open(path, "rb") as f, _npz.Reader(f, path) as reader:
-        tree = reader.manifest()["tree"]
-        return _state.restore(template, tree, (), _state.FileSource(root, reader))  # type: ignore[no-any-return]
+    return restore(template, state, (), Source(root))  # type: ignore[no-any-return]

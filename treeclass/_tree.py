@@ -11,7 +11,8 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import FLAT, LAYOUT
+from treeclass._layout import FLAT
+from treeclass._walk import is_array, layout_of
 
 
 def is_treeclass(x: Any) -> bool:
@@ -38,8 +39,7 @@ def is_treeclass(x: Any) -> bool:
     >>> tc.is_treeclass(P), tc.is_treeclass(P(1.0)), tc.is_treeclass((1.0,))
     (True, True, False)
     """
-    cls = x if isinstance(x, type) else type(x)
-    return LAYOUT in cls.__dict__
+    return layout_of(x) is not None
 
 
 def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
@@ -71,10 +71,6 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
         msg = f"treeclass.fields() takes a treeclass or an instance of one; got {cls_or_obj!r}."
         raise TypeError(msg)
     return dataclasses.fields(cls_or_obj)
-
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, jax.Array | np.ndarray | np.generic)
 
 
 def tree_equal(a: Any, b: Any) -> bool | jax.Array:
@@ -120,8 +116,8 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     for x, y in zip(leaves_a, leaves_b, strict=True):
         if x is y:
             continue
-        if _is_array(x) or _is_array(y):
-            if not (_is_array(x) and _is_array(y)):
+        if is_array(x) or is_array(y):
+            if not (is_array(x) and is_array(y)):
                 return False
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
