@@ -29,7 +29,7 @@ class Counter:
 
 
 class TutorialCounter:
-    """The seed tutorial's counter: jax.jit with self static (the trap)."""
+    """The counter of JAX's stateful-computations tutorial: jax.jit with self static (the trap)."""
 
     def __init__(self):
         self.count = 0
@@ -341,24 +341,6 @@ def test_untraceable_value_in_a_container_inside_a_field_is_named():
 
     with pytest.raises(TypeError, match=r"Model\.acts is a dynamic field holding a str \('relu'\).*argument path: m\.acts\[1\]"):
         f(Model((jnp.ones(1), "relu")))
-
-
-def test_untraceable_field_error_helper_returns_none_for_other_errors():
-    from treeclass._jit import untraceable_field_error
-
-    def f(cfg):
-        return cfg
-
-    args = (Config("x"),)
-    assert untraceable_field_error(TypeError("unsupported operand"), f, args, {}) is None
-    found = untraceable_field_error(
-        TypeError("Argument 'x' of type <class 'str'> is not a valid JAX type"), f, args, {}
-    )
-    assert found is not None
-    assert str(found).startswith("Config.name is a dynamic field holding a str ('x')")
-    assert untraceable_field_error(
-        TypeError("Argument 'x' of type <class 'str'> is not a valid JAX type"), f, args, {}, static=("cfg",)
-    ) is None
 
 
 def test_jax_jit_static_argnums_on_an_instance_compiles_per_value_as_documented():

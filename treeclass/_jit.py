@@ -1,6 +1,6 @@
 """`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced.
 
-The trap it removes (seed tutorial 003):
+The trap it removes (from JAX's tutorial on stateful computations):
 
     class Counter:
         count = 0
@@ -19,7 +19,7 @@ What `tc.jit(fun)` returns is a plain Python function (`call`) wrapping the
 descriptor: `obj.step` costs what any bound method costs, and no per-instance compile
 or cache exists. Its job on each call is a `try` around the jitted call (free unless
 it raises), to turn JAX's "not a valid JAX type" for a treeclass field into an error
-naming `Class.field`. At trace time only, a `TraceLog` records why it traced.
+naming `Class.field` (`_untraceable.py`). At trace time only, a `TraceLog` records why it traced.
 """
 
 from __future__ import annotations
@@ -28,130 +28,20 @@ import functools
 import inspect
 import types
 import weakref
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
 
-from treeclass._repr import short_repr
 from treeclass._retrace import TraceLog
 from treeclass._typing import JitDecorator, JitFunction
-from treeclass._walk import instance_layout, is_array, walk
+from treeclass._untraceable import static_args
+from treeclass._untraceable import untraceable_field_error as untraceable_field_error  # for _grad
+from treeclass._walk import instance_layout
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
-
-_MSG_UNTRACEABLE_FIELD: Final = """\
-{field} is a dynamic field holding {what}, which JAX cannot trace (argument path: {path}).
-
-Dynamic fields are traced as arrays. If the value is configuration, make it static:
-
-    {name}: {type} = tc.static(...)
-
-or pass an array (jnp.asarray(...)) if it is data."""
-
-# JAX's words when an argument's leaf is not an array (jax.jit: "Error interpreting
-# argument to <fn> as an abstract array ... at path x.name"; jax.grad and vmap:
-# "Argument 'oops' of type <class 'str'> is not a valid JAX type"). Only these are
-# rewritten: any other TypeError is the user's own and must surface unchanged.
-_ARGUMENT_ERRORS: Final = ("Error interpreting argument", "is not a valid JAX type")
-
-
-def _is_traceable(leaf: Any) -> bool:
-    # Python numbers become weakly typed arrays; `__jax_array__` is JAX's protocol for
-    # array-likes. (None is no leaf: walk() meets it as an empty node.)
-    python_number = isinstance(leaf, bool | int | float | complex)
-    return python_number or is_array(leaf) or hasattr(leaf, "__jax_array__")
-
-
-def _labelled(
-    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int]
-) -> list[tuple[str, Any]]:
-    """The traced arguments, labelled by parameter name (`args[i]` where `fun` has no
-    signature): those neither named nor numbered in `static`."""
-    try:
-        params = list(inspect.signature(fun).parameters)
-    except (TypeError, ValueError):  # a builtin without a signature: number the arguments
-        params = []
-    out: list[tuple[str, Any]] = []
-    for i, value in enumerate(args):
-        name = params[i] if i < len(params) else f"args[{i}]"
-        if i not in static and name not in static:
-            out.append((name, value))
-    for name, value in kwargs.items():
-        index = params.index(name) if name in params else None
-        if name not in static and index not in static:
-            out.append((name, value))
-    return out
-
-
-def untraceable_field_error(
-    error: BaseException,
-    fun: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    static: Collection[str | int] = (),
-) -> TypeError | None:
-    """The error naming `Class.field` for JAX's "not a valid JAX type" `error`, when a
-    dynamic treeclass field in a traced argument caused it; None otherwise.
-
-    Shared by every transform that traces treeclass arguments (`tc.jit`, `tc.grad`):
-    call it in an `except TypeError as error:` around the transform, and
-    `raise found from error` when it returns one, else re-raise `error`.
-
-    **Arguments**
-
-    - `error`: what the transform raised. Only JAX's argument-interpretation errors
-      are considered; any other error gives None (it is the user's own).
-    - `fun`, `args`, `kwargs`: the function and the call's arguments; `fun`'s
-      signature names the arguments in the message.
-    - `static`: names and positions of static arguments (`static_argnames`,
-      `static_argnums`): never traced, so never blamed.
-
-    **Returns**
-
-    A `TypeError` saying which field holds what, at which argument path, and the two
-    fixes (make it static, or store an array); None if no such field is found.
-
-    **Example**
-
-    >>> from treeclass._jit import untraceable_field_error
-    >>> @tc.treeclass
-    ... class Cfg:
-    ...     name: str
-    >>> f = lambda cfg: cfg
-    >>> try:
-    ...     jax.jit(f)(Cfg("a"))
-    ... except TypeError as error:
-    ...     print(untraceable_field_error(error, f, (Cfg("a"),), {}))
-    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument path: cfg.name).
-    ...
-    """
-    if not isinstance(error, TypeError) or not any(m in str(error) for m in _ARGUMENT_ERRORS):
-        return None
-    for label, value in _labelled(fun, args, kwargs, static):
-        for v in walk(value):
-            if v.kind == "leaf" and v.owner is not None and not _is_traceable(v.value):
-                kind = type(v.value).__name__
-                msg = _MSG_UNTRACEABLE_FIELD.format(
-                    field=v.field,
-                    name=v.name,
-                    what=f"a {kind} ({short_repr(v.value)})",
-                    path=label + jax.tree_util.keystr(v.path),
-                    type=kind,
-                )
-                return TypeError(msg)
-    return None
-
-
-def _static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
-    found: set[str | int] = set()
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
-        found.update((value,) if isinstance(value, str | int) else value)
-    return frozenset(found)
-
 
 # Set on an exception that the function's own body raised while JAX traced it, so
 # that `call` never mistakes it for an argument JAX could not interpret.
@@ -163,7 +53,7 @@ def _make(
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
 
-    static = _static_args(jit_kwargs)
+    static = static_args(jit_kwargs)
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
