@@ -590,9 +590,9 @@ def test_save_refuses_arrays_spread_over_processes(path: pathlib.Path):
         tc.CheckpointError,
         match=r"(?s)^Model\.layers\.1\.w is a jax\.Array spread over several processes "
         r"\(not fully addressable from this one\).*"
-        r"ocp\.StandardCheckpointer\(\)\.save\(path, obj\).*"
-        r"tc\.shardings\(abstract, mesh\).*"
-        r"ocp\.StandardCheckpointer\(\)\.restore\(path, target\)",
+        r"with ocp\.StandardCheckpointer\(\) as checkpointer:.*"
+        r"checkpointer\.save\(path, obj\).*tc\.shardings\(obj, mesh\).*"
+        r"checkpointer\.restore\(path, target\)",
     ):
         tc.save(path, spread)
     assert list(path.parent.iterdir()) == []  # refused before anything was written

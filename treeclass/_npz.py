@@ -47,13 +47,14 @@ treeclass.save() writes one file from one process and cannot gather it. Save and
 sharded models with orbax, calling it from every process:
 
     import orbax.checkpoint as ocp
-    ocp.StandardCheckpointer().save(path, obj)
+    with ocp.StandardCheckpointer() as checkpointer:  # leaving it waits for the write
+        checkpointer.save(path, obj)
     # Restore onto the same shardings: a target of shapes, dtypes and shardings.
-    abstract = jax.eval_shape(lambda: obj)
     target = jax.tree.map(
         lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-        abstract, tc.shardings(abstract, mesh))
-    obj = ocp.StandardCheckpointer().restore(path, target)"""
+        obj, tc.shardings(obj, mesh))
+    with ocp.StandardCheckpointer() as checkpointer:
+        obj = checkpointer.restore(path, target)"""
 
 
 def fully_addressable(x: Any) -> bool:
