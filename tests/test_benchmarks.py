@@ -86,6 +86,7 @@ def test_quick_subset_runs_and_writes_nothing(
     for title in ("== construction (10 keyword args) [61 rounds]", "== replace one dynamic"):
         assert title in out
     assert "\ntreeclass  " in out
+    assert "\ntreeclass: TreeClass base  " in out  # the base-class form, beside the decorator
     assert "wrote" not in out
     assert digest(RESULTS) == before
 
