@@ -22,8 +22,8 @@ from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overloa
 
 import jax
 
-from treeclass._untraceable import untraceable_field_error
 from treeclass._partition import combine, partition
+from treeclass._untraceable import untraceable_field_error
 from treeclass._walk import is_array
 
 _T = TypeVar("_T")
