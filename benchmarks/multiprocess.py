@@ -12,8 +12,8 @@ same calls: they run the program together), each divided by `steps`. The layouts
 one after the other, not interleaved: compare them within one run only, and read the
 spread (IQR) next to the median.
 
-    python -m benchmarks.multiprocess            # n=2000, p=20; 21 rounds of 100 steps
-    python -m benchmarks.multiprocess --quick    # n=400, p=5; 5 rounds of 20 steps
+    python -m benchmarks.multiprocess            # n=2000, p=20; 11 rounds of 50 steps (~3 min)
+    python -m benchmarks.multiprocess --quick    # n=400, p=5; 5 rounds of 20 steps (~1 min)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from benchmarks._table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUTS = ((1, 8), (2, 4), (4, 2))  # (processes, devices per process)
-SIZES = {False: (2000, 20, 100, 21), True: (400, 5, 20, 5)}  # n, p, steps, rounds
+SIZES = {False: (2000, 20, 50, 11), True: (400, 5, 20, 5)}  # n, p, steps, rounds
 EXAMPLE = ROOT / "examples" / "sharded.py"
 LIMIT_S = 600
 

@@ -23,11 +23,12 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def example() -> object:
+def example() -> ModuleType:
     """examples/sharded.py (its launcher and worker helpers); imports no jax."""
     spec = importlib.util.spec_from_file_location("sharded", ROOT / "examples" / "sharded.py")
     assert spec is not None
@@ -75,7 +76,7 @@ def checkpoint(rank: int, count: int, coordinator: str, folder: Path) -> None:
         "ignore", "jax.interpreters.xla.canonicalize_dtype", DeprecationWarning
     )
     sharded = example()
-    sharded.host_devices(2)  # type: ignore[attr-defined]
+    sharded.host_devices(2)
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -83,7 +84,7 @@ def checkpoint(rank: int, count: int, coordinator: str, folder: Path) -> None:
 
     import treeclass as tc
 
-    sharded.join(coordinator, count, rank, timeout=120)  # type: ignore[attr-defined]
+    sharded.join(coordinator, count, rank, timeout=120)
 
     @tc.treeclass
     class Layer:
@@ -105,7 +106,7 @@ def checkpoint(rank: int, count: int, coordinator: str, folder: Path) -> None:
     )
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     mesh = jax.make_mesh((len(devices),), ("rows",), devices=devices)
-    model = sharded.from_process_local(local, mesh, "rows")  # type: ignore[attr-defined]
+    model = sharded.from_process_local(local, mesh, "rows")
     assert model.x.shape == (4 * count, 3)
     assert not model.x.is_fully_addressable
     print(f"ok: global x {model.x.shape} from {count} processes, {model.x.sharding.spec}")
@@ -156,12 +157,12 @@ def checkpoint(rank: int, count: int, coordinator: str, folder: Path) -> None:
 
 def crash(rank: int, count: int, coordinator: str) -> None:
     sharded = example()
-    sharded.host_devices(1)  # type: ignore[attr-defined]
+    sharded.host_devices(1)
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    sharded.join(coordinator, count, rank, timeout=120)  # type: ignore[attr-defined]
+    sharded.join(coordinator, count, rank, timeout=120)
     print("ready", flush=True)
     if rank == 1:
         msg = "worker 1 fails on purpose"
