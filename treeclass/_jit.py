@@ -78,11 +78,14 @@ def _make(
                 raise
             raise found from error
 
-    call.__tc_jit__ = jitted  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
-    call.trace_log = log  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+    # What _typing.JitFunction declares for the type checkers; a plain function
+    # takes any attribute at runtime.
+    extras: dict[str, Any] = {"__tc_jit__": jitted, "trace_log": log}
     for name in ("lower", "trace", "eval_shape", "clear_cache"):
         if hasattr(jitted, name):
-            setattr(call, name, getattr(jitted, name))
+            extras[name] = getattr(jitted, name)
+    for name, value in extras.items():
+        setattr(call, name, value)
     return call
 
 
