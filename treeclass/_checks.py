@@ -20,6 +20,18 @@ import numpy as np
 
 from treeclass._repr import short_repr
 
+__all__ = [
+    "MSG_FROZEN",
+    "MSG_NOT_SET",
+    "MSG_NOT_SET_BY_INIT",
+    "MSG_RESERVED_NAME",
+    "MSG_UNDECORATED_SUBCLASS",
+    "RecompileWarning",
+    "TRUSTED_STATIC_TYPES",
+    "check_static",
+    "unknown_field_error",
+]
+
 # Values of these exact types are hashable and compare by value, so the per-value
 # check is skipped for them: this keeps construction cheap in the common case.
 TRUSTED_STATIC_TYPES: Final = frozenset(

@@ -47,6 +47,8 @@ from treeclass import _checks
 from treeclass._layout import FLAT, Layout
 from treeclass._walk import instance_layout
 
+__all__ = ["prefix", "register", "unflatten_source"]
+
 _T = TypeVar("_T")
 
 

@@ -43,6 +43,8 @@ from treeclass._codegen import field_annotations, flat_expr, static_check_line
 from treeclass._layout import FLAT, Layout
 from treeclass._walk import layout_of
 
+__all__ = ["finalize_source", "helpers", "init_source", "install"]
+
 
 def _subclass_check(self: object) -> None:
     cls = type(self)

@@ -14,6 +14,8 @@ from typing import Any, Final, cast
 
 from treeclass._field import CONVERTER, STATIC
 
+__all__ = ["FLAT", "LAYOUT", "Layout", "analyse"]
+
 # The attribute that caches an instance's flattened form, `(children, statics)`.
 # Instances are immutable, so it is computed once (at construction or unflatten) and
 # JAX's flatten becomes `operator.attrgetter(FLAT)`: a C call with no Python frame.

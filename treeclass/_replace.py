@@ -33,6 +33,8 @@ from treeclass._codegen import field_annotations, flat_expr, static_check_line, 
 from treeclass._layout import FLAT, Layout
 from treeclass._walk import instance_layout
 
+__all__ = ["helpers", "install", "replace", "source"]
+
 _T = TypeVar("_T")
 
 _MSG_INITVAR: Final = (

@@ -29,6 +29,8 @@ from treeclass._field import STATIC, STATIC_MARKER, field, static
 from treeclass._layout import FLAT, LAYOUT, analyse
 from treeclass._walk import layout_of
 
+__all__ = ["process", "treeclass"]
+
 _T = TypeVar("_T")
 
 # Names the generated code or the instance dict use; a field may not take them.
