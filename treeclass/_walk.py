@@ -27,8 +27,18 @@ import numpy as np
 
 from treeclass._layout import FLAT, LAYOUT, Layout
 
-__all__ = ["ARRAY_TYPES", "Visit", "array_name", "children", "dtype_name", "instance_layout", "is_array", "layout_of",
-           "walk"]
+__all__ = [
+    "ARRAY_TYPES",
+    "KeyPath",
+    "Visit",
+    "array_name",
+    "children",
+    "dtype_name",
+    "instance_layout",
+    "is_array",
+    "layout_of",
+    "walk",
+]
 
 KeyPath = tuple[Any, ...]
 """A path of `jax.tree_util` key entries (`GetAttrKey`, `SequenceKey`, `DictKey`, ...);
@@ -62,8 +72,8 @@ def is_array(x: object) -> bool:
     array: `np.float32(1.0)` becomes `f32[]`, so equality, checkpoints and repr treat
     it as the 0-d array it is (numpy documents scalars as 0-d arrays). Python numbers
     are not arrays here (they have no dtype until JAX picks one), and neither is
-    `jax.ShapeDtypeStruct`, which has a shape and dtype but no values: a checkpoint
-    template may be one, so `_leaves` adds it where it means "array-shaped"."""
+    `jax.ShapeDtypeStruct`, which has a shape and dtype but no values (a checkpoint
+    template may be one: checkpointing tests for it where it means "array-shaped")."""
     # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
     # every later `.shape` partially unknown to the type checker.
     return isinstance(x, ARRAY_TYPES)
