@@ -331,9 +331,25 @@ def _check_tree_map_object(obj: Any) -> None:
     assert len(jax.tree.leaves(out)) == len(jax.tree.leaves(obj))
 
 
+def _check_prefix_vmap(obj: Any) -> None:
+    # tc.prefix builds vmap's in_axes/out_axes through the unflatten path: every
+    # dynamic field the fill, the statics obj's own.
+    axes = tc.prefix(obj, 0)
+    assert type(axes) is type(obj)
+    dynamic = [f.name for f in tc.fields(obj) if not f.metadata["static"]]
+    assert all(getattr(axes, name) == 0 for name in dynamic)
+    assert jax.tree.structure(axes, is_leaf=lambda x: x is not axes) == jax.tree.structure(
+        obj, is_leaf=lambda x: x is not obj
+    )
+    batched = jax.tree.map(lambda x: jnp.stack([x, x]), obj)
+    out = jax.vmap(lambda m, _: m, in_axes=(axes, 0), out_axes=axes)(batched, jnp.arange(2))
+    assert tc.tree_equal(out, batched) is True
+
+
 REBUILDS: dict[str, Callable[[Any], None]] = {
     "jit": _check_jit,
     "vmap": _check_vmap,
+    "prefix_vmap": _check_prefix_vmap,
     "grad": _check_grad,
     "scan": _check_scan,
     "eval_shape": _check_eval_shape,
