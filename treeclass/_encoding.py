@@ -1,15 +1,9 @@
-"""The bytes of a checkpoint: one leaf as a `.npy` member, one static value as JSON,
-and the `.npz` (zip) that holds them, written atomically and read without pickle.
-`_npz.py` puts them together into `save()` and `load()`.
-
-- `leaf_record(x)`: `(dtype name, shape, weak_type)` for the manifest, or a
-  `TypeError` naming the field for a leaf a checkpoint cannot hold; `encode_leaf(x)`:
-  the array written for it; `decode_leaf(template, stored)`: the leaf read back, of
-  the template's kind.
-- `encode_static(v)`: the JSON a static value is recorded (and compared) as.
-- `write_atomic()`, `write_member()`; `Reader`: checks each `.npy` header before it
-  reads exactly the bytes the template expects, so a damaged or hostile file can
-  neither run code nor make us allocate more than the template's arrays.
+"""The bytes of a checkpoint: a leaf as a `.npy` member (`leaf_record`, `encode_leaf`,
+`decode_leaf`), a static value as JSON (`encode_static`), and the `.npz` (zip) that
+holds them, written atomically and read by a `Reader` that checks each `.npy` header
+before it reads exactly the bytes the template expects: a damaged or hostile file can
+neither run code nor make us allocate more than the template's arrays.
+`_npz.py` puts these together into `save()` and `load()`.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ MANIFEST: Final = "__treeclass__"
 _FORMAT: Final = "treeclass.npz"
 _VERSION: Final = 1
 
-_MSG_BAD_LEAF: Final = """\
+_MSG_UNSTORABLE: Final = """\
 {where} holds {what}, which a checkpoint cannot store.
 
 Checkpoints hold arrays (jax.Array, numpy.ndarray) of numeric or bool dtype, typed PRNG
@@ -57,7 +51,8 @@ SCALAR_STORED: Final = {
     float: np.dtype(np.float64),
     complex: np.dtype(np.complex128),
 }
-"""The dtype a Python scalar leaf is written as (its manifest dtype: `python float`)."""
+"""The dtype a Python scalar leaf is written as; its manifest dtype is `python float`."""
+SCALAR_NAMES: Final = {f"python {t.__name__}": t for t in SCALAR_STORED}
 
 
 def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
@@ -87,7 +82,7 @@ def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], b
         what = f"an array of dtype {np.dtype(x.dtype)}"
     else:
         what = f"a {type(x).__name__} ({short_repr(x)})"
-    msg = _MSG_BAD_LEAF.format(where=where, what=what, field=field, type=type(x).__name__)
+    msg = _MSG_UNSTORABLE.format(where=where, what=what, field=field, type=type(x).__name__)
     raise TypeError(msg)
 
 

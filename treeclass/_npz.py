@@ -154,8 +154,7 @@ class FileSource(Source):
             and all(type(n) is int and n >= 0 for n in cast("list[object]", saved_shape))
         ):
             self.malformed(path)
-        scalars = {f"python {t.__name__}": t for t in _encoding.SCALAR_STORED}
-        scalar = scalars.get(saved_dtype)
+        scalar = _encoding.SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
             data = self.reader.array(member, _encoding.SCALAR_STORED[scalar], (), where)
             return _encoding.decode_leaf(template, data.astype(template.dtype))
