@@ -23,8 +23,10 @@ is why jax is imported inside the functions, after the arguments are parsed.
     python examples/sharded.py                   # 1 process x 8 host devices
     python examples/sharded.py --processes 2     # 2 processes x 4 host devices
     python examples/sharded.py --quick           # smaller, for the tests
-    # on each of 2 hosts, I = 0 or 1 (--checkpoint on a shared file system):
-    python examples/sharded.py --processes 2 --process-id I --coordinator HOST0:PORT
+    # on each of 2 hosts, I = 0 or 1; --devices counts all hosts' devices, and the
+    # --checkpoint folder must be one that every host sees:
+    python examples/sharded.py --processes 2 --process-id I --coordinator HOST0:PORT \
+        --devices 16 --checkpoint /shared/ckpt
 """
 
 from __future__ import annotations
@@ -259,8 +261,10 @@ def sibling(name: str) -> ModuleType:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", type=int, default=8, help="devices in all (8)")
-    parser.add_argument("--processes", type=int, default=1, help="local processes (1)")
+    parser.add_argument("--devices", type=int, default=8,
+                        help="devices of all processes together (8)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes (1); started here unless --process-id is given")
     parser.add_argument("--quick", action="store_true", help="small sizes, for the tests")
     parser.add_argument("--steps", type=int, help="PLN iterations (300; 50 with --quick)")
     parser.add_argument("--timeout", type=float, default=600.0,
