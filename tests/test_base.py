@@ -1,5 +1,6 @@
 """`tc.TreeClass`: the base-class form, equivalent to the decorator and mixing with it."""
 
+import abc
 import dataclasses
 import pickle
 import sys
@@ -199,3 +200,22 @@ def test_init_subclass_keywords_pass_through_to_other_bases():
 
     assert seen == ["t"]
     assert Tagged(1).x == 1
+
+
+def test_abstract_base_classes_mix_in():
+    # The equinox pattern: an abstract interface, concrete treeclass implementations.
+    class Layer(tc.TreeClass, abc.ABC):
+        @abc.abstractmethod
+        def __call__(self, x: jax.Array) -> jax.Array: ...
+
+    class Scale(Layer):
+        w: jax.Array
+
+        def __call__(self, x: jax.Array) -> jax.Array:
+            return x * self.w
+
+    with pytest.raises(TypeError, match="Can't instantiate abstract class Layer"):
+        Layer()  # type: ignore[abstract]
+    s = Scale(jnp.full(2, 2.0))
+    assert jax.jit(lambda m, x: m(x))(s, jnp.ones(2)).tolist() == [2.0, 2.0]
+    assert type(jax.tree.map(lambda x: x, s)) is Scale
