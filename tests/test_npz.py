@@ -28,6 +28,7 @@ from checkpoints import (
     same_keys,
 )
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from strategies import instances
 
 import treeclass as tc
@@ -597,3 +598,28 @@ def test_save_refuses_arrays_spread_over_processes(path: pathlib.Path):
         tc.save(path, spread)
     assert list(path.parent.iterdir()) == []  # refused before anything was written
     tc.save(path, m)  # the same model, every array addressable: saved
+
+
+@settings(max_examples=20)
+@given(
+    impl=st.sampled_from(["threefry2x32", "rbg", "unsafe_rbg"]),
+    shape=st.lists(st.integers(0, 3), max_size=2).map(tuple),
+    seeds=st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+)
+def test_typed_keys_round_trip_and_compare_by_data(
+    tmp_path_factory: Any, impl: str, shape: tuple[int, ...], seeds: tuple[int, int]
+):
+    """Any implementation and batch shape: the file gives the same keys back, and two
+    instances are equal exactly when their key data are."""
+    def make(seed: int) -> Keyed:
+        key = jax.random.key(seed, impl=impl)
+        return Keyed(jax.random.split(key, shape) if shape else key, jnp.arange(2.0))
+
+    a, b = make(seeds[0]), make(seeds[1])
+    path = tmp_path_factory.mktemp("keys") / "k.npz"
+    tc.save(path, a)
+    restored = tc.load(path, b)
+    assert same_keys(restored.key, a.key)
+    assert restored == a
+    data_equal = same_bits(jax.random.key_data(a.key), jax.random.key_data(b.key))
+    assert (a == b) is data_equal

@@ -225,6 +225,19 @@ def test_orbax_standard_checkpointer_round_trip(tmp_path: pathlib.Path):
     assert tc.tree_equal(tc.from_state_dict(model(), raw), m)
 
 
+def test_orbax_round_trips_typed_keys_into_state_dicts(tmp_path: pathlib.Path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+    k = keyed(5, "rbg", n=2)
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "orbax", k)
+        checkpointer.wait_until_finished()
+        raw = checkpointer.restore(tmp_path / "orbax")  # typed keys stay typed
+    restored = tc.from_state_dict(keyed(0, "rbg", n=2), raw)
+    assert restored == k
+    with pytest.raises(tc.CheckpointError, match=r"^Keyed\.key: dtype key<rbg> in the state dict"):
+        tc.from_state_dict(keyed(0, n=2), raw)
+
+
 def test_flax_serialization_needs_registration():
     serialization = pytest.importorskip("flax.serialization")
 
