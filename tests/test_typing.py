@@ -29,8 +29,6 @@ from pathlib import Path
 
 import pytest
 
-import treeclass
-
 pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]  # not on the jax floor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,13 +36,10 @@ TYPING = ROOT / "tests" / "typing"
 BARE = "bare_"  # prefix of the marker-stripped copies of the fail_* files
 # `# type: ignore[...]` and `# pyright: ignore[...]`, with whatever follows them.
 _MARKERS = re.compile(r"\s+# (?:type|pyright): ignore\[[^\]]*\].*$")
-# The base-class form's files wait for `tc.TreeClass`: until it exists they are left
-# out (with their expected diagnostics), and test_base_form_is_checked skips.
-_PENDING = set() if hasattr(treeclass, "TreeClass") else {"pass_base.py", "fail_base.py"}
 
 
 def _files(pattern: str) -> list[Path]:
-    return sorted(p for p in TYPING.glob(pattern) if p.name not in _PENDING)
+    return sorted(TYPING.glob(pattern))
 
 
 # (file, a snippet that picks out one line of it, pyright rule, text in the message)
@@ -85,7 +80,7 @@ PYRIGHT_ERRORS = {
      'parameter "by" of type "Array" in function "__call__"'),
     ("fail_converter.py", 'Gaussian("wide")', "reportArgumentType",
      'parameter "mean" of type "float | list[float] | Array"'),
-    # The base-class form (pending until tc.TreeClass exists: see _pending below).
+    # The base-class form.
     ("fail_base.py", "self.w = self.w * 0", "reportAttributeAccessIssue",
      'Cannot assign to attribute "w" for class "Linear*"'),
     ("fail_base.py", "layer.w = x", "reportAttributeAccessIssue", 'Attribute "w" is read-only'),
@@ -178,6 +173,11 @@ PYRIGHT_REVEALS = {
     ("pass_base.py", "reveal_type(MLP.__init__)",
      'Type of "MLP.__init__" is "(self: MLP, *, layers: tuple[Linear, ...], lr: float = 0.1) -> None"'),
     ("pass_base.py", "reveal_type(m.replace(lr=0.01))", 'Type of "m.replace(lr=0.01)" is "MLP"'),
+    # The whole-model functions return their argument's type.
+    ("pass_whole_models.py", "reveal_type(tc.replace_at(",
+     'Type of "tc.replace_at(m, lambda t: t.layers[0].w, jnp.zeros((2, 2)))" is "MLP"'),
+    ("pass_whole_models.py", "reveal_type(params)", 'Type of "params" is "MLP"'),
+    ("pass_whole_models.py", "reveal_type(grads)", 'Type of "grads" is "MLP"'),
 }
 
 _ARRAY = "jax._src.basearray.Array"
@@ -207,6 +207,9 @@ MYPY_REVEALS = {
      'Revealed type is "def (self: pass_base.MLP, *, layers: tuple[pass_base.Linear, ...], '
      'lr: float =)"'),
     ("pass_base.py", "reveal_type(m.replace(lr=0.01))", 'Revealed type is "pass_base.MLP"'),
+    ("pass_whole_models.py", "reveal_type(tc.replace_at(", 'Revealed type is "pass_whole_models.MLP"'),
+    ("pass_whole_models.py", "reveal_type(params)", 'Revealed type is "pass_whole_models.MLP"'),
+    ("pass_whole_models.py", "reveal_type(grads)", 'Revealed type is "pass_whole_models.MLP"'),
 }
 
 
@@ -321,11 +324,7 @@ def _show(diagnostics: list[Diagnostic]) -> str:
 
 
 def _check_expected(found: list[Diagnostic], expected: set[tuple[str, str, str, str]]) -> None:
-    want = {
-        (file, _line(file, snippet), rule): text
-        for file, snippet, rule, text in expected
-        if file not in _PENDING
-    }
+    want = {(file, _line(file, snippet), rule): text for file, snippet, rule, text in expected}
     got: dict[tuple[str, int, str], list[str]] = {}
     for d in found:
         got.setdefault((d.file, d.line, d.rule), []).append(d.message)
@@ -365,18 +364,14 @@ def test_mypy_flags_the_intentional_errors(reports):
 def test_pyright_infers_the_constructor_signatures(reports):
     reveals = [d for d in _report(reports, "pyright") if d.severity == "information" and not d.bare]
     assert {(d.file, d.line, d.message) for d in reveals} == {
-        (file, _line(file, snippet), text)
-        for file, snippet, text in PYRIGHT_REVEALS
-        if file not in _PENDING
+        (file, _line(file, snippet), text) for file, snippet, text in PYRIGHT_REVEALS
     }, _show(reveals)
 
 
 def test_mypy_infers_the_constructor_signatures(reports):
     reveals = [d for d in _report(reports, "mypy") if d.severity == "note" and not d.bare]
     assert {(d.file, d.line, d.message) for d in reveals} == {
-        (file, _line(file, snippet), text)
-        for file, snippet, text in MYPY_REVEALS
-        if file not in _PENDING
+        (file, _line(file, snippet), text) for file, snippet, text in MYPY_REVEALS
     }, _show(reveals)
 
 
@@ -385,9 +380,3 @@ def test_pass_files_run(path):
     # What the checkers accept also works: the pass files run as they are (reveal_type
     # and assert_type exist at runtime too, and return their argument).
     runpy.run_path(str(path))
-
-
-def test_base_form_is_checked():
-    if _PENDING:
-        pytest.skip(f"pending until tc.TreeClass exists: {sorted(_PENDING)}")
-    assert {"pass_base.py", "fail_base.py"} <= {p.name for p in TYPING.glob("*.py")}

@@ -2,9 +2,11 @@
 
 `@treeclass` adds `obj.replace(...)` at runtime, but `dataclass_transform` can only
 describe the generated `__init__` and the fields, not added methods, so to pyright and
-mypy the method does not exist. `tc.replace(obj, ...)` is the typed spelling (see
-pass_basic.py). If this file ever checks clean, the limitation is gone: drop the
-ignores, update tests/test_typing.py and say so in the docs.
+mypy the method does not exist. The one-line ways out, both typed to return the class:
+`tc.replace(obj, ...)` (pass_basic.py) or subclassing `tc.TreeClass` instead of
+decorating (pass_base.py); docs/faq.md and docs/quickstart.md say so. If this file
+ever checks clean, the limitation is gone: drop the ignores, update
+tests/test_typing.py and the docs.
 """
 
 import jax
