@@ -4,7 +4,9 @@ resumed to the same final loss bit for bit."""
 
 from __future__ import annotations
 
+import ast
 import pathlib
+import re
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -73,3 +75,49 @@ def test_plot_writes_a_png(mlp: ModuleType, quick_run: dict[str, Any], tmp_path:
     path = tmp_path / "loss.png"
     mlp.plot(quick_run["losses"], str(path), mlp.QUICK.steps // 2)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------
+# docs/training.md compares the same program in equinox, counting lines: keep it honest.
+
+DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "training.md"
+
+
+def _blocks() -> list[tuple[str, str]]:
+    """(info string, code without prompts) of each python block of the page."""
+    fence = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+    found = []
+    for m in fence.finditer(DOC.read_text(encoding="utf-8")):
+        if m["info"].split()[:1] == ["python"]:
+            code = [line[4:] for line in m["body"].splitlines() if line.startswith((">>> ", "... "))]
+            found.append((m["info"], "\n".join(code)))
+    return found
+
+
+def _code_lines(source: str, names: set[str]) -> int:
+    """Lines of the top-level definitions `names`, blank lines and comments left out."""
+    lines = source.splitlines()
+    count = 0
+    for node in ast.parse(source).body:
+        if getattr(node, "name", None) in names:
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            count += sum(1 for line in lines[start - 1 : node.end_lineno] if line.strip() and not line.strip().startswith("#"))
+    return count
+
+
+def test_training_page_counts_its_lines() -> None:
+    blocks = _blocks()
+    treeclass_model = blocks[0][1]
+    treeclass_train = next(code for info, code in blocks if "def train(" in code and "equinox" not in info)
+    equinox = next(code for info, code in blocks if "requires=equinox" in info)
+    table = DOC.read_text(encoding="utf-8")
+    model = (_code_lines(treeclass_model, {"Linear", "MLP"}), _code_lines(equinox, {"Linear", "MLP"}))
+    train = (_code_lines(treeclass_train, {"train"}), _code_lines(equinox, {"train"}))
+    assert f"| the model (two classes) | {model[0]} | {model[1]} |" in table
+    assert f"| the training step and scan | {train[0]} | {train[1]} |" in table
+    checkpoint = next(code for _, code in blocks if "tc.save(" in code)
+    saves = (
+        sum(("tc.save(" in line or "tc.load(" in line) for line in checkpoint.splitlines()),
+        sum(line.startswith(("raw =", "eqx.tree_serialise", "like =", "restored")) for line in equinox.splitlines()),
+    )
+    assert f"| save and restore | {saves[0]} | {saves[1]} |" in table
