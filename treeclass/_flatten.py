@@ -138,4 +138,5 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
         )
     # obj's own node, its children as leaves: the treedef holds obj's statics.
     treedef = jax.tree.structure(obj, is_leaf=lambda x: x is not obj)
-    return jax.tree.unflatten(treedef, [fields.get(name, fill) for name in layout.dynamic])  # type: ignore[no-any-return]
+    new: _T = jax.tree.unflatten(treedef, [fields.get(name, fill) for name in layout.dynamic])
+    return new

@@ -104,7 +104,7 @@ def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
     real = {f.name for f in layout.fields}
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime); it
     # holds the InitVar pseudo-fields that `dataclasses.fields()` leaves out.
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", layout.cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(layout.cls)["__dataclass_fields__"])
     return [f for f in all_fields.values() if f.init and (f.name in real or f in layout.initvars)]
 
 

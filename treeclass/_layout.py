@@ -84,7 +84,7 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
 def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
     fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
     initvars = tuple(
         f
         for f in all_fields.values()

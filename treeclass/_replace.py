@@ -165,4 +165,7 @@ def replace(obj: _T, /, **changes: Any) -> _T:
             "For another dataclass use dataclasses.replace()."
         )
         raise TypeError(msg)
-    return type(obj).replace(obj, **changes)  # type: ignore[attr-defined, no-any-return]  # pyright: ignore[reportAttributeAccessIssue]
+    # The class's own generated method (a treeclass's dict has one; checkers cannot
+    # see it on `_T`).
+    new: _T = vars(type(obj))["replace"](obj, **changes)
+    return new

@@ -170,14 +170,22 @@ def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
     strict as the static values; `__hash__ = None` written without `__eq__` is kept."""
     own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
     if repr and "__repr__" not in own:
-        cls.__repr__ = _repr.tree_repr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+        _install(cls, __repr__=_repr.tree_repr)
     if not eq:
         return
     if "__eq__" not in own:
-        cls.__eq__ = _tree.eq  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+        _install(cls, __eq__=_tree.eq)
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     if not explicit_hash:
-        cls.__hash__ = _tree.hash_  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+        _install(cls, __hash__=_tree.hash_)
+
+
+def _install(cls: type, **methods: object) -> None:
+    # setattr, not `cls.__eq__ = ...`: checkers read `cls.__eq__` as the method of
+    # `type` bound to `cls`, and a generated `replace` as an attribute `type` lacks;
+    # assigning either takes a suppression per line, in each checker's dialect.
+    for name, method in methods.items():
+        setattr(cls, name, method)
 
 
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
@@ -195,14 +203,15 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     if user_init is None:
         sources.append(_init.init_source(layout))
     ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.helpers(layout)})
-    cls.__init__ = _init.install(layout, ns)  # type: ignore[misc]
     replace_fn = _replace.install(layout, ns)
-    cls.replace = replace_fn  # type: ignore[attr-defined]
-    cls.__replace__ = replace_fn  # type: ignore[attr-defined]
-    # Checkers read `cls.__setattr__` and friends as methods bound to `cls` (a `type`),
-    # not as the instance methods we install.
-    cls.__setattr__ = _setattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
-    cls.__delattr__ = _delattr  # type: ignore[method-assign, assignment]  # pyright: ignore[reportAttributeAccessIssue]
+    _install(
+        cls,
+        __init__=_init.install(layout, ns),
+        replace=replace_fn,
+        __replace__=replace_fn,
+        __setattr__=_setattr,
+        __delattr__=_delattr,
+    )
     _install_dunders(cls, repr=repr, eq=eq)
     setattr(cls, LAYOUT, layout)
     _flatten.register(layout, ns)
