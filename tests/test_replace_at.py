@@ -161,6 +161,10 @@ def test_a_closure_variable_is_read_on_every_call() -> None:
     for i in range(2):
         m = tc.replace_at(m, lambda m: m.layers[i].act, f"act{i}")  # noqa: B023 - the point
     assert [layer.act for layer in m.layers] == ["act0", "act1"]
+    for i in range(2):  # again, now through the function compiled for each path
+        m = tc.replace_at(m, lambda m: m.layers[i].act, f"again{i}")  # noqa: B023 - the point
+    assert [layer.act for layer in m.layers] == ["again0", "again1"]
+    assert ((("layers", False), (1, True), ("act", False))) in _replace_at._compiled_paths
     name = "b"
     assert tc.replace_at(m, lambda m: getattr(m.layers[0], name), None).layers[0].b is None
 
@@ -175,6 +179,14 @@ def test_the_compiled_path_falls_back_when_node_types_change() -> None:
     with pytest.raises(IndexError, match=r"tuple\[0\]\[1\]: index out of range"):
         tc.replace_at(((1,),), where, 9)
     assert tc.replace_at(((1, 2),), where, 7) == ((1, 7),)
+
+
+def test_keys_that_are_not_int_or_str_take_the_general_route() -> None:
+    key = ("a", 1)
+    for _ in range(2):
+        got = tc.replace_at({key: [0, 1]}, lambda d: d[key][1], 5)
+        assert got == {key: [0, 5]}
+    assert all(key not in (k for k, _ in path) for path in _replace_at._compiled_paths)
 
 
 def test_subclasses_of_containers_keep_their_type() -> None:
@@ -347,7 +359,8 @@ def test_replace_at_is_the_replace_chain_over_generated_classes(data: st.DataObj
             node = node[key] if item else getattr(node, key)
         return node
 
-    for where_fn in (where, where, via_closure):  # compiled on the first call, then reused
+    # Each compiled on its first call (by code, or by recorded path), then reused.
+    for where_fn in (where, where, via_closure, via_closure):
         got = tc.replace_at(inst.obj, where_fn, new)
         assert jax.tree.structure(got) == jax.tree.structure(expected)
         assert all(a is b for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True))

@@ -18,7 +18,8 @@ Every fact the walk checked is either a property of a node's type (which fields 
 treeclass has) or guarded here (a tuple's length, a dict's key), so the function does
 exactly what the walk-and-rebuild would, or returns `_tc_MISS` and the caller takes
 the general route. Measured (benchmarks/whole_models.py): the general route is about
-2x the hand-written chain on a 3-level path, this one about 1.2x.
+2.2x the hand-written chain on a 3-level path, this one about 1.35x. A recorded path
+(one that is not constant) is compiled too, keyed by the path's value.
 
 The source is registered with `linecache`, so tracebacks through it show the code.
 """

@@ -48,6 +48,9 @@ _DICT: Final = _path_function.DICT  # a dict entry: copy, then set
 # id(code of `where`) -> (that code, the function its constant path compiled to for the
 # node types met on the first call; _path_function.py). At most _COMPILED_SIZE kept.
 _compiled: dict[int, tuple[Any, PathFunction]] = {}
+# The same for recorded paths, keyed by the path itself (a value: `m.layers[i].w` for
+# each `i` is its own entry), so only the recording is paid per call.
+_compiled_paths: dict[Path, PathFunction] = {}
 _COMPILED_SIZE: Final = 1024
 
 # (parent, kind, key): one step of a walk, with the parent it was read from.
@@ -220,11 +223,30 @@ def _rebuild(parent: Any, level: dict[tuple[int, Any], list[Any]]) -> Any:
 
 
 def _compile(where: Any, parents: list[_Parent], root: str, path: Path) -> None:
+    """Compiles `path` for the node types in `parents`, and keeps it by `where`'s code
+    when the path is constant, else by the path itself."""
+    # Only int and str keys: generated code writes each key with repr().
+    if any(type(key) not in (int, str) for _, _, key in parents):
+        return
     function = _path_function.generate(parents, format_path(root, path))
-    if function is not None:
+    if function is None:
+        return
+    if path is constant_paths(where):
         if len(_compiled) >= _COMPILED_SIZE:
             _compiled.clear()
         _compiled[id(where.__code__)] = (where.__code__, function)
+    else:
+        if len(_compiled_paths) >= _COMPILED_SIZE:
+            _compiled_paths.clear()
+        _compiled_paths[path] = function
+
+
+def _hashable(path: Path) -> bool:
+    try:
+        hash(path)
+    except TypeError:  # an unhashable index: _walk names it
+        return False
+    return True
 
 
 @overload
@@ -298,8 +320,14 @@ def replace_at(
                 return out  # type: ignore[no-any-return]
     paths = read_paths(where, type(obj).__name__)
     if isinstance(paths, tuple):  # one path, the common case: no trie
+        recorded = paths is not constant_paths(where)
+        compiled = _compiled_paths.get(paths) if recorded and _hashable(paths) else None
+        if compiled is not None:
+            out = compiled(obj, value, fn)
+            if out is not MISS:
+                return out  # type: ignore[no-any-return]
         parents, node = _walk(obj, paths)
-        if parents and paths is constant_paths(where):
+        if parents:
             _compile(where, parents, type(obj).__name__, paths)
         new = value if fn is None else fn(node)
         for parent, kind, key in reversed(parents):
