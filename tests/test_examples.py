@@ -26,7 +26,13 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 KEY_OUTPUT = {
     "fit_logistic.py": ["loss:", "accuracy:", "jit:      compiled once for 2 fits"],
     "mlp.py": ["100 adamw steps in one lax.scan", "bit for bit the same as without"],
-    "pln.py": ["treeclass", "namedtuple", "trajectories: the same for all 4 versions"],
+    "pln.py": [
+        "treeclass",
+        "namedtuple",
+        "trajectories: the same for all 4 versions",
+        "converged: B and Sigma profiled",
+    ],
+    "pln_profiled.py": ["profiled: float32,", "final ELBO", "recovery:"],
     "pln_containers.py": ["pytree_class", "trajectories: the same for all 3 versions"],
     "counter.py": ["tutorial:  counter 0 after 0..3 calls: [0, 1, 1, 1]", "1 compile", "scan:"],
     "neurons.py": ["f-I:", "for 10/10", "network:", "jit:      network compiled once"],
