@@ -45,6 +45,7 @@ SECTIONS: dict[str, str] = {
     "examples": "benchmarks.endtoend",
     "multiprocess": "benchmarks.multiprocess",
     "whole_models": "benchmarks.whole_models",
+    "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
