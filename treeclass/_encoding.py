@@ -86,6 +86,19 @@ def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], b
     raise TypeError(msg)
 
 
+def stored_like(template: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """The dtype and shape of the member that holds a leaf like `template` (one that
+    `leaf_record` accepted): a typed key's is its key data's."""
+    if type(template) in SCALARS:
+        return SCALAR_STORED[type(template)], ()
+    if is_key(template):
+        data = jax.eval_shape(jax.random.key_data, template)
+        return np.dtype(data.dtype), tuple(data.shape)
+    stored = stored_dtype(np.dtype(template.dtype))
+    assert stored is not None  # leaf_record() accepted the template's dtype
+    return stored, tuple(template.shape)
+
+
 def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
     """The array `save()` writes for the leaf `x`: in its stored dtype (ml_dtypes as
     raw bits), a typed key as its key data (the manifest names the implementation)."""

@@ -20,7 +20,6 @@ from typing import Any, Final, NoReturn, TypeVar, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
-import numpy as np
 
 from treeclass import _encoding
 from treeclass._encoding import MANIFEST, Reader
@@ -159,14 +158,7 @@ class FileSource(Source):
             data = self.reader.array(member, _encoding.SCALAR_STORED[scalar], (), where)
             return _encoding.decode_leaf(template, data.astype(template.dtype))
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
-        if type(template) in _encoding.SCALAR_STORED:
-            stored: np.dtype[Any] | None = _encoding.SCALAR_STORED[type(template)]
-        elif is_key(template):
-            stored = np.dtype(np.uint32)
-            shape = tuple(jax.eval_shape(jax.random.key_data, template).shape)
-        else:
-            stored = _encoding.stored_dtype(np.dtype(template.dtype))
-        assert stored is not None  # leaf_record() accepted the template's dtype
+        stored, shape = _encoding.stored_like(template)
         return _encoding.decode_leaf(template, self.reader.array(member, stored, shape, where))
 
 
