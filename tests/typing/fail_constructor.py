@@ -19,6 +19,13 @@ class Neuron:
     count: int = tc.field(init=False, default=0)
 
 
+@tc.treeclass
+class Positional:
+    # A default passed positionally works at runtime, but dataclass_transform reads
+    # only the `default=` keyword: to the checkers `tau` has none (docs/faq.md).
+    tau: float = tc.static(20.0)
+
+
 @tc.treeclass(kw_only=True)
 class Config:
     lr: float
@@ -34,3 +41,4 @@ def misuse(x: jax.Array) -> None:
     Neuron(x, dt="fast")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     Neuron(v=1.0)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     Config(0.1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    Positional()  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
