@@ -211,7 +211,7 @@ def _intended(modules: dict[str, Module], f: Finding) -> bool:
 # Pages whose examples do not type-check yet (they use the decorator form's `replace`,
 # or leave functions unannotated); each is an expected failure until its blocks are
 # fixed, and strict: a page that starts to pass must leave this set.
-NOT_YET = {"docs/jit.md", "docs/sharding.md"}
+NOT_YET = {"docs/sharding.md"}
 
 
 @pytest.mark.parametrize("checker", ["pyright", "mypy"])
