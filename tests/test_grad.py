@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax  # type: ignore[import-untyped]
 import pytest
+from strategies import Instance, instances
 
 import treeclass as tc
 
@@ -216,3 +218,22 @@ def test_one_compile_for_the_jitted_step() -> None:
     for _ in range(3):
         m, state = step(m, state)
     assert len(traces) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Over generated classes: statics, nested classes, None fields, ints, bools, Python numbers.
+
+
+@hypothesis.given(instances())
+def test_grad_over_generated_classes(inst: Instance) -> None:
+    def total(obj: Any) -> jax.Array:
+        floats = [x for x in jax.tree.leaves(obj) if tc.is_inexact_array(x)]
+        return sum((jnp.sum(jnp.real(x * jnp.conj(x))).astype(jnp.float32) for x in floats), jnp.float32(0))
+
+    grads = tc.grad(total)(inst.obj)
+    assert jax.tree.structure(grads) == jax.tree.structure(tc.partition(inst.obj)[0])
+    for g, x in zip(jax.tree.leaves(grads), jax.tree.leaves(tc.partition(inst.obj)[0]), strict=True):
+        # d/dx sum(|x|^2) = 2x (JAX's convention for complex: the conjugate, 2 conj(x)).
+        expected = 2 * (jnp.conj(x) if jnp.iscomplexobj(x) else x)
+        assert g.dtype == x.dtype
+        assert jnp.array_equal(g, expected.astype(x.dtype))
