@@ -1,9 +1,9 @@
 """The bytes of a checkpoint: a leaf as a `.npy` member (`leaf_record`, `encode_leaf`,
-`decode_leaf`), a static value as JSON (`encode_static`), and the `.npz` (zip) that
-holds them, written atomically and read by a `Reader` that checks each `.npy` header
-before it reads exactly the bytes the template expects: a damaged or hostile file can
-neither run code nor make us allocate more than the template's arrays.
-`_npz.py` puts these together into `save()` and `load()`.
+`decode_leaf`), and the `.npz` (zip) that holds the members and the manifest, written
+atomically and read by a `Reader` that checks each `.npy` header before it reads
+exactly the bytes the template expects: a damaged or hostile file can neither run
+code nor make us allocate more than the template's arrays. `_npz.py` writes and
+checks the manifest, and puts these together into `save()` and `load()`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import contextlib
 import json
 import math
 import os
-import re
 import secrets
-import types
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import IO, Any, Final, NoReturn, cast
 
 import jax
@@ -154,57 +152,6 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     if explicit and getattr(template, "sharding", None) is not None:
         return jax.device_put(result, template.sharding)
     return result
-
-
-# ---------------------------------------------------------------------------------------
-# Static values in the manifest.
-#
-# Only JSON is stored and nothing is ever rebuilt from it: load() takes the static values
-# from the template and compares encodings. A value that is not JSON (a function, a
-# dtype, an enum member) is stored as a description, so a model with
-# `act: Callable = tc.static(jax.nn.relu)` can still be checkpointed, and its check is
-# as good as the description: `module.qualname` for functions and classes, else `repr`
-# with memory addresses removed (`<Foo object at 0x7f...>` would never match in
-# another process).
-
-_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def encode_static(value: object) -> Any:
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is float:
-        return value if math.isfinite(value) else {"float": repr(value)}
-    if type(value) in (tuple, frozenset):
-        items = [encode_static(item) for item in cast("Iterable[object]", value)]
-        # A frozenset's repr order depends on string hashing, which differs by process.
-        return items if type(value) is tuple else {"frozenset": sorted(items, key=canonical)}
-    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
-        callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
-    ):
-        module, qualname = getattr(value, "__module__", "?"), getattr(value, "__qualname__", "?")
-        return {"repr": f"{module}.{qualname}"}
-    return {"repr": _ADDRESS.sub("", repr(value))}
-
-
-def canonical(encoded: Any) -> str:
-    return json.dumps(encoded, sort_keys=True)
-
-
-def show_static(encoded: Any) -> str:
-    """An encoded static value as the user wrote it (near enough), for messages."""
-    if isinstance(encoded, list):
-        items = [show_static(item) for item in encoded]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if isinstance(encoded, dict) and len(encoded) == 1:
-        ((tag, inner),) = encoded.items()
-        if tag in ("repr", "float") and isinstance(inner, str):
-            return inner
-        if tag == "frozenset" and isinstance(inner, list):
-            return "frozenset({" + ", ".join(map(show_static, inner)) + "})"
-    if encoded is None or isinstance(encoded, bool | int | float | str):
-        return repr(encoded)
-    return canonical(encoded)
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,19 +3,20 @@
     layers.0.w.npy       one member per array leaf, named by its state-dict path
     __treeclass__.npy    a 0-d string array: the JSON manifest
 
-The manifest records the structure, each leaf's dtype, shape and weak type, and every
-static value (`_encoding.py` says how), so that `load()` checks the template against
-the file (`FileSource`, in `_serialization.restore`'s walk) before it reads a single
-array. Reading never goes through pickle: each member's `.npy` header is parsed and
-checked (an object dtype is refused there), then exactly the bytes the template
-expects are read, so a damaged or hostile file can neither run code nor make us
-allocate more than the template's arrays.
+The manifest (written by `describe`) records the structure, each leaf's dtype, shape
+and weak type, and every static value as JSON, so that `load()` checks the template
+against the file (`FileSource`, in `_serialization.restore`'s walk) before it reads a
+single array. The members' bytes, and reading them without pickle: `_encoding.py`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
-from collections.abc import Mapping
+import re
+import types
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, NoReturn, TypeVar, cast
 
 import jax
@@ -65,6 +66,57 @@ def fully_addressable(x: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
+# Static values in the manifest.
+#
+# Only JSON is stored and nothing is ever rebuilt from it: load() takes the static values
+# from the template and compares encodings. A value that is not JSON (a function, a
+# dtype, an enum member) is stored as a description, so a model with
+# `act: Callable = tc.static(jax.nn.relu)` can still be checkpointed, and its check is
+# as good as the description: `module.qualname` for functions and classes, else `repr`
+# with memory addresses removed (`<Foo object at 0x7f...>` would never match in
+# another process).
+
+_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def encode_static(value: object) -> Any:
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if type(value) in (tuple, frozenset):
+        items = [encode_static(item) for item in cast("Iterable[object]", value)]
+        # A frozenset's repr order depends on string hashing, which differs by process.
+        return items if type(value) is tuple else {"frozenset": sorted(items, key=canonical)}
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
+        callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
+    ):
+        module, qualname = getattr(value, "__module__", "?"), getattr(value, "__qualname__", "?")
+        return {"repr": f"{module}.{qualname}"}
+    return {"repr": _ADDRESS.sub("", repr(value))}
+
+
+def canonical(encoded: Any) -> str:
+    return json.dumps(encoded, sort_keys=True)
+
+
+def show_static(encoded: Any) -> str:
+    """An encoded static value as the user wrote it (near enough), for messages."""
+    if isinstance(encoded, list):
+        items = [show_static(item) for item in encoded]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(encoded, dict) and len(encoded) == 1:
+        ((tag, inner),) = encoded.items()
+        if tag in ("repr", "float") and isinstance(inner, str):
+            return inner
+        if tag == "frozenset" and isinstance(inner, list):
+            return "frozenset({" + ", ".join(map(show_static, inner)) + "})"
+    if encoded is None or isinstance(encoded, bool | int | float | str):
+        return repr(encoded)
+    return canonical(encoded)
+
+
+# ---------------------------------------------------------------------------------------
 # The manifest: written by describe(), read back by FileSource.
 
 
@@ -76,7 +128,7 @@ def describe(x: Any, root: str, path: Path, members: dict[str, tuple[Any, str]])
         entry: dict[str, Any] = {"type": type(x).__qualname__}
         layout = layout_of(x)
         if layout is not None:
-            entry["static"] = {n: _encoding.encode_static(getattr(x, n)) for n in layout.static}
+            entry["static"] = {n: encode_static(getattr(x, n)) for n in layout.static}
         entry["children"] = {k: describe(c, root, (*path, k), members) for k, c in pairs}
         return entry
     if x is None:
@@ -132,9 +184,9 @@ class FileSource(Source):
                 raise self.error(path, f"static fields {names} in the file, {mine} in the template")
             for name in layout.static:
                 theirs = static[name]
-                ours = _encoding.encode_static(getattr(template, name))
-                if _encoding.canonical(theirs) != _encoding.canonical(ours):
-                    shown = _encoding.show_static(theirs), _encoding.show_static(ours)
+                ours = encode_static(getattr(template, name))
+                if canonical(theirs) != canonical(ours):
+                    shown = show_static(theirs), show_static(ours)
                     what = f"static value {shown[0]} in the file, {shown[1]} in the template"
                     raise self.error((*path, name), what)
         return cast("dict[str, Any]", children)
