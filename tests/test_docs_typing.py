@@ -1,6 +1,7 @@
 """The examples users copy type-check: every python block of README.md and docs/ that
 tests/test_docs.py runs passes pyright and mypy under the project's strict settings
-(pyproject.toml) with no diagnostic at all.
+(pyproject.toml: strict, less what only echoes jax's missing annotations) with no
+error at all.
 
 Each markdown file becomes one module, its blocks in order, as the doctest runs them
 (one namespace), after the imports of what the doctest namespace predefines (`jax`,
@@ -208,22 +209,14 @@ def _intended(modules: dict[str, Module], f: Finding) -> bool:
     return line is not None and any(line in block for block in modules[f.module].error_blocks)
 
 
-# Pages whose examples do not type-check yet (they use the decorator form's `replace`,
-# or leave functions unannotated); each is an expected failure until its blocks are
-# fixed, and strict: a page that starts to pass must leave this set.
-NOT_YET = {"docs/sharding.md"}
-
-
 @pytest.mark.parametrize("checker", ["pyright", "mypy"])
 @pytest.mark.parametrize("doc", [str(p.relative_to(ROOT)) for p in DOC_FILES])
-def test_docs_examples_type_check(docs, checker, doc, request):
+def test_docs_examples_type_check(docs, checker, doc):
     modules, found = docs
     if checker not in found:
         pytest.skip(f"{checker} is not installed (pip install -e '.[test]')")
     if not any(m.label == doc for m in modules.values()):
         pytest.skip(f"{doc} has no python block")
-    if doc in NOT_YET:
-        request.applymarker(pytest.mark.xfail(reason="not type-checked yet", strict=True))
     bad = [
         f for f in found[checker]
         if f.module in modules and modules[f.module].label == doc and not _intended(modules, f)

@@ -113,7 +113,7 @@ def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
 def partition_spec(*entries: MeshAxes) -> PartitionSpec:
     """`PartitionSpec(*entries)`, typed: jax leaves its `__init__` unannotated, which
     mypy --strict refuses to call from typed code."""
-    return PartitionSpec(*entries)  # type: ignore[no-untyped-call]
+    return PartitionSpec(*entries)
 
 
 class AxisMap:
