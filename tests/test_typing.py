@@ -27,6 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]  # not on the jax floor
@@ -384,3 +385,42 @@ def test_pass_files_run(path):
     # What the checkers accept also works: the pass files run as they are (reveal_type
     # and assert_type exist at runtime too, and return their argument).
     runpy.run_path(str(path))
+
+
+
+def _declared(protocol: type) -> set[str]:
+    """The attributes a protocol in treeclass/_typing.py promises."""
+    return {n for n in vars(protocol) if not n.startswith("_")} | {
+        n for n in ("__call__", "__get__") if n in vars(protocol)
+    }
+
+
+def test_jit_protocols_describe_the_runtime():
+    # JitFunction and JitMethod exist only for the checkers; what they declare must
+    # exist at runtime: on a function, a method read from its class, a bound method.
+    import jax.numpy as jnp
+
+    import treeclass as tc
+    from treeclass._typing import JitFunction, JitMethod
+
+    class Counter(tc.TreeClass):
+        count: jax.Array
+
+        @tc.jit
+        def inc(self) -> Counter:
+            return self.replace(count=self.count + 1)
+
+    @tc.jit
+    def double(x: jax.Array) -> jax.Array:
+        return 2 * x
+
+    assert _declared(JitFunction) == {
+        "trace_log", "lower", "trace", "eval_shape", "clear_cache", "__call__", "__get__"
+    }
+    assert _declared(JitMethod) == {"trace_log", "__call__"}
+    bound = Counter(jnp.zeros(())).inc
+    for obj, protocol in ((double, JitFunction), (Counter.inc, JitFunction), (bound, JitMethod)):
+        missing = {n for n in _declared(protocol) if not hasattr(obj, n)}
+        assert not missing, f"{obj!r} lacks {missing}"
+    assert bound.trace_log is Counter.inc.trace_log
+    assert double.lower(jnp.ones(2)).as_text()
