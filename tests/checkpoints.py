@@ -1,5 +1,5 @@
-"""Shared by the checkpoint tests (test_serialization.py, test_npz.py,
-test_encoding.py): models, bit-exact comparisons, and helpers that pin errors."""
+"""Shared by the checkpoint tests (test_serialization.py, test_npz.py): models,
+bit-exact comparisons, and helpers that pin errors."""
 
 import io
 import json

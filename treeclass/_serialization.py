@@ -1,14 +1,13 @@
-"""State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and the walk
-that restores a template from saved data; `_npz.py` runs the same walk over a file.
+"""State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and `restore()`,
+the walk that fills a template from saved data (a state dict here; `_npz.py` runs
+it over a file's manifest through `_npz.FileSource`).
 
 A state dict is the pytree with every container a dict with string keys, as in
 `flax.serialization`: `{field: ...}` for a treeclass's dynamic fields, `{"0": ...}` for
-a list or tuple, `{str(key): ...}` for a dict. The keys are JAX's key paths
-(`_walk.children`), so every registered node gets the keys `jax.tree_util.keystr`
-shows. Static values are not in it: restoring takes them from a *template*, an
-instance built like the saved one. `restore()` walks the template and the saved tree
-side by side, so every mismatch is reported at its field path; a `Source` reads the
-saved side (a state dict here, a file's manifest in `_npz.FileSource`).
+a list or tuple, `{str(key): ...}` for a dict: the keys `jax.tree_util.keystr` shows
+for JAX's key paths (`_walk.children`). Static values are not in it: restoring takes
+them from a *template*, an instance built like the saved one, walked side by side with
+the saved tree so that every mismatch is reported at its field path.
 """
 
 from __future__ import annotations
@@ -29,11 +28,6 @@ Path = tuple[str, ...]
 SCALARS: Final = (bool, int, float, complex)
 """The Python scalars a checkpoint holds as leaves (exactly these types)."""
 
-_MSG_NOT_A_TREE: Final = (
-    "treeclass.{fn}() takes a treeclass instance (or a list, tuple or dict of them) as "
-    "`{arg}`; got {found}."
-)
-
 _MSG_FIX: Final = """
 
 The template must be built like the object that was saved: the same fields, shapes,
@@ -49,15 +43,13 @@ jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw 
 
 class CheckpointError(ValueError):
     """A checkpoint does not fit its template (structure, shape, dtype or a static
-    value differs), or its file is damaged or not a treeclass checkpoint.
-
-    The message starts with the field path (`Model.layers.0.w: ...`) or the file.
+    value differs), or its file is damaged or not a treeclass checkpoint. The message
+    starts with the field path (`Model.layers.0.w: ...`) or the file.
 
     **Raised by**
 
-    `treeclass.load()` and `treeclass.from_state_dict()`, and `treeclass.save()` for
-    an array spread over several processes. It is a `ValueError`, so code that
-    catches that keeps working.
+    `treeclass.load()`, `treeclass.from_state_dict()`, and `treeclass.save()` for an
+    array spread over several processes. A `ValueError`, so code catching that works.
 
     **Example**
 
@@ -75,8 +67,10 @@ class CheckpointError(ValueError):
     __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
 
 
-# ---------------------------------------------------------------------------------------
-# Leaves and nodes.
+def wrong_argument(takes: str, fn: str, found: object, shown: str = "") -> TypeError:
+    """The `TypeError` of a public function given the wrong kind of argument."""
+    shown = shown or f"{type(found).__name__} {short_repr(found)}"
+    return TypeError(f"treeclass.{fn}() takes {takes}; got {shown}.")
 
 
 def arraylike(x: object) -> bool:
@@ -125,13 +119,13 @@ def keyed(x: Any, where: Callable[[], str]) -> list[tuple[str, Any]] | None:
 def check_root(x: Any, fn: str, arg: str) -> str:
     """The name that starts every path in messages (`Model`); `TypeError` when `x` is
     not a container (a leaf, None, or a class instead of an instance)."""
+    shown = ""
     if isinstance(x, type):
-        found = f"the class {x.__name__}; pass an instance, {x.__name__}(...)"
-    elif x is None or keyed(x, lambda: type(x).__name__) is None:
-        found = f"{type(x).__name__} {short_repr(x)}"
-    else:
+        shown = f"the class {x.__name__}; pass an instance, {x.__name__}(...)"
+    elif x is not None and keyed(x, lambda: type(x).__name__) is not None:
         return type(x).__name__
-    raise TypeError(_MSG_NOT_A_TREE.format(fn=fn, arg=arg, found=found))
+    takes = f"a treeclass instance (or a list, tuple or dict of them) as `{arg}`"
+    raise wrong_argument(takes, fn, x, shown)
 
 
 def dotted(root: str, path: Path) -> str:
@@ -145,10 +139,6 @@ def kind(x: object) -> str:
     if isinstance(x, Mapping):
         return "a dict"
     return "an array" if arraylike(x) else f"a {type(x).__name__}"
-
-
-# ---------------------------------------------------------------------------------------
-# Restoring: the template and the saved tree side by side.
 
 
 class Source:
@@ -237,26 +227,20 @@ def restore(template: Any, saved: Any, path: Path, source: Source) -> Any:
     return jax.tree.unflatten(treedef, values)
 
 
-# ---------------------------------------------------------------------------------------
-# The public functions.
-
-
 def to_state_dict(obj: Any) -> dict[str, Any]:
-    """Returns the state of `obj`: nested dicts keyed by field names, holding the
-    dynamic leaves as they are.
+    """Returns the state of `obj`: nested dicts of its dynamic leaves, as they are.
 
-    Nested treeclasses become nested dicts; a list or tuple becomes `{"0": ..., "1":
-    ...}` and a dict `{str(key): ...}`, as in `flax.serialization`; `None` stays
-    `None`. Static fields are left out: `from_state_dict` takes them from its template.
+    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ..., "1": ...}`, a dict
+    `{str(key): ...}` (as in `flax.serialization`); `None` stays `None`. Static fields
+    are left out: `from_state_dict` takes them from its template.
 
     **Arguments**
 
-    - `obj`: a treeclass instance, or a list, tuple or dict of them (any pytree whose
-      root is a container).
+    - `obj`: a treeclass instance, or a list, tuple or dict of them.
 
     **Returns**
 
-    A `dict` with `str` keys. Its leaves are `obj`'s leaves themselves, not copies.
+    A `dict` with `str` keys, holding `obj`'s leaves themselves, not copies.
 
     **Raises**
 
@@ -292,15 +276,15 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     """Returns `template` with its dynamic leaves replaced by those of `state`.
 
-    The inverse of `to_state_dict`. The structure (every key), and the shape and dtype
-    of every array leaf, must match the template's; static values and container types
-    come from the template. Leaves are used as they are, not converted. A list where
-    the template has a list or tuple is accepted too (orbax restores sequences so).
+    The inverse of `to_state_dict`. Every key, and the shape and dtype of every array
+    leaf, must match the template's; static values and container types come from the
+    template; leaves are used as they are. A list is accepted for a list or tuple (as
+    orbax restores them).
 
     **Arguments**
 
     - `template`: an instance built like the one the state came from.
-    - `state`: a state dict, as `to_state_dict` returns (or flax or orbax restore).
+    - `state`: a state dict, as `to_state_dict` (or flax, or orbax) returns.
 
     **Returns**
 
@@ -309,9 +293,9 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
 
     **Raises**
 
-    `CheckpointError` (a `ValueError`) naming the field path when a key is missing or
-    unexpected, or a shape or dtype differs; `TypeError` if `template` is not a
-    container or `state` is not a mapping.
+    `CheckpointError` naming the field path when a key is missing or unexpected, or a
+    shape or dtype differs; `TypeError` if `template` is not a container or `state`
+    not a mapping.
 
     **Example**
 
@@ -329,9 +313,6 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     """
     root = check_root(template, "from_state_dict", "template")
     if not isinstance(state, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
-        msg = (
-            "treeclass.from_state_dict() takes the state as a dict, as to_state_dict() "
-            f"returns; got {type(state).__name__} {short_repr(state)}."
-        )
-        raise TypeError(msg)
+        takes = "the state as a dict, as to_state_dict() returns"
+        raise wrong_argument(takes, "from_state_dict", state)
     return restore(template, state, (), Source(root))  # type: ignore[no-any-return]
