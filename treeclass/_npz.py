@@ -9,6 +9,7 @@ or hostile file can neither run code nor make us allocate more. Writes are atomi
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -142,6 +143,22 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
     return np.asarray(array, order="C").view(stored)  # (ascontiguousarray makes 0-d 1-d)
 
 
+# Newer jax rebuilds a key from its dtype, also an abstract template's
+# (`jax.eval_shape`); the floor (jax 0.7) takes only `impl=`, which `key_impl()` reads
+# from a concrete key, and an abstract key's dtype holds as `_impl`.
+_WRAP_TAKES_DTYPE: Final = "dtype" in inspect.signature(jax.random.wrap_key_data).parameters
+
+
+def _wrap_key_data(data: jax.Array, template: Any) -> jax.Array:
+    if _WRAP_TAKES_DTYPE:
+        key: jax.Array = jax.random.wrap_key_data(data, dtype=template.dtype)
+        return key
+    is_concrete = isinstance(template, jax.Array)
+    impl = jax.random.key_impl(template) if is_concrete else template.dtype._impl
+    key = jax.random.wrap_key_data(data, impl=impl)
+    return key
+
+
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     """`stored` (as read) as a leaf of the template's kind: a Python scalar, numpy, or
     a `jax.Array` with the template's weak type and, where the template was placed
@@ -149,7 +166,7 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     if type(template) in SCALARS:
         return type(template)(stored.item())
     if is_key(template):
-        result = jax.random.wrap_key_data(jnp.asarray(stored), dtype=template.dtype)
+        result = _wrap_key_data(jnp.asarray(stored), template)
     else:
         dtype = np.dtype(template.dtype)
         array = stored.astype(dtype) if stored.dtype.kind == dtype.kind else stored.view(dtype)
