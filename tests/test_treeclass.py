@@ -179,19 +179,6 @@ def test_init_false_field_derived_in_post_init_survives_flatten():
     assert len(calls) == 1  # the jit round trip ran no __post_init__
 
 
-def test_init_false_field_not_set_is_an_error():
-    @tc.treeclass
-    class Broken:
-        x: float
-        y: float = tc.field(init=False)
-
-        def __post_init__(self):
-            pass
-
-    with pytest.raises(TypeError, match=r"Broken\.y was not initialized"):
-        Broken(1.0)
-
-
 def test_initvar_passed_to_post_init():
     @tc.treeclass
     class WithInitVar:
