@@ -231,6 +231,9 @@ def test_subclass_may_override_an_init_false_field_with_a_property():
     leaves, treedef = jax.tree.flatten(c)
     assert treedef.unflatten(leaves).y == 3.0
     assert c.replace(x=2.0).y == 4.0
+    # tc.fields() agrees with flatten and replace: y is a property now, not a field.
+    assert [f.name for f in tc.fields(c)] == ["x"]
+    assert c.replace(**{f.name: getattr(c, f.name) for f in tc.fields(c)}) == c
 
 
 # --- generated source ----------------------------------------------------------------

@@ -81,7 +81,7 @@ def numpy_neg_elbo(Y: Any, O: Any, X: Any, B: Any, M: Any, S: Any, Omega: Any) -
     # a few entries of S across zero (2 of 10 000 after the 300-step fit on some CPUs,
     # not on others: float32 rounding decides which side a near-zero entry lands on),
     # and np.log(S) would then warn and return nan for a model that is right.
-    entropy = np.sum(np.log(S**2)) / 2 + n * p / 2  # + constants that cancel with the prior's
+    entropy = np.sum(np.log(np.maximum(S**2, np.finfo(np.float64).tiny))) / 2 + n * p / 2  # + constants that cancel with the prior's
     # E_q[log N(Z - XB; 0, Sigma)], up to the same constants: with C = E_q[W'W],
     C = M.T @ M + np.diag(np.sum(S**2, axis=0))
     prior = n / 2 * np.linalg.slogdet(Omega)[1] - np.trace(C @ Omega) / 2

@@ -132,3 +132,20 @@ def test_namedtuple_arrays_are_summarised():
 def test_numpy_scalar_is_a_zero_d_array():
     n = Neuron(np.float32(1.5), np.int8(3))  # type: ignore[arg-type]
     assert repr(n) == "Neuron(v=f32[](numpy), w=i8[](numpy), tau=20.0)"
+
+
+def test_repr_inside_post_init_shows_unset_fields_unquoted():
+    seen: list[str] = []
+
+    @tc.treeclass
+    class Derived:
+        a: float
+        b: float = tc.field(init=False)
+
+        def __post_init__(self) -> None:
+            seen.append(repr(self))
+            object.__setattr__(self, "b", self.a * 2)
+
+    assert repr(Derived(1.0)) == "Derived(a=1.0, b=2.0)"
+    # Not "b='<unset>'", which a field holding that string would show.
+    assert seen == ["Derived(a=1.0, b=<unset>)"]

@@ -150,9 +150,10 @@ def test_decorating_twice_is_a_no_op():
     assert jax.tree.leaves(Neuron(jnp.zeros(1)))  # still registered once
 
 
-def test_decorating_a_non_class_rejected():
-    with pytest.raises(TypeError, match="decorates a class"):
-        tc.treeclass(lambda: None)  # type: ignore[call-overload]
+@pytest.mark.parametrize("value", [lambda: None, 3, "Neuron", jnp.zeros(2)])
+def test_decorating_a_non_class_rejected(value: object):
+    with pytest.raises(TypeError, match=r"^@treeclass decorates a class; got "):
+        tc.treeclass(value)  # type: ignore[call-overload]
 
 
 def test_init_false_field_derived_in_post_init_survives_flatten():

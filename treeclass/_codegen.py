@@ -1,4 +1,4 @@
-"""The one seam for generated code: sentinels, the namespace, compiling, linecache.
+"""The seam for the generated class code: sentinels, the namespace, compiling, linecache.
 
 Each class gets one generated "module": the source of its `__init__` (`_init.py`),
 `replace` (`_replace.py`) and unflatten (`_flatten.py`), concatenated, compiled once

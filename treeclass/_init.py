@@ -23,7 +23,7 @@ it generates (see `inspect.getsource(Neuron.__init__)`):
 Writing `__dict__` directly rather than `object.__setattr__` per field (what a frozen
 dataclass does) is what makes construction cheap.
 
-Why no "Did you mean 'tau'?" for `Neuron(v, tua=1.0)`, as `replace()` gives? Python
+Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`, as `replace()` gives? Python
 rejects the keyword while binding the arguments, before any of our code runs, and no
 frame of ours is there to catch it without a metaclass or a wrapper call on every
 construction. Catching it ourselves (every parameter defaulting to a sentinel, plus

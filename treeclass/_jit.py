@@ -35,8 +35,7 @@ import jax
 
 from treeclass._retrace import TraceLog
 from treeclass._typing import JitDecorator, JitFunction
-from treeclass._untraceable import static_args
-from treeclass._untraceable import untraceable_field_error as untraceable_field_error  # for _grad
+from treeclass._untraceable import static_args, untraceable_field_error
 from treeclass._walk import instance_layout
 
 _P = ParamSpec("_P")

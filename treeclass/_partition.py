@@ -11,19 +11,18 @@ exactly its own leaves, and `combine` puts them back by position. This is equino
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from treeclass._walk import ARRAY_TYPES
 
 _T = TypeVar("_T")
 
 # dtype -> is it floating or complex. `jnp.issubdtype` costs about a microsecond, and a
 # model holds a handful of dtypes: a dict of them is bounded and never stale.
 _inexact: dict[Any, bool] = {}
-_ARRAYS: Final = (jax.Array, np.ndarray, np.generic)
-
 
 def is_inexact_array(x: object) -> bool:
     """True for floating-point and complex arrays: the leaves `tc.grad` differentiates.
@@ -48,7 +47,7 @@ def is_inexact_array(x: object) -> bool:
     >>> tc.is_inexact_array(1.0)
     False
     """
-    if not isinstance(x, _ARRAYS):
+    if not isinstance(x, ARRAY_TYPES):
         return False
     dtype = x.dtype
     found = _inexact.get(dtype)

@@ -1,7 +1,7 @@
 """A constant path compiled into the function a user would write by hand.
 
 For `lambda m: m.block.layer.w` on a `Model` (whose path `_where.py` read from the
-lambda's code), the first call walks the object (`_replace_at._walk`, which checks
+lambda's code), the first call walks the object (`_step.walk`, which checks
 every step) and then generates, for the node types it met:
 
     def replace_at_path(_tc_0, _tc_new, _tc_fn):
@@ -33,7 +33,7 @@ from typing import Any, Final
 MISS: Final[Any] = object()
 """Returned when a node's type differs from the one the function was generated for."""
 
-# The kinds of `_replace_at` (how a node was read from its parent).
+# The kinds of `_step` (how a node was read from its parent).
 TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT = 0, 1, 2, 3, 4
 
 
@@ -42,7 +42,7 @@ _EXACT: Final = {TUPLE: tuple, LIST: list, DICT: dict}
 
 
 def generate(steps: list[tuple[Any, int, Any]], name: str) -> PathFunction | None:
-    """The function for `steps`, as `_replace_at._walk` found them: each `(parent,
+    """The function for `steps`, as `_step.walk` found them: each `(parent,
     kind, key)`, the key as stored (a non-negative index, a field name); `name` is the
     path, for the traceback's file name. None where a container is a subclass (of
     tuple, list or dict), which the general route rebuilds by calling its type."""

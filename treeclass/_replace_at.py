@@ -92,7 +92,7 @@ def _compile(where: Any, parents: list[Parent], root: str, path: Path) -> None:
 def _hashable(path: Path) -> bool:
     try:
         hash(path)
-    except TypeError:  # an unhashable index: _walk names it
+    except TypeError:  # an unhashable index: _step.walk names it
         return False
     return True
 

@@ -34,6 +34,17 @@ def array_summary(x: Any) -> str:
     return summary
 
 
+class _Unset:
+    """A field not set yet (a repr from inside `__post_init__`); not a string, so it
+    cannot be mistaken for a field holding "<unset>"."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Final = _Unset()
+
+
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     """(open, close, separator, [(label, value)]) for a container, else None.
 
@@ -46,7 +57,7 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     layout = instance_layout(x)
     if layout is not None:
         shown = [f.name for f in layout.fields if f.repr]
-        return f"{cls.__name__}(", ")", "=", [(n, x.__dict__.get(n, "<unset>")) for n in shown]
+        return f"{cls.__name__}(", ")", "=", [(n, x.__dict__.get(n, _UNSET)) for n in shown]
     if cls is list:
         return "[", "]", "", [("", v) for v in x]
     names: tuple[str, ...] | None = getattr(cls, "_fields", None)

@@ -16,6 +16,8 @@ from typing import Final, TypeAlias, cast
 
 from jax.sharding import PartitionSpec
 
+from treeclass._repr import short_repr
+
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
 """What a logical axis maps to: one mesh axis, several (split over their product), or
 None (replicated)."""
@@ -31,7 +33,7 @@ _MSG_RULES: Final = (
 )
 _MSG_NOT_ARRAY: Final = (
     "{where}: field(axes={axes!r}) names array dimensions, but this leaf is a "
-    "{kind} ({leaf!r}). Drop axes= from {owner}, or store an array there."
+    "{kind} ({leaf}). Drop axes= from {owner}, or store an array there."
 )
 _MSG_TOO_MANY_AXES: Final = (
     "{where}: field(axes={axes!r}) names {n} dimensions, but the value has shape "
@@ -131,7 +133,7 @@ class AxisMap:
         shape = _shape(leaf)
         if shape is None:
             kind = type(leaf).__name__
-            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=leaf, owner=owner)
+            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=short_repr(leaf), owner=owner)
             raise TypeError(msg)
         if len(axes) > len(shape):
             fix = axes[: len(shape)]

@@ -12,7 +12,6 @@ or dict by copy, a NamedTuple through `_replace()`.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
@@ -20,14 +19,10 @@ from typing import Any, Final, NoReturn
 import jax
 
 from treeclass import _path_function
-from treeclass._layout import LAYOUT
+from treeclass._walk import layout_of
 from treeclass._where import Path, format_path
 
-# dataclasses keeps ClassVar and InitVar pseudo-fields in `__dataclass_fields__` too;
-# this is the marker of the real ones (what `dataclasses.fields()` returns).
-_FIELD: Final = getattr(dataclasses, "_FIELD", None)
-
-# How a node was read from its parent: what `_put` does to put a new one back.
+# How a node was read from its parent: what `put` does to put a new one back.
 TREECLASS: Final = _path_function.TREECLASS  # a treeclass field: p.replace(name=new)
 NAMEDTUPLE: Final = _path_function.NAMEDTUPLE  # a NamedTuple entry: p._replace(name=new)
 TUPLE: Final = _path_function.TUPLE  # a tuple entry: (*p[:i], new, *p[i + 1:])
@@ -94,7 +89,7 @@ def _entry(node: Any, key: Any, item: bool, at: str) -> tuple[int, Any]:
             keys = ", ".join(repr(k) for k in node)
             raise _BadStep(KeyError, f"no such key; the keys are: {keys}.")
         return DICT, key
-    if item and hasattr(cls, LAYOUT):
+    if item and layout_of(cls) is not None:
         raise _BadStep(
             TypeError,
             f"{at} is a treeclass ({cls.__name__}); read its fields as attributes, not items.",
@@ -116,12 +111,10 @@ def walk(obj: Any, path: Path) -> tuple[list[Parent], Any]:
     node = obj
     for key, item in path:
         try:
-            if not item and hasattr(type(node), LAYOUT):
-                # __dataclass_fields__ is set by dataclasses on every treeclass.
-                f = type(node).__dataclass_fields__.get(key)
-                if f is None or f._field_type is not _FIELD:
-                    all_fields = type(node).__dataclass_fields__.values()
-                    _no_field(node, key, [g.name for g in all_fields if g._field_type is _FIELD])
+            layout = None if item else layout_of(node)
+            if layout is not None:
+                if key not in layout.names:
+                    _no_field(node, key, layout.names)
                 parents.append((node, TREECLASS, key))
                 node = getattr(node, key)
             else:
@@ -144,8 +137,6 @@ setters: dict[str, Callable[[Any, Any], Any]] = {}
 
 
 def setter(name: str) -> Callable[[Any, Any], Any]:
-    if not name.isidentifier():  # pragma: no cover - dataclasses allows only identifiers
-        return lambda parent, new: type(parent).replace(parent, **{name: new})
     source = f"def set_{name}(_tc_parent, _tc_new):\n    return _tc_parent.replace({name}=_tc_new)\n"
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<treeclass replace_at setter {name}>", "exec"), namespace)  # noqa: S102 - source above

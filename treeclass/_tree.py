@@ -67,10 +67,13 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
     >>> [(f.name, f.metadata["static"]) for f in tc.fields(Neuron)]
     [('v', False), ('tau', True)]
     """
-    if not is_treeclass(cls_or_obj):
+    layout = layout_of(cls_or_obj)
+    if layout is None:
         msg = f"treeclass.fields() takes a treeclass or an instance of one; got {cls_or_obj!r}."
         raise TypeError(msg)
-    return dataclasses.fields(cls_or_obj)
+    # The layout's fields, not dataclasses.fields(): a subclass may turn an inherited
+    # init=False field into a property, which is then no field (flatten, replace, repr).
+    return layout.fields
 
 
 def tree_equal(a: Any, b: Any) -> bool | jax.Array:

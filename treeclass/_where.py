@@ -6,7 +6,7 @@ False))`. Two readers produce the same paths:
 - `_Node`, the reference: `where` is called on a stand-in that records each attribute
   and item read. Anything else (a call, arithmetic, a comparison, `bool()`, `len()`)
   raises at once, naming the node it was applied to. Whether each read exists in the
-  object is checked afterwards, by the walk in `_replace_at.py`.
+  object is checked afterwards, by the walk in `_step.py`.
 - `_constant_paths`, the fast way for the common case: a lambda whose body reads only
   constant attribute names and constant indices of its argument (`m.layers[-1].w`, or
   a tuple of such reads) selects the same path(s) on every call, because its code
