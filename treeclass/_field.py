@@ -285,7 +285,7 @@ def static(
     >>> @tc.treeclass
     ... class Neuron:
     ...     v: jax.Array
-    ...     tau: float = tc.static(20.0)
+    ...     tau: float = tc.static(default=20.0)
     >>> leaves, treedef = jax.tree.flatten(Neuron(jnp.zeros(2)))
     >>> len(leaves), treedef.unflatten(leaves).tau
     (1, 20.0)

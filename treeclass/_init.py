@@ -8,7 +8,7 @@ For a class
     @tc.treeclass
     class Neuron:
         v: jax.Array
-        tau: float = tc.static(20.0)
+        tau: float = tc.static(default=20.0)
 
 it generates (see `inspect.getsource(Neuron.__init__)`):
 

@@ -190,7 +190,7 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
 # Static values: only JSON is stored, and nothing is rebuilt from it: load() takes them
 # from the template and compares encodings. A value that is not JSON (a function, a
 # dtype, an enum member) is stored as a description, so `act: Callable =
-# tc.static(jax.nn.relu)` can still be checkpointed, checked as well as described:
+# tc.static(default=jax.nn.relu)` can still be checkpointed, checked as well as described:
 # `module.qualname` for functions and classes, else `repr` without memory addresses
 # (`<Foo object at 0x7f...>` would never match in another process).
 _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -538,7 +538,7 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     >>> @tc.treeclass
     ... class Dense:
     ...     w: jax.Array
-    ...     act: str = tc.static("relu")
+    ...     act: str = tc.static(default="relu")
     >>> tmp = tempfile.TemporaryDirectory()
     >>> path = os.path.join(tmp.name, "dense.npz")
     >>> layer = Dense(jnp.arange(6.0).reshape(2, 3))

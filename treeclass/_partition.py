@@ -83,7 +83,7 @@ def partition(
     ... class Model:
     ...     w: jax.Array
     ...     step: jax.Array
-    ...     act: str = tc.static("relu")
+    ...     act: str = tc.static(default="relu")
     >>> params, rest = tc.partition(Model(jnp.ones(2), jnp.array(0)))
     >>> params
     Model(w=f32[2], step=None, act='relu')

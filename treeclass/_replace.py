@@ -149,7 +149,7 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     >>> @tc.treeclass
     ... class Counter:
     ...     count: jax.Array
-    ...     step: int = tc.static(1)
+    ...     step: int = tc.static(default=1)
     >>> c = Counter(jnp.array(0))
     >>> c2 = tc.replace(c, count=c.count + c.step)
     >>> int(c2.count), int(c.count), c2.step

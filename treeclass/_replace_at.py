@@ -140,7 +140,7 @@ def replace_at(
     >>> @tc.treeclass
     ... class Linear:
     ...     w: jax.Array
-    ...     act: str = tc.static("relu")
+    ...     act: str = tc.static(default="relu")
     >>> @tc.treeclass
     ... class MLP:
     ...     layers: tuple[Linear, ...]

@@ -253,7 +253,7 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
     ... class Dense:
     ...     w: jax.Array
     ...     b: jax.Array
-    ...     act: str = tc.static("relu")
+    ...     act: str = tc.static(default="relu")
     >>> @tc.treeclass
     ... class MLP:
     ...     layers: list
@@ -302,7 +302,7 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     >>> @tc.treeclass
     ... class Neuron:
     ...     v: jax.Array
-    ...     tau: float = tc.static(20.0)
+    ...     tau: float = tc.static(default=20.0)
     >>> n = tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)})
     >>> n.v.tolist(), n.tau
     ([1.0, 1.0, 1.0], 20.0)

@@ -102,7 +102,7 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     >>> @tc.treeclass
     ... class P:
     ...     x: jax.Array
-    ...     tag: str = tc.static("a")
+    ...     tag: str = tc.static(default="a")
     >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2)))
     True
     >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2), tag="b"))

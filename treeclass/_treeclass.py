@@ -266,7 +266,7 @@ def treeclass(
     >>> @tc.treeclass
     ... class Neuron:
     ...     v: jax.Array
-    ...     tau: float = tc.static(20.0)
+    ...     tau: float = tc.static(default=20.0)
     >>> n = Neuron(jnp.zeros(3))
     >>> n
     Neuron(v=f32[3], tau=20.0)
