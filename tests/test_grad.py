@@ -142,7 +142,7 @@ def test_complex_leaves_are_differentiated() -> None:
 def test_untraceable_dynamic_field_names_class_field(transform: Any) -> None:
     bad = mlp().replace(layers=(Linear("oops", jnp.zeros(8)), mlp().layers[1]))  # type: ignore[attr-defined, arg-type]
     with pytest.raises(TypeError, match=r"(?s)^Linear.w is a dynamic field holding a str \('oops'\).*"
-                       r"argument path: m.layers\[0\].w.*w: str = tc.static\(...\)"):
+                       r"\(MLP.layers\[0\].w, argument 'm'\).*w: tc.Static\[jax.Array\]"):
         transform(loss)(bad, X, Y)
 
 
@@ -156,8 +156,9 @@ def test_errors_of_the_loss_itself_are_left_alone() -> None:
     def broken(m: MLP) -> jax.Array:
         return jnp.sum(m.layers[0].w) + "x"  # type: ignore[operator]
 
-    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible"):
+    with pytest.raises(TypeError) as info:  # the loss's own error, in JAX's words
         tc.grad(broken)(mlp())
+    assert "dynamic field" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------

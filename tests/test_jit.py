@@ -210,9 +210,9 @@ def test_untraceable_dynamic_field_error_names_class_field(value, what):
         def f(self):
             return self.w
 
-    with pytest.raises(TypeError, match=rf"Layer\.act is a dynamic field holding {what}, which JAX cannot trace \(argument path: self\.act\)") as info:
+    with pytest.raises(TypeError, match=rf"^Layer\.act is a dynamic field holding {what}, which JAX cannot trace \(argument 'self'\)") as info:
         Layer(jnp.ones(1), value).f()
-    assert "tc.static(...)" in str(info.value)
+    assert "act: tc.Static[object]" in str(info.value)  # the fix, with the field's annotation
 
 
 def test_untraceable_leaf_in_nested_treeclass():
@@ -228,7 +228,7 @@ def test_untraceable_leaf_in_nested_treeclass():
     def f(o):
         return 0
 
-    with pytest.raises(TypeError, match=r"Inner\.name is a dynamic field holding a str.*argument path: o\.inner\.name"):
+    with pytest.raises(TypeError, match=r"^Inner\.name is a dynamic field holding a str \('x'\), which JAX cannot trace \(Outer\.inner\.name, argument 'o'\)"):
         f(Outer(Inner("x")))
 
 
@@ -237,8 +237,9 @@ def test_other_type_errors_untouched():
     def f(x):
         return x + "s"
 
-    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible"):
+    with pytest.raises(TypeError) as info:  # the body's own error, in JAX's words
         f(jnp.ones(1))
+    assert "dynamic field" not in str(info.value)
 
 
 def test_cache_keeps_no_instance_alive():
@@ -281,9 +282,10 @@ def test_body_type_error_with_static_treeclass_argument_surfaces_unchanged():
     def f(x, cfg):
         return jnp.add(x, cfg.name)  # the user's own bug: JAX rejects the str
 
-    with pytest.raises(TypeError, match=r"Error interpreting argument to <function add") as info:
+    with pytest.raises(TypeError) as info:  # JAX's own error, in JAX's words
         f(jnp.ones(1), cfg=Config("oops"))
     assert "Config.name" not in str(info.value)
+    assert "dynamic field" not in str(info.value)
 
 
 def test_body_type_error_is_never_rewritten_even_if_a_traced_field_could_be_blamed():
@@ -291,7 +293,7 @@ def test_body_type_error_is_never_rewritten_even_if_a_traced_field_could_be_blam
     def f(x, cfg):
         return x + "oops"
 
-    with pytest.raises(TypeError, match=r"unsupported operand|add got incompatible") as info:
+    with pytest.raises(TypeError) as info:  # the body's own error, in JAX's words
         f(jnp.ones(1), Config("oops"))
     assert "Config.name" not in str(info.value)
 
@@ -316,7 +318,7 @@ def test_untraceable_field_inside_a_namedtuple_is_named():
     def f(pair):
         return pair.first
 
-    with pytest.raises(TypeError, match=r"Config\.name is a dynamic field holding a str \('x'\).*argument path: pair\.second\.name"):
+    with pytest.raises(TypeError, match=r"^Config\.name is a dynamic field holding a str \('x'\).*\(pair\.second\.name, argument 'pair'\)"):
         f(Pair(jnp.ones(1), Config("x")))
 
 
@@ -326,7 +328,7 @@ def test_untraceable_field_inside_any_registered_container_is_named():
         return 0
 
     tree = collections.OrderedDict(b=[jnp.ones(1)], a=(Config("x"),))
-    with pytest.raises(TypeError, match=r"Config\.name .*argument path: tree\['a'\]\[0\]\.name"):
+    with pytest.raises(TypeError, match=r"^Config\.name .*\(tree\['a'\]\[0\]\.name, argument 'tree'\)"):
         f(tree)
 
 
@@ -339,8 +341,18 @@ def test_untraceable_value_in_a_container_inside_a_field_is_named():
     def f(m):
         return 0
 
-    with pytest.raises(TypeError, match=r"Model\.acts is a dynamic field holding a str \('relu'\).*argument path: m\.acts\[1\]"):
+    with pytest.raises(TypeError, match=r"^Model\.acts is a dynamic field holding a str \('relu'\).*\(Model\.acts\[1\], argument 'm'\)") as info:
         f(Model((jnp.ones(1), "relu")))
+    assert "acts: tc.Static[tuple[object, ...]]" in str(info.value)
+
+
+def test_untraceable_leaf_outside_any_treeclass_is_named_by_its_path():
+    @tc.jit
+    def f(params):
+        return 0
+
+    with pytest.raises(TypeError, match=r"^params\['act'\] holds a str \('relu'\), which JAX cannot trace \(argument 'params'\)"):
+        f({"w": jnp.ones(1), "act": "relu"})
 
 
 def test_jax_jit_static_argnums_on_an_instance_compiles_per_value_as_documented():

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from strategies import Instance, dynamic_values, instances, static_values
 
 import treeclass as tc
-from treeclass import _replace_at, _where
 
 
 @tc.treeclass
@@ -161,32 +160,31 @@ def test_a_closure_variable_is_read_on_every_call() -> None:
     for i in range(2):
         m = tc.replace_at(m, lambda m: m.layers[i].act, f"act{i}")  # noqa: B023 - the point
     assert [layer.act for layer in m.layers] == ["act0", "act1"]
-    for i in range(2):  # again, now through the function compiled for each path
-        m = tc.replace_at(m, lambda m: m.layers[i].act, f"again{i}")  # noqa: B023 - the point
+    for i in range(2):
+        m = tc.replace_at(m, lambda m, i=i: m.layers[i].act, f"again{i}")
     assert [layer.act for layer in m.layers] == ["again0", "again1"]
-    assert ((("layers", False), (1, True), ("act", False))) in _replace_at._compiled_paths
     name = "b"
     assert tc.replace_at(m, lambda m: getattr(m.layers[0], name), None).layers[0].b is None
 
 
-def test_the_compiled_path_falls_back_when_node_types_change() -> None:
+def test_one_where_on_nodes_of_other_types() -> None:
     def where(t: Any) -> Any:
         return t[0][1]
 
-    assert tc.replace_at(((1, 2),), where, 9) == ((1, 9),)  # compiles for tuples
-    assert tc.replace_at(([1, 2],), where, 9) == ([1, 9],)  # a list: general route
+    assert tc.replace_at(((1, 2),), where, 9) == ((1, 9),)
+    assert tc.replace_at(([1, 2],), where, 9) == ([1, 9],)  # a list stays a list
     assert tc.replace_at(((1, 2, 3),), where, 9) == ((1, 9, 3),)  # another length
     with pytest.raises(IndexError, match=r"tuple\[0\]\[1\]: index out of range"):
         tc.replace_at(((1,),), where, 9)
     assert tc.replace_at(((1, 2),), where, 7) == ((1, 7),)
 
 
-def test_keys_that_are_not_int_or_str_take_the_general_route() -> None:
+def test_dict_keys_of_any_hashable_type() -> None:
     key = ("a", 1)
-    for _ in range(2):
-        got = tc.replace_at({key: [0, 1]}, lambda d: d[key][1], 5)
-        assert got == {key: [0, 5]}
-    assert all(key not in (k for k, _ in path) for path in _replace_at._compiled_paths)
+    got = tc.replace_at({key: [0, 1], 2.5: 0}, lambda d: (d[key][1], d[2.5]), (5, 6))
+    assert got == {key: [0, 5], 2.5: 6}
+    with pytest.raises(KeyError, match=r"^\"dict\[\('a', 2\)\]: no such key; the keys are: \('a', 1\), 2.5"):
+        tc.replace_at(got, lambda d: d[("a", 2)], 0)
 
 
 def test_subclasses_of_containers_keep_their_type() -> None:
@@ -277,39 +275,6 @@ def test_value_or_fn_not_both() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The two readers of `where` agree.
-
-
-@pytest.mark.parametrize(
-    "where",
-    [
-        lambda m: m,
-        lambda m: m.layers,
-        lambda m: m.layers[-1].w,
-        lambda m: m.extra["pair"][1][0],
-        lambda m: (m.layers[0].act, m.extra["scale"]),
-    ],
-)
-def test_constant_path_equals_the_recorded_one(where: Any) -> None:
-    constant = _where.constant_paths(where)
-    assert constant is not None
-    assert constant == _where._record(where, "MLP")  # pyright: ignore[reportPrivateUsage]
-
-
-@pytest.mark.parametrize(
-    "where",
-    [
-        lambda m, i=0: m.layers[i],  # a default argument
-        lambda m: m.layers[len("ab")],  # a call
-        lambda m: m.layers[True],  # a bool constant: not a plain index
-        lambda m: m.layers[0].b.sum(),  # a method call
-    ],
-)
-def test_anything_but_constant_reads_is_recorded(where: Any) -> None:
-    assert _where.constant_paths(where) is None
-
-
-# ---------------------------------------------------------------------------------------
 # Over generated classes: replace_at is the hand-written chain.
 
 
@@ -359,18 +324,8 @@ def test_replace_at_is_the_replace_chain_over_generated_classes(data: st.DataObj
             node = node[key] if item else getattr(node, key)
         return node
 
-    # Each compiled on its first call (by code, or by recorded path), then reused.
-    for where_fn in (where, where, via_closure, via_closure):
+    for where_fn in (where, via_closure):
         got = tc.replace_at(inst.obj, where_fn, new)
         assert jax.tree.structure(got) == jax.tree.structure(expected)
         assert all(a is b for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True))
         assert type(got) is type(inst.obj)
-
-
-def test_compiled_functions_are_cached_by_code_not_by_value() -> None:
-    m = mlp()
-    fns = [lambda m: m.layers[0].b for _ in range(3)]  # one code object
-    for fn in fns:
-        tc.replace_at(m, fn, None)
-    code = fns[0].__code__
-    assert _replace_at._compiled[id(code)][0] is code  # pyright: ignore[reportPrivateUsage]

@@ -1,5 +1,5 @@
 """`treeclass._walk`: the one walk over treeclass fields inside any pytree, and the
-helpers every walk shares (`layout_of`, `is_array`, `array_name`)."""
+helpers every walk shares (`is_array`, `array_name`, `path_str`), and `_layout.layout_of`."""
 
 import collections
 from typing import NamedTuple
@@ -12,7 +12,8 @@ from hypothesis import given
 from strategies import Instance, instances
 
 import treeclass as tc
-from treeclass._walk import array_name, children, instance_layout, is_array, layout_of, walk
+from treeclass._layout import instance_layout, layout_of
+from treeclass._walk import array_name, children, is_array, path_str, walk
 
 
 @tc.treeclass
@@ -153,3 +154,15 @@ def test_children_is_one_level():
     assert children(jnp.ones(1)) is None
     assert children(None) == []
     assert children(()) == []
+
+
+def test_path_str_is_the_one_path_format() -> None:
+    from jax.tree_util import DictKey, GetAttrKey, SequenceKey
+
+    path = (GetAttrKey("layers"), SequenceKey(1), DictKey("w"), DictKey(2))
+    assert path_str("MLP", path) == "MLP.layers[1]['w'][2]"
+    assert path_str("x", ()) == "x"
+    layer = {"layers": [0, {"w": [1, 2, 3]}]}
+    assert [path_str("MLP", p) for p, _ in jax.tree_util.tree_flatten_with_path(layer)[0]][-1] == (
+        "MLP['layers'][1]['w'][2]"
+    )

@@ -1,6 +1,5 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._base import TreeClass as TreeClass
 from treeclass._bind import BoundMethod as BoundMethod
 from treeclass._bind import bind as bind
 from treeclass._checks import RecompileWarning as RecompileWarning
@@ -29,6 +28,7 @@ from treeclass._sharding import shardings as shardings
 from treeclass._tree import fields as fields
 from treeclass._tree import is_treeclass as is_treeclass
 from treeclass._tree import tree_equal as tree_equal
+from treeclass._treeclass import TreeClass as TreeClass
 from treeclass._treeclass import treeclass as treeclass
 
 __version__ = "0.1.0.dev0"

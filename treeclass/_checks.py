@@ -29,6 +29,7 @@ __all__ = [
     "RecompileWarning",
     "TRUSTED_STATIC_TYPES",
     "check_static",
+    "closest",
     "unknown_field_error",
 ]
 
@@ -202,6 +203,17 @@ class RecompileWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RecompileWarning, where users import it
 
 
+def closest(name: str, names: Iterable[str]) -> str | None:
+    """The name `name` was probably meant to be, for "did you mean" hints: a close
+    spelling, else one that abbreviates it or that it abbreviates (`weight` -> `w`,
+    `b` -> `bias`); None if nothing is close."""
+    names = list(names)
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return close[0]
+    return next((n for n in names if name.startswith(n) or n.startswith(name)), None)
+
+
 def unknown_field_error(
     cls: type,
     bad: Iterable[str],
@@ -215,8 +227,8 @@ def unknown_field_error(
     where = f"{cls.__name__}.replace()" if call == "replace" else f"treeclass.{call}() of {cls.__name__}"
     parts: list[str] = []
     for name in bad:
-        close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(name, valid)
+        hint = f" Did you mean {close!r}?" if close else ""
         parts.append(f"{where} got an unexpected {kind} {name!r}.{hint}")
     parts.append(f"Valid {kind}s: {', '.join(valid)}.")
     return TypeError("\n".join(parts))

@@ -44,8 +44,7 @@ from typing import Any, TypeVar
 import jax
 
 from treeclass import _checks
-from treeclass._layout import FLAT, Layout
-from treeclass._walk import instance_layout
+from treeclass._layout import FLAT, Layout, instance_layout
 
 __all__ = ["prefix", "register", "unflatten_source"]
 

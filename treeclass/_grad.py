@@ -18,34 +18,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
 import jax
 
 from treeclass._partition import combine, partition
-from treeclass._untraceable import untraceable_field_error
-from treeclass._walk import is_array
+from treeclass._untraceable import is_traceable, untraceable_field
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _A = TypeVar("_A")
 _P = ParamSpec("_P")
 
-_SCALARS: Final = (bool, int, float, complex)
 
+def _check_traceable(fun: Callable[..., Any], x: Any) -> None:
+    """Raises the `Class.field` error (as `tc.jit` words it) for a leaf of the first
+    argument `x` that JAX cannot trace.
 
-def _check_rest(fun: Callable[..., Any], x: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raises the `Class.field` error for a leaf of `x` that JAX cannot trace.
-
-    jax.grad would refuse such a leaf ("... is not a valid JAX type"); after
-    `partition` it sits in the half that is not differentiated, where nothing checks it,
-    and `fun` would see a string where it expects an array. So we check, and word the
-    error as `tc.jit` does."""
-    for leaf in jax.tree.leaves(x):
-        if not (is_array(leaf) or isinstance(leaf, _SCALARS) or hasattr(leaf, "__jax_array__")):
-            jax_error = TypeError(f"Argument {leaf!r} of type {type(leaf)} is not a valid JAX type")
-            found = untraceable_field_error(jax_error, fun, (x, *args), kwargs)
-            raise (found or jax_error) from jax_error
+    jax.grad would refuse such a leaf; after `partition` it sits in the half that is not
+    differentiated, where nothing checks it, and `fun` would see a string where it
+    expects an array."""
+    if not all(map(is_traceable, jax.tree.leaves(x))):  # one C-level flatten first
+        found = untraceable_field(fun, (x,), {})
+        if found is not None:
+            raise found
 
 
 def _split(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
@@ -112,8 +108,8 @@ def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., 
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
+        _check_traceable(fun, x)
         params, rest = partition(x)
-        _check_rest(fun, rest, args, kwargs)
         return vg(params, rest, *args, **kwargs)
 
     return call

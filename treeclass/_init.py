@@ -40,8 +40,7 @@ from typing import Any, cast
 
 from treeclass import _checks
 from treeclass._codegen import field_annotations, flat_expr, static_check_line
-from treeclass._layout import FLAT, Layout
-from treeclass._walk import layout_of
+from treeclass._layout import FLAT, Layout, layout_of
 
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 

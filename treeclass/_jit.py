@@ -33,10 +33,10 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
 
+from treeclass._layout import instance_layout
 from treeclass._retrace import TraceLog
 from treeclass._typing import JitDecorator, JitFunction
-from treeclass._untraceable import static_args, untraceable_field_error
-from treeclass._walk import instance_layout
+from treeclass._untraceable import is_argument_error, untraceable_field
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -45,6 +45,15 @@ _T = TypeVar("_T")
 # Set on an exception that the function's own body raised while JAX traced it, so
 # that `call` never mistakes it for an argument JAX could not interpret.
 _FROM_BODY: Final = "__tc_from_body__"
+
+
+def static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
+    """The names and positions that `static_argnames` / `static_argnums` make static."""
+    found: set[str | int] = set()
+    for option in ("static_argnames", "static_argnums"):
+        value: Any = jit_kwargs.get(option, ())
+        found.update((value,) if isinstance(value, str | int) else value)
+    return frozenset(found)
 
 
 def _make(
@@ -70,9 +79,9 @@ def _make(
         try:
             return jitted(*args, **kwargs)
         except TypeError as error:
-            if getattr(error, _FROM_BODY, False):
+            if getattr(error, _FROM_BODY, False) or not is_argument_error(error):
                 raise
-            found = untraceable_field_error(error, fun, args, kwargs, static)
+            found = untraceable_field(fun, args, kwargs, static)
             if found is None:
                 raise
             raise found from error

@@ -14,7 +14,7 @@ from typing import Any, Final, cast
 
 from treeclass._field import CONVERTER, STATIC
 
-__all__ = ["FLAT", "LAYOUT", "Layout", "analyse"]
+__all__ = ["FLAT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
 
 # The attribute that caches an instance's flattened form, `(children, statics)`.
 # Instances are immutable, so it is computed once (at construction or unflatten) and
@@ -35,6 +35,8 @@ class Layout:
     cls: type
     fields: tuple[dataclasses.Field[Any], ...]
     """Every field, in declaration order (parents' first), `init=False` ones included."""
+    names: tuple[str, ...]
+    """The fields' names, in that order."""
     initvars: tuple[dataclasses.Field[Any], ...]
     dynamic: tuple[str, ...]
     static: tuple[str, ...]
@@ -42,10 +44,6 @@ class Layout:
     post_init: bool
     user_init: Callable[..., None] | None
     """The class's own `__init__`, if it wrote one (dataclasses then keeps it)."""
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
 
     @property
     def init_sets_every_field(self) -> bool:
@@ -93,6 +91,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
     return Layout(
         cls=cls,
         fields=fields,
+        names=tuple(f.name for f in fields),
         initvars=initvars,
         dynamic=tuple(f.name for f in fields if not f.metadata.get(STATIC, False)),
         static=tuple(f.name for f in fields if f.metadata.get(STATIC, False)),
@@ -100,3 +99,19 @@ def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
     )
+
+
+def layout_of(x: object) -> Layout | None:
+    """The `Layout` of a treeclass, or of an instance of one; None for anything else.
+
+    Read from the class's own `__dict__`, not inherited: a subclass that was not
+    decorated again is not registered with JAX, so it is not a treeclass either."""
+    cls = x if isinstance(x, type) else type(x)
+    layout: Layout | None = cls.__dict__.get(LAYOUT)
+    return layout
+
+
+def instance_layout(x: object) -> Layout | None:
+    """The `Layout` of a treeclass instance; None for anything else, a treeclass
+    class included (a class held in a field is a leaf to JAX, not a node)."""
+    return None if isinstance(x, type) else layout_of(x)

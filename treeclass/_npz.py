@@ -25,6 +25,7 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from treeclass._layout import layout_of
 from treeclass._repr import short_repr
 from treeclass._serialization import (
     SCALARS,
@@ -42,7 +43,6 @@ from treeclass._serialization import (
     scalar_fits,
     wrong_argument,
 )
-from treeclass._walk import layout_of
 
 _T = TypeVar("_T")
 MANIFEST: Final = "__treeclass__"

@@ -30,8 +30,7 @@ from typing import Any, Final, TypeVar
 
 from treeclass import _checks
 from treeclass._codegen import field_annotations, flat_expr, static_check_line, with_self
-from treeclass._layout import FLAT, Layout
-from treeclass._walk import instance_layout
+from treeclass._layout import FLAT, Layout, instance_layout
 
 __all__ = ["helpers", "install", "replace", "source"]
 

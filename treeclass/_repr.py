@@ -14,7 +14,8 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._walk import array_name, instance_layout, is_array
+from treeclass._layout import instance_layout
+from treeclass._walk import array_name, is_array
 
 _WIDTH: Final = 88
 
@@ -23,6 +24,22 @@ def short_repr(value: object, width: int = 60) -> str:
     """`repr(value)`, cut to `width` characters: for values quoted in error messages."""
     shown = repr(value)
     return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
+def describe(value: object, *, shape: bool = True) -> str:
+    """What a value is, for messages: `None`, `a str`, `an int`, `a jax.Array of shape
+    (3,)` (the shape only with `shape=True`, for anything that has one)."""
+    if value is None:
+        return "None"
+    cls = type(value)
+    name = "jax.Array" if isinstance(value, jax.Array) else cls.__name__
+    if cls.__module__ == "numpy":
+        name = f"numpy.{name}"
+    elif cls is jax.ShapeDtypeStruct:
+        name = "jax.ShapeDtypeStruct"
+    found = getattr(value, "shape", None) if shape else None
+    article = "an" if name[0] in "aeiouAEIOU" else "a"
+    return f"{article} {name}" + ("" if found is None else f" of shape {found}")
 
 
 def array_summary(x: Any) -> str:

@@ -9,13 +9,13 @@ over their product) or None (replicated).
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias, cast
 
 from jax.sharding import PartitionSpec
 
+from treeclass._checks import closest
 from treeclass._repr import short_repr
 
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
@@ -193,8 +193,8 @@ class AxisMap:
             why = "is not mapped by the rules"
             known_msg = f"The rules map {known}"
         if self.strict:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            close = closest(name, known)
+            hint = f" Did you mean {close!r}?" if close else ""
             msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
             raise ValueError(msg)
         return None

@@ -22,8 +22,9 @@ import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from treeclass._field import AXES
+from treeclass._layout import instance_layout, layout_of
 from treeclass._rules import Axes, AxisMap, Rules, partition_spec
-from treeclass._walk import instance_layout, layout_of, walk
+from treeclass._walk import walk
 
 __all__ = ["partition_specs", "shardings"]
 

@@ -9,6 +9,12 @@
    and register the class with JAX.
 
 The class returned is the class passed in (no metaclass, no wrapper class).
+
+`TreeClass`, the base-class form (for users of `eqx.Module` and `flax.struct.PyTreeNode`),
+runs the same `process()` from `__init_subclass__`, so both forms share one code path
+and the same generated code: a subclass is the class the decorator would have made,
+plus one base in its MRO. No metaclass: the class statement runs type's own machinery,
+as for a decorated class.
 """
 
 from __future__ import annotations
@@ -20,16 +26,15 @@ import sys
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
 from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
 from treeclass._field import STATIC, STATIC_MARKER, field, static
-from treeclass._layout import FLAT, LAYOUT, analyse
-from treeclass._walk import layout_of
+from treeclass._layout import FLAT, LAYOUT, analyse, layout_of
 
-__all__ = ["process", "treeclass"]
+__all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
@@ -131,13 +136,6 @@ ignored. Pass them as class keywords instead:
 
     class {cls}({base}, kw_only=True):
         ..."""
-
-
-def _is_base_form(cls: type) -> bool:
-    # Imported here: _base imports this module.
-    from treeclass._base import TreeClass
-
-    return issubclass(cls, TreeClass)
 
 
 def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
@@ -283,7 +281,7 @@ def treeclass(
             msg = f"@treeclass decorates a class; got {c!r}."
             raise TypeError(msg)
         if layout_of(c) is not None:
-            if (kw_only, repr, eq) != (False, True, True) and _is_base_form(c):
+            if (kw_only, repr, eq) != (False, True, True) and issubclass(c, TreeClass):
                 msg = _MSG_BASE_FORM_OPTIONS.format(cls=c.__name__, base=c.__mro__[1].__name__)
                 raise TypeError(msg)
             return c  # decorating twice is a no-op
@@ -292,3 +290,71 @@ def treeclass(
     if cls is None:
         return wrap
     return wrap(cls)
+
+
+# frozen_default=True: checkers flag `obj.x = ...` as at runtime. (equinox leaves it
+# off because its modules assign fields in __init__; here a hand-written __init__
+# assigns with object.__setattr__, as for any frozen dataclass.)
+@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
+class TreeClass:
+    """A base class that makes every subclass a treeclass, as `@tc.treeclass` does.
+
+    Subclasses are frozen dataclasses and JAX pytrees with dynamic and static fields,
+    `replace()`, and everything else the decorator gives; `TreeClass` itself has no
+    fields and is not a pytree. Both forms mix freely: either may hold, subclass or be
+    subclassed by the other (`@tc.treeclass` on a `TreeClass` subclass is a no-op; pass
+    options as class keywords instead).
+
+    **Arguments** (class keywords)
+
+    - `kw_only`: make every field keyword-only in `__init__`.
+    - `repr`: install the array-summarising `__repr__` (unless the body defines one).
+    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (unless the body defines them).
+
+    **Returns**
+
+    Each subclass, processed as `@tc.treeclass(kw_only=..., repr=..., eq=...)` would.
+
+    **Raises**
+
+    At class definition, the errors `@tc.treeclass` raises (a static array default, a
+    field named `replace`, a body defining `replace`, the dataclass errors).
+
+    **Example**
+
+    >>> class Linear(tc.TreeClass):
+    ...     w: jax.Array
+    ...     b: jax.Array
+    ...     act: tc.Static[str] = "relu"
+    >>> lin = Linear(jnp.ones(2), jnp.zeros(2))
+    >>> lin
+    Linear(w=f32[2], b=f32[2], act='relu')
+    >>> lin.replace(act="tanh").act, len(jax.tree.leaves(lin)), tc.is_treeclass(lin)
+    ('tanh', 2, True)
+    >>> class MLP(tc.TreeClass, kw_only=True):
+    ...     layers: tuple[Linear, ...]
+    >>> mlp = MLP(layers=(lin, lin))
+    >>> jax.tree.structure(mlp) == jax.tree.structure(MLP(layers=(lin, lin)))
+    True
+    """
+
+    def __init_subclass__(
+        cls,
+        *,
+        kw_only: bool = False,
+        repr: bool = True,  # noqa: A002 - the decorator's option, by its name
+        eq: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        process(cls, kw_only=kw_only, repr=repr, eq=eq)
+
+    if TYPE_CHECKING:
+        # Declared for type checkers only: at runtime every subclass gets its own
+        # generated `replace` (one keyword per field), which a method defined here
+        # would not shadow but would make `TreeClass` look like it had one.
+        def replace(self, /, **changes: Any) -> Self:
+            """Returns a copy with the given fields changed (see `treeclass.replace`)."""
+            ...
+
+        def __replace__(self, /, **changes: Any) -> Self: ...

@@ -2,9 +2,11 @@
 
 JAX rejects a string or a function among a traced argument's leaves with an error that
 gives a path at best ("Error interpreting argument to <fn> as an abstract array ... at
-path x.name"). When the leaf sits in a treeclass field, `untraceable_field_error()`
-builds the error users need instead: `Class.field`, the value found, and the two fixes
-(make the field static, or store an array). `tc.jit` and `tc.grad` share it.
+path x.name"). When the leaf sits in a treeclass field, `untraceable_field()` builds
+the error users need instead: `Class.field`, the value found, and the two fixes (make
+the field static, or store an array). `tc.jit` asks for it when JAX rejected an
+argument (`is_argument_error`); `tc.grad` asks before it differentiates, as its split
+of the model leaves such leaves where JAX would not look.
 """
 
 from __future__ import annotations
@@ -13,19 +15,30 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import Any, Final
 
-import jax
+from treeclass._layout import instance_layout, layout_of
+from treeclass._repr import describe, short_repr
+from treeclass._walk import PYTHON_SCALARS, is_array, path_str, walk
 
-from treeclass._repr import short_repr
-from treeclass._walk import is_array, walk
+__all__ = [
+    "is_argument_error",
+    "is_traceable",
+    "labelled_arguments",
+    "root_name",
+    "untraceable_field",
+]
 
-__all__ = ["static_args", "untraceable_field_error"]
+_MSG_UNTRACEABLE_LEAF: Final = """\
+{at} holds {what}, which JAX cannot trace (argument {label!r}).
+
+JAX traces arrays and Python numbers. Pass an array (jnp.asarray(...)) if it is data;
+keep configuration in a static field of a treeclass (tc.Static[{type}])."""
 
 _MSG_UNTRACEABLE_FIELD: Final = """\
-{field} is a dynamic field holding {what}, which JAX cannot trace (argument path: {path}).
+{field} is a dynamic field holding {what}, which JAX cannot trace ({where}).
 
 Dynamic fields are traced as arrays. If the value is configuration, make it static:
 
-    {name}: {type} = tc.static(...)
+    {name}: tc.Static[{type}]
 
 or pass an array (jnp.asarray(...)) if it is data."""
 
@@ -33,18 +46,40 @@ or pass an array (jnp.asarray(...)) if it is data."""
 # argument to <fn> as an abstract array ... at path x.name"; jax.grad and vmap:
 # "Argument 'oops' of type <class 'str'> is not a valid JAX type"). Only these are
 # rewritten: any other TypeError is the user's own and must surface unchanged.
+# tests/test_untraceable.py triggers both from JAX itself, so a change of wording in a
+# new JAX fails there (and, until fixed, JAX's own error surfaces: nothing is lost).
 _ARGUMENT_ERRORS: Final = ("Error interpreting argument", "is not a valid JAX type")
 
 
-def _is_traceable(leaf: Any) -> bool:
+def is_argument_error(error: BaseException) -> bool:
+    """True for JAX's error about an argument leaf that is not an array."""
+    return isinstance(error, TypeError) and any(m in str(error) for m in _ARGUMENT_ERRORS)
+
+
+def is_traceable(leaf: Any) -> bool:
+    """True for the leaves JAX traces: arrays, Python numbers, array-likes."""
     # Python numbers become weakly typed arrays; `__jax_array__` is JAX's protocol for
-    # array-likes. (None is no leaf: walk() meets it as an empty node.)
-    python_number = isinstance(leaf, bool | int | float | complex)
-    return python_number or is_array(leaf) or hasattr(leaf, "__jax_array__")
+    # array-likes. (None is no leaf: JAX flattens it to nothing.)
+    return isinstance(leaf, PYTHON_SCALARS) or is_array(leaf) or hasattr(leaf, "__jax_array__")
 
 
-def _labelled(
-    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int]
+def _annotation(owner: type, name: str) -> str:
+    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`)."""
+    layout = layout_of(owner)
+    hint: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
+    if isinstance(hint, str):
+        return hint
+    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+
+
+def root_name(label: str, value: object) -> str:
+    """How a message names an argument at the root of a path: its class when it is a
+    treeclass instance (`MLP.layers[0].w`), else its parameter name (`x`, `params['w']`)."""
+    return type(value).__name__ if instance_layout(value) is not None else label
+
+
+def labelled_arguments(
+    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int] = ()
 ) -> list[tuple[str, Any]]:
     """The traced arguments, labelled by parameter name (`args[i]` past the named
     positional parameters, e.g. into `*rest`): those neither named nor numbered in
@@ -67,24 +102,18 @@ def _labelled(
     return out
 
 
-def untraceable_field_error(
-    error: BaseException,
+def untraceable_field(
     fun: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The error naming `Class.field` for JAX's "not a valid JAX type" `error`, when a
-    dynamic treeclass field in a traced argument caused it; None otherwise.
-
-    Shared by every transform that traces treeclass arguments (`tc.jit`, `tc.grad`):
-    call it in an `except TypeError as error:` around the transform, and
-    `raise found from error` when it returns one, else re-raise `error`.
+    """The error naming `Class.field` for the first leaf of a traced argument that JAX
+    cannot trace (or naming its path, outside every treeclass field); None if there is
+    none.
 
     **Arguments**
 
-    - `error`: what the transform raised. Only JAX's argument-interpretation errors
-      are considered; any other error gives None (it is the user's own).
     - `fun`, `args`, `kwargs`: the function and the call's arguments; `fun`'s
       signature names the arguments in the message.
     - `static`: names and positions of static arguments (`static_argnames`,
@@ -92,44 +121,29 @@ def untraceable_field_error(
 
     **Returns**
 
-    A `TypeError` saying which field holds what, at which argument path, and the two
-    fixes (make it static, or store an array); None if no such field is found.
+    A `TypeError` saying which field holds what, where, and the two fixes (make it
+    static, or store an array); None if every leaf can be traced.
 
     **Example**
 
-    >>> from treeclass._untraceable import untraceable_field_error
-    >>> @tc.treeclass
-    ... class Cfg:
+    >>> from treeclass._untraceable import untraceable_field
+    >>> class Cfg(tc.TreeClass):
     ...     name: str
-    >>> f = lambda cfg: cfg
-    >>> try:
-    ...     jax.jit(f)(Cfg("a"))
-    ... except TypeError as error:
-    ...     print(untraceable_field_error(error, f, (Cfg("a"),), {}))
-    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument path: cfg.name).
+    >>> print(untraceable_field(lambda x, cfg: x, (1.0, Cfg("a")), {}))
+    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument 'cfg').
     ...
     """
-    if not isinstance(error, TypeError) or not any(m in str(error) for m in _ARGUMENT_ERRORS):
-        return None
-    for label, value in _labelled(fun, args, kwargs, static):
+    for label, value in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
-            if v.kind == "leaf" and v.owner is not None and not _is_traceable(v.value):
-                kind = type(v.value).__name__
-                msg = _MSG_UNTRACEABLE_FIELD.format(
-                    field=v.field,
-                    name=v.name,
-                    what=f"a {kind} ({short_repr(v.value)})",
-                    path=label + jax.tree_util.keystr(v.path),
-                    type=kind,
-                )
-                return TypeError(msg)
+            if v.kind != "leaf" or is_traceable(v.value):
+                continue
+            at = path_str(root_name(label, value), v.path)
+            kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
+            what = f"{describe(v.value)} ({short_repr(v.value)})"
+            if v.owner is None:
+                return TypeError(_MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind))
+            where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
+            hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
+            msg = _MSG_UNTRACEABLE_FIELD.format(field=v.field, what=what, where=where, name=v.name, type=hint)
+            return TypeError(msg)
     return None
-
-
-def static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
-    """The names and positions that `static_argnames` / `static_argnums` make static."""
-    found: set[str | int] = set()
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
-        found.update((value,) if isinstance(value, str | int) else value)
-    return frozenset(found)

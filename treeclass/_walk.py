@@ -12,8 +12,9 @@ libraries' modules), not only `list`, `tuple` and `dict`; treeclass instances ar
 opened field by field, statics included, so each value knows its `Class.field`.
 `jit`'s field-naming errors, retrace signatures and `shardings()` all go through it.
 
-Also here: `layout_of(x)` (is this a treeclass, and its fields), `is_array(x)`, and
-the `f32[100,3]` names of arrays that repr, errors and retrace reasons share.
+Also here: `is_array(x)`, `PYTHON_SCALARS`, `path_str` (the one path format of every
+message, `MLP.layers[1].w`), and the `f32[100,3]` names of arrays that repr, errors and
+retrace reasons share.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import FLAT, LAYOUT, Layout
+from treeclass._layout import FLAT, instance_layout
 
 __all__ = [
     "ARRAY_TYPES",
+    "PYTHON_SCALARS",
     "KeyPath",
     "Visit",
     "array_name",
     "children",
     "dtype_name",
-    "instance_layout",
     "is_array",
-    "layout_of",
+    "path_str",
     "walk",
 ]
 
@@ -45,23 +46,19 @@ KeyPath = tuple[Any, ...]
 `jax.tree_util.keystr(path)` shows it as `.layers[0].w`."""
 
 
-def layout_of(x: object) -> Layout | None:
-    """The `Layout` of a treeclass, or of an instance of one; None for anything else.
-
-    Read from the class's own `__dict__`, not inherited: a subclass that was not
-    decorated again is not registered with JAX, so it is not a treeclass either."""
-    cls = x if isinstance(x, type) else type(x)
-    layout: Layout | None = cls.__dict__.get(LAYOUT)
-    return layout
-
-
-def instance_layout(x: object) -> Layout | None:
-    """The `Layout` of a treeclass instance; None for anything else, a treeclass
-    class included (a class held in a field is a leaf to JAX, not a node)."""
-    return None if isinstance(x, type) else layout_of(x)
-
-
 ARRAY_TYPES: Final = (jax.Array, np.ndarray, np.generic)
+PYTHON_SCALARS: Final = (bool, int, float, complex)
+"""The Python numbers JAX traces as weakly typed scalars; `is_array` is False for them."""
+
+
+def path_str(root: str, path: KeyPath) -> str:
+    """`MLP.layers[1].w`: a place in a tree, as every treeclass message writes it.
+
+    `root` names the tree's root, usually its class (`MLP`) or an argument (`x`);
+    `path` is a JAX key path (`GetAttrKey("layers"), SequenceKey(1), ...`), shown as
+    `jax.tree_util.keystr` shows it: `.field`, `[index]`, `['key']`."""
+    return root + jax.tree_util.keystr(path)
+
 
 
 def is_array(x: object) -> bool:
