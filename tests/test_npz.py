@@ -267,7 +267,7 @@ def test_load_shape_mismatch_names_the_field(path: pathlib.Path):
     mismatch(
         path,
         model(width=4),
-        r"^Model\.layers\.0\.w: shape \(3, 3\) in the file, \(4, 4\) in the template",
+        r"^Model\.layers\[0\]\.w: shape \(3, 3\) in the file, \(4, 4\) in the template",
     )
 
 
@@ -298,18 +298,18 @@ def test_load_structure_mismatch_names_the_field(path: pathlib.Path):
     mismatch(
         path,
         model(optional=jnp.zeros(1)),
-        r"^Model\.optional: an array in the template, None in the file",
+        r"^Model\.optional: a jax.Array in the template, None in the file",
     )
     m = model()
     mismatch(
         path,
         m.replace(head=jnp.zeros(1)),
-        r"^Model\.head: an array in the template, a Dense in the file",
+        r"^Model\.head: a jax.Array in the template, a Dense in the file",
     )
     mismatch(
         path,
         m.replace(extras={**m.extras, "step": {"x": jnp.zeros(1)}}),
-        r"^Model\.extras\.step: a dict in the template, an array in the file",
+        r"^Model\.extras\['step'\]: a dict in the template, an array in the file",
     )
 
 
@@ -459,7 +459,7 @@ def test_save_rejects_unstorable_leaves_and_writes_nothing(
         tc.save(path, Named(jnp.zeros(1), label))
     if "cannot store" in message:
         assert "label: " in str(info.value)
-        assert "tc.static(...)" in str(info.value)
+        assert "label: tc.Static[" in str(info.value)
     assert list(path.parent.iterdir()) == []
 
 
@@ -478,7 +478,7 @@ def test_save_inside_jit_rejected(path: pathlib.Path):
 
 def test_save_rejects_names_that_collide(path: pathlib.Path):
     with pytest.raises(
-        ValueError, match=r"^dict\.a\.b: two leaves .* would be stored as a\.b\.npy"
+        ValueError, match=r"^dict\['a\.b'\]: two leaves .* would be stored as a\.b\.npy"
     ):
         tc.save(path, {"a": {"b": jnp.zeros(1)}, "a.b": jnp.ones(1)})
     with pytest.raises(ValueError, match=r"stored as __treeclass__\.npy"):
@@ -596,7 +596,7 @@ def test_save_refuses_arrays_spread_over_processes(path: pathlib.Path):
     spread = m.replace(layers=[m.layers[0], m.layers[1].replace(w=SpreadArray())])
     with pytest.raises(
         tc.CheckpointError,
-        match=r"(?s)^Model\.layers\.1\.w is a jax\.Array spread over several processes "
+        match=r"(?s)^Model\.layers\[1\]\.w is a jax\.Array spread over several processes "
         r"\(not fully addressable from this one\).*"
         r"with ocp\.StandardCheckpointer\(\) as checkpointer:.*"
         r"checkpointer\.save\(path, obj\).*tc\.shardings\(obj, mesh\).*"

@@ -24,7 +24,7 @@ def test_max_traces_guard_names_the_changed_static():
     step(Neuron(jnp.ones(3)))  # same structure: no retrace
     with pytest.raises(tc.RetraceError, match=r"step traced 2 times") as info:
         step(Neuron(jnp.zeros(3), tau=10.0))
-    assert "n.tau (static Neuron.tau): 20.0 -> 10.0" in str(info.value)
+    assert "Neuron.tau (static): 20.0 -> 10.0" in str(info.value)
     assert "(max_traces=1)" in str(info.value)
 
 
@@ -34,7 +34,7 @@ def test_explain_warns_with_shape_change():
         return n.v.sum()
 
     total(Neuron(jnp.zeros(3)))
-    with pytest.warns(tc.RetraceWarning, match=r"n\.v: f32\[3\] -> f32\[4\]"):
+    with pytest.warns(tc.RetraceWarning, match=r"\n  Neuron\.v: f32\[3\] -> f32\[4\]$"):
         total(Neuron(jnp.zeros(4)))
 
 
@@ -144,5 +144,15 @@ def test_reasons_are_kept():
     assert f.trace_log.count == 2
     assert f.trace_log.reasons == [
         "test_reasons_are_kept.<locals>.f traced 2 times; what changed since the closest earlier trace:\n"
-        "  n.tau (static Neuron.tau): 20.0 -> 1.0"
+        "  Neuron.tau (static): 20.0 -> 1.0"
     ]
+
+
+def test_two_arguments_of_one_class_are_named_by_parameter():
+    @tc.jit(explain=True)
+    def f(a, b):
+        return a.v + b.v
+
+    f(Neuron(jnp.zeros(1)), Neuron(jnp.zeros(1)))
+    with pytest.warns(tc.RetraceWarning, match=r"\n  b\.tau \(static\): 20\.0 -> 1\.0$"):
+        f(Neuron(jnp.zeros(1)), Neuron(jnp.zeros(1), tau=1.0))

@@ -117,9 +117,9 @@ def test_from_state_dict_python_scalar_fills_eval_shape_leaf():
             {"x": jnp.zeros(2), "y": 1},
             r"^Neuron: structure differs \(in the state dict but not the template: 'y'\)",
         ),
-        ({"x": {"a": 1}}, r"^Neuron\.x: an array in the template, a dict in the state dict"),
-        ({"x": None}, r"^Neuron\.x: an array in the template, None in the state dict"),
-        ({"x": "abc"}, r"^Neuron\.x: an array in the template, a str in the state dict"),
+        ({"x": {"a": 1}}, r"^Neuron\.x: a jax.Array in the template, a dict in the state dict"),
+        ({"x": None}, r"^Neuron\.x: a jax.Array in the template, None in the state dict"),
+        ({"x": "abc"}, r"^Neuron\.x: a jax.Array in the template, a str in the state dict"),
     ],
 )
 def test_from_state_dict_mismatch_names_the_field(state: dict[str, Any], message: str):
@@ -138,7 +138,7 @@ def test_from_state_dict_nested_mismatch_path():
     state["layers"]["1"]["w"] = jnp.zeros((1, 3))
     with pytest.raises(
         tc.CheckpointError,
-        match=r"^Model\.layers\.1\.w: shape \(1, 3\) in the state dict, \(3, 3\)",
+        match=r"^Model\.layers\[1\]\.w: shape \(1, 3\) in the state dict, \(3, 3\)",
     ):
         tc.from_state_dict(model(), state)
     del state["layers"]["1"]

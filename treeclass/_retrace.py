@@ -1,12 +1,12 @@
 """Why did a jitted function trace again? Trace signatures and their differences.
 
 Each trace of a `tc.jit` function records a signature: for every argument, by path
-(`self.v`, `self.layers[0].w`, `i`), the abstract value JAX traced (`f32[100]`,
-`f32[]{weak}`) or the static value it keyed the cache on (`Neuron.tau = 20.0`). A
+(`Neuron.v`, `MLP.layers[0].w`, `i`), the abstract value JAX traced (`f32[100]`,
+`f32[]{weak}`) or the static value it keyed the cache on (`Neuron.tau`: `20.0`). A
 retrace is explained by the difference to the closest earlier signature:
 
     Neuron.step traced 2 times; what changed since the closest earlier trace:
-      self.tau (static Neuron.tau): 20.0 -> 10.0
+      Neuron.tau (static): 20.0 -> 10.0
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
-import jax
-
 from treeclass._repr import short_repr
-from treeclass._walk import array_name, is_array, walk
+from treeclass._untraceable import root_name
+from treeclass._walk import array_name, is_array, path_str, walk
 
 
 class RetraceError(RuntimeError):
@@ -105,13 +104,17 @@ def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict
         items = list(sig.bind(*args, **kwargs).arguments.items())
     except TypeError:
         items = [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
+    # A treeclass argument is named by its class (`MLP.layers[0].w`), unless two
+    # arguments share the class: then by their parameter names (`a.w`, `b.w`).
+    roots = [root_name(name, value) for name, value in items]
     out: dict[str, str] = {}
-    for name, value in items:
+    for (name, value), root in zip(items, roots, strict=True):
         out[name + _PASSED] = "by keyword" if name in kwargs else "positionally"
+        root = name if roots.count(root) > 1 else root
         for v in walk(value):
-            where = name + jax.tree_util.keystr(v.path)
+            where = path_str(root, v.path)
             if v.kind == "static":
-                out[f"{where} (static {v.field})"] = short_repr(v.value)
+                out[f"{where} (static)"] = short_repr(v.value)
             else:
                 out[where] = _abstract(v.value) if v.kind == "leaf" else _node(v.value)
     return out

@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec
 
 from treeclass._checks import closest
 from treeclass._repr import short_repr
+from treeclass._walk import PYTHON_SCALARS
 
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
 """What a logical axis maps to: one mesh axis, several (split over their product), or
@@ -203,7 +204,7 @@ class AxisMap:
 def _shape(leaf: object) -> tuple[int, ...] | None:
     """The leaf's shape, if it is an array (or a `jax.ShapeDtypeStruct`, so that
     `shardings(jax.eval_shape(init), mesh)` works before any array exists)."""
-    if isinstance(leaf, bool | int | float | complex):
+    if isinstance(leaf, PYTHON_SCALARS):
         return ()
     shape: object = getattr(leaf, "shape", None)
     return cast("tuple[int, ...]", shape) if isinstance(shape, tuple) else None

@@ -19,14 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._repr import short_repr
-from treeclass._walk import children, is_array
+from treeclass._repr import describe, short_repr
+from treeclass._walk import PYTHON_SCALARS, KeyPath, children, is_array, path_str
 
 _T = TypeVar("_T")
-Path = tuple[str, ...]
-
-SCALARS: Final = (bool, int, float, complex)
-"""The Python scalars a checkpoint holds as leaves (exactly these types)."""
 
 _MSG_FIX: Final = """
 
@@ -44,7 +40,7 @@ jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw 
 class CheckpointError(ValueError):
     """A checkpoint does not fit its template (structure, shape, dtype or a static
     value differs), or its file is damaged or not a treeclass checkpoint. The message
-    starts with the field path (`Model.layers.0.w: ...`) or the file.
+    starts with the field path (`Model.layers[0].w: ...`) or the file.
 
     **Raised by**
 
@@ -83,9 +79,10 @@ def is_key(x: Any) -> bool:
     return arraylike(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def dtype_name(dtype: Any) -> str:
+def dtype_str(dtype: Any) -> str:
     """numpy's name for `dtype` (`float32`, `bfloat16`), or JAX's for a typed PRNG key
-    (`key<fry>`: it names the implementation), which numpy cannot name."""
+    (`key<fry>`: it names the implementation), which numpy cannot name. Checkpoints
+    store and compare these names (repr and messages use `_walk.dtype_name`'s `f32`)."""
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return str(dtype)
     return str(np.dtype(dtype).name)
@@ -99,13 +96,19 @@ def scalar_fits(kind: type, template: Any) -> bool:
     return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
 
 
-def keyed(x: Any, where: Callable[[], str]) -> list[tuple[str, Any]] | None:
-    """One level of the pytree `x` as `(state-dict key, child)` pairs; None if `x` is
-    a leaf. `ValueError` if two keys have the same `str()`."""
+def state_key(path: KeyPath) -> str:
+    """The dotted state-dict key of a key path (`layers.0.w`), which also names a
+    leaf's member in a checkpoint file: `keystr` of each entry, without the brackets."""
+    return ".".join(jax.tree_util.keystr((entry,), simple=True) for entry in path)
+
+
+def keyed(x: Any, where: Callable[[], str]) -> list[tuple[Any, str, Any]] | None:
+    """One level of the pytree `x` as `(key entry, state-dict key, child)` triples;
+    None if `x` is a leaf. `ValueError` if two keys have the same `str()`."""
     pairs = children(x)
     if pairs is None:
         return None
-    keys = [jax.tree_util.keystr((entry,), simple=True) for entry, _ in pairs]  # w, 0, key
+    keys = [state_key((entry,)) for entry, _ in pairs]  # w, 0, key
     if len(set(keys)) != len(keys):
         dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
         msg = (
@@ -113,7 +116,7 @@ def keyed(x: Any, where: Callable[[], str]) -> list[tuple[str, Any]] | None:
             f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
         )
         raise ValueError(msg)
-    return [(k, child) for k, (_, child) in zip(keys, pairs, strict=True)]
+    return [(entry, k, child) for k, (entry, child) in zip(keys, pairs, strict=True)]
 
 
 def check_root(x: Any, fn: str, arg: str) -> str:
@@ -128,19 +131,6 @@ def check_root(x: Any, fn: str, arg: str) -> str:
     raise wrong_argument(takes, fn, x, shown)
 
 
-def dotted(root: str, path: Path) -> str:
-    return ".".join((root, *path))
-
-
-def kind(x: object) -> str:
-    """`x` in a message: `None`, `a dict`, `an array`, `a float`, `a Model`."""
-    if x is None:
-        return "None"
-    if isinstance(x, Mapping):
-        return "a dict"
-    return "an array" if arraylike(x) else f"a {type(x).__name__}"
-
-
 class Source:
     """The saved side of `restore()` when it is a state dict (`_npz.FileSource`: a
     file). Each method checks one node or leaf of it against the template's."""
@@ -150,18 +140,18 @@ class Source:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def error(self, path: Path, what: str) -> CheckpointError:
-        return CheckpointError(f"{dotted(self.root, path)}: {what}{_MSG_FIX}")
+    def error(self, path: KeyPath, what: str) -> CheckpointError:
+        return CheckpointError(f"{path_str(self.root, path)}: {what}{_MSG_FIX}")
 
     def show(self, saved: Any) -> str:
-        return kind(saved)
+        return describe(saved, shape=False)
 
-    def mismatch(self, path: Path, template: Any, saved: Any) -> CheckpointError:
-        what = f"{kind(template)} in the template, {self.show(saved)} in the {self.name}"
+    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+        what = f"{describe(template, shape=False)} in the template, {self.show(saved)} in the {self.name}"
         return self.error(path, what)
 
     def compare(
-        self, path: Path, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
+        self, path: KeyPath, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
     ) -> None:
         """Checks an array leaf's `(shape, dtype name)` against the template's."""
         if saved[1].startswith("key<") != template[1].startswith("key<"):
@@ -177,7 +167,7 @@ class Source:
             if theirs != ours:
                 raise self.error(path, f"{what} {theirs} in the {self.name}, {ours} in the template")
 
-    def children(self, template: Any, saved: Any, path: Path) -> Mapping[str, Any]:
+    def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
             # What orbax restores without a target: sequences as lists, not {"0": ...}.
             return {str(i): item for i, item in enumerate(saved)}
@@ -185,33 +175,33 @@ class Source:
             raise self.mismatch(path, template, saved)
         return saved
 
-    def leaf(self, template: Any, saved: Any, path: Path) -> Any:
+    def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
         if isinstance(saved, Mapping) or saved is None:
             raise self.mismatch(path, template, saved)
-        scalar_ok = type(saved) in SCALARS and scalar_fits(type(saved), template)
+        scalar_ok = type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template)
         if arraylike(template) and not scalar_ok:
             if not arraylike(saved):
                 raise self.mismatch(path, template, saved)
             self.compare(
                 path,
-                (tuple(saved.shape), dtype_name(saved.dtype)),
-                (tuple(template.shape), dtype_name(template.dtype)),
+                (tuple(saved.shape), dtype_str(saved.dtype)),
+                (tuple(template.shape), dtype_str(template.dtype)),
             )
         return saved
 
 
-def restore(template: Any, saved: Any, path: Path, source: Source) -> Any:
+def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
     """`template` with its leaves taken from `saved`, read through `source`; rebuilt
     the way JAX rebuilds pytrees (no user code runs)."""
     if template is None:
         if saved is not None:
             raise source.mismatch(path, template, saved)
         return None
-    pairs = keyed(template, lambda: dotted(source.root, path))
+    pairs = keyed(template, lambda: path_str(source.root, path))
     if pairs is None:
         return source.leaf(template, saved, path)
     given = source.children(template, saved, path)
-    expected = [k for k, _ in pairs]
+    expected = [k for _, k, _ in pairs]
     missing = [k for k in expected if k not in given]
     unexpected = [k for k in given if k not in set(expected)]
     if missing or unexpected:
@@ -222,7 +212,7 @@ def restore(template: Any, saved: Any, path: Path, source: Source) -> Any:
             listed = ", ".join(map(repr, unexpected))
             parts.append(f"in the {source.name} but not the template: {listed}")
         raise source.error(path, f"structure differs ({'; '.join(parts)})")
-    values = [restore(child, given[k], (*path, k), source) for k, child in pairs]
+    values = [restore(child, given[k], (*path, entry), source) for entry, k, child in pairs]
     treedef = jax.tree.structure(template, is_leaf=lambda y: y is not template)
     return jax.tree.unflatten(treedef, values)
 
@@ -266,9 +256,9 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
     """
     root = check_root(obj, "to_state_dict", "obj")
 
-    def state(x: Any, path: Path) -> Any:
-        pairs = None if x is None else keyed(x, lambda: dotted(root, path))
-        return x if pairs is None else {k: state(child, (*path, k)) for k, child in pairs}
+    def state(x: Any, path: KeyPath) -> Any:
+        pairs = None if x is None else keyed(x, lambda: path_str(root, path))
+        return x if pairs is None else {k: state(child, (*path, e)) for e, k, child in pairs}
 
     return state(obj, ())  # type: ignore[no-any-return]
 

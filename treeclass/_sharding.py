@@ -24,7 +24,7 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 from treeclass._field import AXES
 from treeclass._layout import instance_layout, layout_of
 from treeclass._rules import Axes, AxisMap, Rules, partition_spec
-from treeclass._walk import walk
+from treeclass._walk import path_str, walk
 
 __all__ = ["partition_specs", "shardings"]
 
@@ -37,11 +37,6 @@ _MSG_AXES_ON_TREECLASS: Final = (
     "declare their axes. Drop axes= from {owner} and put field(axes=...) on the "
     "fields of {inner}."
 )
-
-
-def _where(owner: str, path: tuple[Any, ...]) -> str:
-    keys = jax.tree_util.keystr(path)
-    return f"{owner} (at {keys or 'the root'})"
 
 
 def _field_axes(owner: type | None, name: str | None) -> Axes:
@@ -61,6 +56,7 @@ def _spec_leaves(
     innermost treeclass field holding it, through any containers), whose axes apply
     to every array inside that field, while a nested treeclass brings its own."""
     axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
+    root = type(obj).__name__
     specs: list[PartitionSpec] = []
     for v in walk(obj):
         if v.kind == "static":
@@ -70,7 +66,7 @@ def _spec_leaves(
             if v.kind == "leaf":
                 specs.append(partition_spec())
             continue
-        where = _where(v.field, v.path)
+        where = path_str(root, v.path)
         if v.kind == "leaf":
             specs.append(axis_map.spec(v.value, axes, v.field, where))
         elif instance_layout(v.value) is not None:
@@ -142,7 +138,7 @@ def partition_specs(
     >>> tc.partition_specs(batch, {"batch": "data"}, strict=True)
     Traceback (most recent call last):
     ...
-    ValueError: Batch.x (at .x): the logical axis 'feature' is not mapped by the rules, ...
+    ValueError: Batch.x: the logical axis 'feature' is not mapped by the rules, ...
     """
     treedef, specs = _spec_leaves(obj, rules, strict, mesh)
     return jax.tree.unflatten(treedef, specs)
@@ -206,7 +202,7 @@ def shardings(
     >>> tc.shardings(batch, mesh, {"batch": "data"})
     Traceback (most recent call last):
     ...
-    ValueError: Batch.x (at .x): the rules map the logical axis 'batch' to mesh axis 'data'...
+    ValueError: Batch.x: the rules map the logical axis 'batch' to mesh axis 'data'...
     """
     found = cast("object", mesh)  # untyped callers swap arguments: shardings(obj, rules)
     if not isinstance(found, Mesh | AbstractMesh):
