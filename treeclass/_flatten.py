@@ -10,16 +10,16 @@ converters, on tracers, `None` or `object()` leaves:
         def __post_init__(self):
             if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
 
-and the keyword call makes its unflatten about 10x a tuple's (14x for a frozen
-dataclass, benchmarks/RESULTS.md). Instead:
+and the keyword call makes its unflatten several times a tuple's (benchmarks/RESULTS.md,
+"unflatten"). Instead:
 
 - flatten is `operator.attrgetter("__tc_flat__")`: construction (and unflatten) caches
   `(children, statics)` on the immutable instance, so JAX's flatten is one C-level
-  attribute read and no Python frame. For 8 array + 2 static fields that measured
-  1.41x a tuple's flatten against 1.47x for the C++ dataclass node; per node, though,
-  jaxlib spends ~200 ns more on a callback-registered node than on a tuple (checking
-  the returned pair, iterating the children generically) against ~70 ns for the C++
-  node, so trees of many small nodes flatten slower than with it;
+  attribute read and no Python frame: about as fast as the C++ dataclass node for one
+  node. Per node, though, jaxlib does more work for a callback-registered node than for
+  a tuple or the C++ node (checking the returned pair, iterating the children
+  generically), so trees of many small nodes flatten slower than with it
+  (RESULTS.md, "Why some ratios are what they are" and the "100 nodes" tables);
 - unflatten is generated per class: it allocates with `object.__new__` and writes the
   instance `__dict__`, so no user code can run, by construction.
 

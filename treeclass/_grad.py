@@ -11,7 +11,7 @@ differentiate the floating half only, and rebuild the model inside:
 
 All of this is Python that runs while JAX traces: inside `jax.jit` the compiled program
 is the one `jax.value_and_grad` on hand-split parameters would compile, and a call
-costs the same (benchmarks/whole_models.py).
+costs the same (benchmarks/RESULTS.md, the jitted training step).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`, as `replace()` gives? Py
 rejects the keyword while binding the arguments, before any of our code runs, and no
 frame of ours is there to catch it without a metaclass or a wrapper call on every
 construction. Catching it ourselves (every parameter defaulting to a sentinel, plus
-`**_tc_unknown`) was measured at +20% on positional construction (565 -> 670 ns,
-4 fields) and +10% with keywords; Python 3.13 adds the hint itself at no cost.
+`**_tc_unknown`) made every construction measurably slower (benchmarks/RESULTS.md,
+"Design measurements"); Python 3.13 adds the hint itself at no cost.
 """
 
 from __future__ import annotations

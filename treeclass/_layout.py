@@ -14,13 +14,16 @@ from typing import Any, Final, cast
 
 from treeclass._field import CONVERTER, STATIC
 
-__all__ = ["FLAT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
+__all__ = ["FLAT", "LAYOUT", "SET", "Layout", "analyse", "instance_layout", "layout_of"]
 
 # The attribute that caches an instance's flattened form, `(children, statics)`.
 # Instances are immutable, so it is computed once (at construction or unflatten) and
 # JAX's flatten becomes `operator.attrgetter(FLAT)`: a C call with no Python frame.
 FLAT: Final = "__tc_flat__"
 LAYOUT: Final = "__tc_layout__"
+# The class attribute holding `set(self, name, value)`: `self.replace(name=value)` for a
+# field name known only at run time (`replace_at`), generated per class (`_replace.py`).
+SET: Final = "__tc_set__"
 
 # `dataclasses.fields()` hides InitVar pseudo-fields, but the generated `__init__` must
 # accept them in declaration order and pass them to `__post_init__`. The marker has

@@ -10,6 +10,7 @@ exactly its own leaves, and `combine` puts them back by position. This is equino
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,9 +21,13 @@ from treeclass._walk import ARRAY_TYPES
 
 _T = TypeVar("_T")
 
-# dtype -> is it floating or complex. `jnp.issubdtype` costs about a microsecond, and a
-# model holds a handful of dtypes: a dict of them is bounded and never stale.
-_inexact: dict[Any, bool] = {}
+
+@functools.cache
+def _inexact_dtype(dtype: Any) -> bool:
+    # Cached: `jnp.issubdtype` walks numpy's type hierarchy on every call, and a model
+    # holds a handful of dtypes, so the cache is small and never stale.
+    return bool(jnp.issubdtype(dtype, jnp.inexact))
+
 
 def is_inexact_array(x: object) -> bool:
     """True for floating-point and complex arrays: the leaves `tc.grad` differentiates.
@@ -49,11 +54,7 @@ def is_inexact_array(x: object) -> bool:
     """
     if not isinstance(x, ARRAY_TYPES):
         return False
-    dtype = x.dtype
-    found = _inexact.get(dtype)
-    if found is None:
-        found = _inexact[dtype] = bool(jnp.issubdtype(dtype, jnp.inexact))
-    return found
+    return _inexact_dtype(x.dtype)
 
 
 def partition(

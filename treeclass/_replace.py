@@ -16,9 +16,8 @@ For `Neuron` (see `_init.py`):
         ...
 
 A dict merge instead (`new.__dict__.update(self.__dict__); .update(changes)`) was
-measured slower for classes of up to about 12 fields (benchmarks/, interleaved): 10% for
-one changed field of 8+2, 22% for three, 34% for a 2-field class; it wins only for
-classes of 16 fields and more, rarer in models than small ones.
+measured slower for the small classes models are made of, and faster only for classes
+of many fields (benchmarks/RESULTS.md, "Design measurements").
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from treeclass import _checks
 from treeclass._codegen import field_annotations, flat_expr, static_check_line, with_self
 from treeclass._layout import FLAT, Layout, instance_layout
 
-__all__ = ["helpers", "install", "replace", "source"]
+__all__ = ["helpers", "install", "replace", "set_source", "source"]
 
 _T = TypeVar("_T")
 
@@ -103,6 +102,17 @@ def source(layout: Layout) -> str:
         body.append("_tc_finalize(_tc_new)")
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
+
+
+def set_source(layout: Layout) -> str:
+    """`_tc_set(self, name, value)`: `replace(self, name=value)` for a field name known
+    only at run time, as `replace_at` has it. `replace(**{name: value})` would do the
+    same, but building and unpacking a dict of keywords costs about half a `replace()`
+    more, once per level of a `replace_at` path."""
+    lines = ["def _tc_set(_tc_self, _tc_name, _tc_value):"]
+    lines += [f"    if _tc_name == {n!r}: return replace(_tc_self, {n}=_tc_value)" for n in layout.names]
+    lines.append("    return replace(_tc_self, **{_tc_name: _tc_value})  # not a field: its error")
+    return "".join(f"{line}\n" for line in lines)
 
 
 def install(layout: Layout, ns: dict[str, Any]) -> Any:

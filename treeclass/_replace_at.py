@@ -23,12 +23,9 @@ unflattens the whole tree for one change.
 
 Why record on every call, with no cache of paths: a path may depend on more than the
 code of `where` (`lambda m: m.layers[i].w` reads `i` from a closure), and recording
-costs less than the `replace()` calls it leads to. (An earlier version read constant
-paths from the lambda's bytecode and compiled them into the chain of `replace()`
-calls; the opcodes change with every Python release, for a gain users did not see.)
-Under `jax.jit` all of this runs once, at trace time. The eager cost against the
-hand-written chain of `replace()` calls is measured in benchmarks/ (RESULTS.md,
-"whole_models").
+costs less than the `replace()` calls it leads to. Under `jax.jit` all of this runs
+once, at trace time. The eager cost against the hand-written chain of `replace()` calls
+is measured in benchmarks/ (RESULTS.md, "whole_models").
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ _MISSING: Final[Any] = object()
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
-Step = tuple[Any, bool]
-Path = tuple[Step, ...]
+Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 
 # How a node was read from its parent, which says how `_put` rebuilds the parent.
 _TREECLASS, _NAMEDTUPLE, _TUPLE, _LIST, _DICT = range(5)
@@ -118,34 +114,12 @@ class _Read:
     def _tc_refuse(self, did: str) -> NoReturn:
         raise TypeError(MSG_NOT_READ.format(path=_show(*_at(self)), did=did))
 
-    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
-        self._tc_refuse("called it")
-
-    def __bool__(self) -> NoReturn:
-        self._tc_refuse("took its truth value (an `if`, `and`, `or` or `not`)")
-
-    def __hash__(self) -> NoReturn:
-        self._tc_refuse("hashed it (used it as a dict key?)")
-
-    def __iter__(self) -> NoReturn:
-        self._tc_refuse("iterated over it (select entries by index: m.layers[0])")
-
-    def __len__(self) -> NoReturn:
-        self._tc_refuse("took its len()")
-
-    def __contains__(self, item: object) -> NoReturn:
-        self._tc_refuse("tested membership (`in`) on it")
-
-    def __index__(self) -> NoReturn:
-        self._tc_refuse("used it as an index")
-
-    def __array__(self, *args: object, **kwargs: object) -> NoReturn:
-        self._tc_refuse("passed it to a NumPy function")
-
 
 _new: Final = object.__new__
-_at: Final[Callable[[_Read], tuple[str, Path]]] = _Read._tc_at.__get__  # type: ignore[attr-defined]
-_set_at: Final[Callable[[_Read, tuple[str, Path]], None]] = _Read._tc_at.__set__  # type: ignore[attr-defined]
+# The slot's own getter and setter, called directly: `__getattribute__` is ours.
+_slot: Any = vars(_Read)["_tc_at"]
+_at: Final[Callable[[_Read], tuple[str, Path]]] = _slot.__get__
+_set_at: Final[Callable[[_Read, tuple[str, Path]], None]] = _slot.__set__
 
 
 def _read(root: str, path: Path) -> _Read:
@@ -155,25 +129,36 @@ def _read(root: str, path: Path) -> _Read:
 
 
 def _refusing(did: str) -> Callable[..., NoReturn]:
-    def method(self: _Read, *args: object) -> NoReturn:
+    def method(self: _Read, *args: object, **kwargs: object) -> NoReturn:
         self._tc_refuse(did)
 
     return method
 
 
-# Arithmetic and comparisons: each raises, naming the node and the operator.
-_OPERATORS: Final = {
+# Everything but a read raises, naming the node and what `where` did to it.
+_SYMBOLS: Final = {
     "add": "+", "sub": "-", "mul": "*", "matmul": "@", "truediv": "/", "floordiv": "//",
     "mod": "%", "pow": "**", "lshift": "<<", "rshift": ">>", "and": "&", "or": "|",
     "xor": "^", "divmod": "divmod()",
 }  # fmt: skip
-for _op, _sym in _OPERATORS.items():
-    setattr(_Read, f"__{_op}__", _refusing(f"computed with it ({_sym})"))
-    setattr(_Read, f"__r{_op}__", _refusing(f"computed with it ({_sym})"))
-for _op in ("neg", "pos", "abs", "invert", "int", "float", "complex", "round"):
-    setattr(_Read, f"__{_op}__", _refusing(f"computed with it (__{_op}__)"))
-for _op, _sym in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}.items():
-    setattr(_Read, f"__{_op}__", _refusing(f"compared it ({_sym})"))
+_REFUSED: Final = {
+    "__call__": "called it",
+    "__bool__": "took its truth value (an `if`, `and`, `or` or `not`)",
+    "__hash__": "hashed it (used it as a dict key?)",
+    "__iter__": "iterated over it (select entries by index: m.layers[0])",
+    "__len__": "took its len()",
+    "__contains__": "tested membership (`in`) on it",
+    "__index__": "used it as an index",
+    "__array__": "passed it to a NumPy function",
+    **{f"__{op}__": f"computed with it ({sym})" for op, sym in _SYMBOLS.items()},
+    **{f"__r{op}__": f"computed with it ({sym})" for op, sym in _SYMBOLS.items()},
+    **{f"__{op}__": f"computed with it (__{op}__)" for op in
+       ("neg", "pos", "abs", "invert", "int", "float", "complex", "round")},
+    **{f"__{op}__": f"compared it ({sym})" for op, sym in
+       {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}.items()},
+}  # fmt: skip
+for _name, _did in _REFUSED.items():
+    setattr(_Read, _name, _refusing(_did))
 
 
 # --- 2. Following a path -----------------------------------------------------------------
@@ -207,9 +192,7 @@ def _step(node: Any, key: Any, item: bool) -> tuple[int, Any]:
             _no_field(node, key, layout.names)
         return _TREECLASS, key
     cls = type(node)
-    fields: tuple[str, ...] | None = (
-        getattr(cls, "_fields", None) if isinstance(node, tuple) else None
-    )
+    fields: tuple[str, ...] | None = getattr(cls, "_fields", None) if isinstance(node, tuple) else None
     if fields is not None and (not item or isinstance(key, int)):
         if item:  # `nt[0]` and `nt.a` are one node, rebuilt by _replace()
             if not -len(fields) <= key < len(fields):
@@ -311,10 +294,7 @@ def _replace_many(obj: Any, root: str, paths: list[Path], news: list[Any]) -> An
 
 
 def _rebuild(parent: Any, level: dict[tuple[int, Any], list[Any]]) -> Any:
-    changes = {
-        key: _rebuild(child, sub) if type(sub) is dict else sub
-        for (_, key), (child, sub) in level.items()
-    }
+    changes = {k: _rebuild(child, sub) if type(sub) is dict else sub for (_, k), (child, sub) in level.items()}
     kind = next(iter(level))[0]  # one parent: every entry was read the same way
     return _put(parent, kind, changes)
 
@@ -383,15 +363,23 @@ def replace_at(
         msg = "replace_at() takes either a value or fn=, not both and not neither."
         raise TypeError(msg)
     root = type(obj).__name__
-    selected = where(_read(root, ()))  # type: ignore[arg-type]  # the stand-in, recording
+    stand_in: Any = _read(root, ())  # records what `where` reads of it
+    selected = where(stand_in)
     if type(selected) is _Read:  # one node, the common case
         parents, node = _follow(obj, _at(selected)[1], root)
         new = value if fn is None else fn(node)
         for parent, kind, key in reversed(parents):
             # The treeclass case inline: one Python call fewer per level.
-            new = parent.replace(**{key: new}) if kind == _TREECLASS else _put(parent, kind, {key: new})
+            new = parent.__tc_set__(key, new) if kind == _TREECLASS else _put(parent, kind, {key: new})
         return new  # type: ignore[no-any-return]
-    paths = _paths(selected)
+    items: list[Any] = list(selected) if isinstance(selected, tuple | list) else [selected]
+    bad = next((s for s in items if type(s) is not _Read), None)
+    if bad is not None:
+        what = describe(bad, shape=False)
+        if bad is not selected:
+            what = f"a {type(selected).__name__} holding {what}"
+        raise TypeError(_MSG_RETURN.format(what=what))
+    paths = [_at(s)[1] for s in items]
     if not paths:
         return obj
     if fn is not None:
@@ -411,15 +399,3 @@ def replace_at(
         raise ValueError(msg)
     return _replace_many(obj, root, paths, news)  # type: ignore[no-any-return]
 
-
-def _paths(selected: Any) -> list[Path]:
-    """The paths of the nodes `where` returned in a tuple or list; `TypeError` for
-    anything but recorded reads."""
-    if isinstance(selected, tuple | list):
-        items: list[Any] = list(selected)
-        bad = next((s for s in items if type(s) is not _Read), None)
-        if bad is None:
-            return [_at(s)[1] for s in items]
-        what = f"a {type(selected).__name__} holding {describe(bad, shape=False)}"
-        raise TypeError(_MSG_RETURN.format(what=what))
-    raise TypeError(_MSG_RETURN.format(what=describe(selected, shape=False)))

@@ -32,14 +32,18 @@ from typing_extensions import dataclass_transform
 
 from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
 from treeclass._field import STATIC, STATIC_MARKER, field, static
-from treeclass._layout import FLAT, LAYOUT, analyse, layout_of
+from treeclass._layout import FLAT, LAYOUT, SET, analyse, layout_of
 
 __all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
 # Names the generated code or the instance dict use; a field may not take them.
-_RESERVED: Final = {"replace": "the replace() method", FLAT: "the flatten cache"}
+_RESERVED: Final = {
+    "replace": "the replace() method",
+    FLAT: "the flatten cache",
+    SET: "replace_at's setter",
+}
 # Methods treeclass must own; a class body that defines them is refused, not overridden.
 _OWNED: Final = {
     "replace": "use a converter or __post_init__ to customise construction",
@@ -197,7 +201,12 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
     _check_fields(cls)
     layout = analyse(cls, user_init)
-    sources = [_init.finalize_source(layout), _replace.source(layout), _flatten.unflatten_source(layout)]
+    sources = [
+        _init.finalize_source(layout),
+        _replace.source(layout),
+        _replace.set_source(layout),
+        _flatten.unflatten_source(layout),
+    ]
     if user_init is None:
         sources.append(_init.init_source(layout))
     ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.helpers(layout)})
@@ -209,6 +218,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __replace__=replace_fn,
         __setattr__=_setattr,
         __delattr__=_delattr,
+        **{SET: ns["_tc_set"]},
     )
     _install_dunders(cls, repr=repr, eq=eq)
     setattr(cls, LAYOUT, layout)
