@@ -373,3 +373,29 @@ def test_class_defining_registration_methods_rejected(method):
     body = {"__annotations__": {"x": int}, method: lambda self: None}
     with pytest.raises(TypeError, match=rf"Bad\.{method}: this name is reserved by treeclass"):
         tc.treeclass(type("Bad", (), body))
+
+
+def test_decorating_again_with_other_options_is_refused():
+    @tc.treeclass(kw_only=True)
+    class Kw:
+        x: int
+
+    assert tc.treeclass(Kw) is Kw  # bare: a no-op
+    assert tc.treeclass(kw_only=True)(Kw) is Kw  # the options it was built with
+    with pytest.raises(TypeError, match=r"(?s)^Kw is a treeclass already, built with kw_only=True, repr=True, eq=True;.*would not apply them"):
+        tc.treeclass(eq=False)(Kw)
+
+
+def test_base_form_options_message_names_every_base():
+    class Mixin:
+        pass
+
+    class Layer(tc.TreeClass):
+        w: int
+
+    with pytest.raises(TypeError, match=r"(?s)class Both\(Mixin, Layer, kw_only=True\)"):
+
+        @tc.treeclass(kw_only=True)
+        class Both(Mixin, Layer):
+            x: int = 0
+

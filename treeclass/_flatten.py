@@ -45,6 +45,7 @@ import jax
 
 from treeclass import _checks
 from treeclass._layout import FLAT, Layout, instance_layout
+from treeclass._walk import node_def
 
 __all__ = ["prefix", "register", "unflatten_source"]
 
@@ -136,6 +137,5 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
             type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
         )
     # obj's own node, its children as leaves: the treedef holds obj's statics.
-    treedef = jax.tree.structure(obj, is_leaf=lambda x: x is not obj)
-    new: _T = jax.tree.unflatten(treedef, [fields.get(name, fill) for name in layout.dynamic])
+    new: _T = jax.tree.unflatten(node_def(obj), [fields.get(name, fill) for name in layout.dynamic])
     return new

@@ -47,6 +47,8 @@ class Layout:
     post_init: bool
     user_init: Callable[..., None] | None
     """The class's own `__init__`, if it wrote one (dataclasses then keeps it)."""
+    options: dict[str, bool]
+    """The decorator's options the class was built with (`kw_only`, `repr`, `eq`)."""
 
     @property
     def init_sets_every_field(self) -> bool:
@@ -82,7 +84,7 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
 
 
-def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
+def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str, bool]) -> Layout:
     fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
     all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
@@ -101,6 +103,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None) -> Layout:
         converters={f.name: f.metadata[CONVERTER] for f in fields if CONVERTER in f.metadata},
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
+        options=options,
     )
 
 

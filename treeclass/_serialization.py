@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass._repr import describe, short_repr
-from treeclass._walk import PYTHON_SCALARS, KeyPath, children, is_array, path_str
+from treeclass._walk import PYTHON_SCALARS, KeyPath, children, is_array, node_def, path_str
 
 _T = TypeVar("_T")
 
@@ -213,8 +213,7 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
             parts.append(f"in the {source.name} but not the template: {listed}")
         raise source.error(path, f"structure differs ({'; '.join(parts)})")
     values = [restore(child, given[k], (*path, entry), source) for entry, k, child in pairs]
-    treedef = jax.tree.structure(template, is_leaf=lambda y: y is not template)
-    return jax.tree.unflatten(treedef, values)
+    return jax.tree.unflatten(node_def(template), values)
 
 
 def to_state_dict(obj: Any) -> dict[str, Any]:

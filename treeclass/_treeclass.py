@@ -133,13 +133,19 @@ def _check_fields(cls: type) -> None:
             raise TypeError(msg)
 
 
+_DEFAULTS: Final = {"kw_only": False, "repr": True, "eq": True}
+
 _MSG_BASE_FORM_OPTIONS: Final = """\
 {cls} subclasses tc.TreeClass, so it is a treeclass already, built with the class
-keywords (default kw_only=False, repr=True, eq=True); the decorator's options would be
-ignored. Pass them as class keywords instead:
+keywords ({built}); the decorator's options would be ignored. Pass them as class
+keywords instead:
 
-    class {cls}({base}, kw_only=True):
+    class {cls}({bases}, kw_only=True):
         ..."""
+
+_MSG_OPTIONS_AGAIN: Final = """\
+{cls} is a treeclass already, built with {built}; decorating it again with other
+options would not apply them. Decorate the class once, with the options you want."""
 
 
 def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
@@ -200,7 +206,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     # argument order and keeps a hand-written __init__ (we then wrap that one).
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
     _check_fields(cls)
-    layout = analyse(cls, user_init)
+    layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     sources = [
         _init.finalize_source(layout),
         _replace.source(layout),
@@ -290,11 +296,17 @@ def treeclass(
         if not isinstance(c, type):  # pyright: ignore[reportUnnecessaryIsInstance] - untyped callers
             msg = f"@treeclass decorates a class; got {c!r}."
             raise TypeError(msg)
-        if layout_of(c) is not None:
-            if (kw_only, repr, eq) != (False, True, True) and issubclass(c, TreeClass):
-                msg = _MSG_BASE_FORM_OPTIONS.format(cls=c.__name__, base=c.__mro__[1].__name__)
-                raise TypeError(msg)
-            return c  # decorating twice is a no-op
+        layout = layout_of(c)
+        if layout is not None:
+            # Decorating twice is a no-op; asking for other options than the class was
+            # built with would silently not apply them, so that is an error.
+            options = {"kw_only": kw_only, "repr": repr, "eq": eq}
+            if options in (_DEFAULTS, layout.options):
+                return c
+            bases = ", ".join(b.__name__ for b in c.__bases__)
+            template = _MSG_BASE_FORM_OPTIONS if issubclass(c, TreeClass) else _MSG_OPTIONS_AGAIN
+            built = ", ".join(f"{k}={v}" for k, v in layout.options.items())
+            raise TypeError(template.format(cls=c.__name__, bases=bases, built=built))
         return process(c, kw_only=kw_only, repr=repr, eq=eq)
 
     if cls is None:

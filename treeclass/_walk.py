@@ -37,6 +37,7 @@ __all__ = [
     "children",
     "dtype_name",
     "is_array",
+    "node_def",
     "path_str",
     "walk",
 ]
@@ -97,6 +98,13 @@ def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
     """`f32[100,3]`: an array's dtype and shape, as repr, errors and retrace reasons
     show it; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
     return f"{dtype_name(dtype)}[{','.join(map(str, shape))}]" + ("{weak}" if weak else "")
+
+
+def node_def(x: Any) -> Any:
+    """The treedef of `x`'s own node, its children as leaves: `jax.tree.unflatten` of
+    it rebuilds `x`'s node (its type, statics and keys) around new children, the way JAX
+    rebuilds pytrees (for a treeclass: no `__init__`, converter or `__post_init__`)."""
+    return jax.tree.structure(x, is_leaf=lambda y: y is not x)
 
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
