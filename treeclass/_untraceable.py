@@ -43,7 +43,7 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
 or pass an array (jnp.asarray(...)) if it is data."""
 
 # JAX's words when an argument's leaf is not an array (jax.jit: "Error interpreting
-# argument to <fn> as an abstract array ... at path x.name"; jax.grad and vmap:
+# argument to <fn> as an abstract array ... at path x.name"; jax.grad:
 # "Argument 'oops' of type <class 'str'> is not a valid JAX type"). Only these are
 # rewritten: any other TypeError is the user's own and must surface unchanged.
 # tests/test_untraceable.py triggers both from JAX itself, so a change of wording in a
