@@ -103,7 +103,7 @@ class LinearNet(tc.TreeClass):
         )
 
     def update(self, x: jax.Array) -> jax.Array:
-        h = x @ self.w + self.b[None, :]  # x: f32[batch, n_in]
+        h = x @ self.w + self.b  # x: f32[batch, n_in]
         return h @ self.r
 
     def loss(self, x: jax.Array, y: jax.Array) -> jax.Array:
