@@ -8,7 +8,7 @@ be a `bm.Variable` updated in place, and either BrainPy finds it or you list it 
 and a jitted `bm.random.normal` returns the same numbers at every call unless the
 global `RandomState` is in `dyn_vars`.
 
-Here each model is a `@tc.treeclass`: its arrays are dynamic fields, so passing the
+Here each model is a `tc.TreeClass`: its arrays are dynamic fields, so passing the
 model to a jitted function traces all of them, always; nothing is declared and nothing
 is baked in. Training is `jax.value_and_grad` of a `loss` method (the gradient is a
 model) and plain SGD (`jax.tree.map`) inside one `lax.scan`, as in the tutorial's
@@ -45,8 +45,7 @@ import treeclass as tc
 _Model = TypeVar("_Model")
 
 
-@tc.treeclass
-class LogisticRegression:
+class LogisticRegression(tc.TreeClass):
     """Labels `Y` in {-1, 1}; `p(Y | X) = sigmoid(Y X w)`. The tutorial initialises
     `w = 2 * ones(dimension) - 1.3`."""
 
@@ -72,8 +71,7 @@ class LogisticRegression:
         return jnp.mean(jnp.sign(X @ self.w) == Y)
 
 
-@tc.treeclass
-class Linear:
+class Linear(tc.TreeClass):
     """`x @ w + b`: the tutorial's `Linear`, whose `b` had to be in `dyn_vars`."""
 
     w: jax.Array
@@ -88,8 +86,7 @@ class Linear:
         return x @ self.w + self.b
 
 
-@tc.treeclass
-class LinearNet:
+class LinearNet(tc.TreeClass):
     """`(x @ w + b) @ r` with a mean squared error: the tutorial's `LinearNet`."""
 
     w: jax.Array
@@ -106,15 +103,14 @@ class LinearNet:
         )
 
     def update(self, x: jax.Array) -> jax.Array:
-        h = x @ self.w + self.b[None, :]  # x: f32[batch, n_in]
+        h = x @ self.w + self.b  # x: f32[batch, n_in]
         return h @ self.r
 
     def loss(self, x: jax.Array, y: jax.Array) -> jax.Array:
         return jnp.mean((self.update(x) - y) ** 2)
 
 
-@tc.treeclass
-class RandomState:
+class RandomState(tc.TreeClass):
     """A random number generator whose state is a key field (BrainPy's `RandomState`
     is a `Variable` that has to be listed in `dyn_vars`)."""
 

@@ -39,6 +39,7 @@ import gc
 import sys
 import time
 import weakref
+from typing import TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -65,8 +66,7 @@ class TutorialCounter:
 # --- the treeclass version -------------------------------------------------------------
 
 
-@tc.treeclass
-class Counter:
+class Counter(tc.TreeClass):
     """A counter whose count is a dynamic field: traced, never baked in."""
 
     count: jax.Array = tc.field(default_factory=lambda: jnp.zeros((), jnp.int32))
@@ -76,15 +76,14 @@ class Counter:
         return self.replace(count=self.count + 1)
 
 
-@tc.treeclass
-class MutatingCounter:
+class MutatingCounter(tc.TreeClass):
     """The tutorial's mistake made on a treeclass: it raises instead of losing counts."""
 
     count: jax.Array
 
     @tc.jit
     def inc(self) -> None:
-        self.count += 1  # type: ignore[misc]  # the point: frozen instances refuse this
+        self.count += 1  # type: ignore[misc]  # the mistake shown: checkers flag it too
 
 
 @jax.jit
@@ -101,7 +100,24 @@ def count_in_scan(counter: Counter, steps_like: jax.Array) -> tuple[Counter, jax
 # --- the measurements ------------------------------------------------------------------
 
 
-def tutorial_results(instances: int, calls: int = 3) -> dict[str, object]:
+class TutorialResults(TypedDict):
+    seen: list[int]  # counter 0's count after 0, 1, 2, 3 calls
+    counts: list[int]  # every counter's final count
+    compiles: int
+    seconds: float
+    kept_alive: bool  # whether the jit cache still holds a dropped counter
+
+
+class TreeclassResults(TypedDict):
+    seen: list[int]
+    counts: list[int]
+    compiles: int
+    seconds: float
+    scan_final: int
+    scan_history: jax.Array  # the count before each scan step
+
+
+def tutorial_results(instances: int, calls: int = 3) -> TutorialResults:
     """`instances` tutorial counters, each called `calls` times: the first one's count
     after each call, every final count, compiles, seconds, and whether the jit cache
     let go of a dropped counter."""
@@ -126,7 +142,7 @@ def tutorial_results(instances: int, calls: int = 3) -> dict[str, object]:
             "kept_alive": probe() is not None}
 
 
-def treeclass_results(instances: int, calls: int = 3, scan_steps: int = 100) -> dict[str, object]:
+def treeclass_results(instances: int, calls: int = 3, scan_steps: int = 100) -> TreeclassResults:
     """The same with the treeclass `Counter` (counter `i` starting at `i`), from an
     empty compile cache; plus a counter stepped in `lax.scan`."""
     Counter.inc.clear_cache()

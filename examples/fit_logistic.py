@@ -2,7 +2,7 @@
 
 What it shows:
 
-- the model is a `@tc.treeclass`: its weights are dynamic fields (traced leaves), its
+- the model is a `tc.TreeClass`: its weights are dynamic fields (traced leaves), its
   hyper-parameter `l2` is a static field (part of the treedef, a Python float inside
   the traced code);
 - the training configuration (`Fit`: steps, learning rate, optimizer) is a treeclass
@@ -37,13 +37,12 @@ TRUE_W = (2.0, -3.0)
 TRUE_B = 0.5
 
 
-@tc.treeclass
-class LogisticRegression:
+class LogisticRegression(tc.TreeClass):
     """p(y=1 | x) = sigmoid(x @ w + b), with an L2 penalty on `w`."""
 
     w: jax.Array  # (features,)
     b: jax.Array  # ()
-    l2: float = tc.static(1e-3)
+    l2: float = tc.static(default=1e-3)
 
     def logits(self, x: jax.Array) -> jax.Array:
         return x @ self.w + self.b
@@ -58,8 +57,7 @@ class LogisticRegression:
         return jnp.mean((self.logits(x) > 0) == (y > 0.5))
 
 
-@tc.treeclass
-class Fit:
+class Fit(tc.TreeClass):
     """How to fit: every field is static, so each distinct setting compiles once."""
 
     steps: tc.Static[int]
@@ -77,7 +75,8 @@ def make_data(n: int, seed: int = 0, noise: float = 0.5) -> tuple[jax.Array, jax
 
 def _optax_adam(learning_rate: float) -> Any:
     try:
-        import optax  # optional: only --optimizer adam needs it
+        # Optional: only --optimizer adam needs it. optax ships no py.typed marker.
+        import optax  # type: ignore[import-untyped]
     except ImportError:
         msg = "--optimizer adam needs optax: pip install '.[examples]' (or use sgd)"
         raise SystemExit(msg) from None

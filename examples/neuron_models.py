@@ -1,6 +1,6 @@
 """Spiking neuron models as treeclasses, ported from BrainPy (imported by neurons.py).
 
-Each model is one `@tc.treeclass`: its parameters are static fields (Python floats in
+Each model is one `tc.TreeClass`: its parameters are static fields (Python floats in
 the treedef, constants in the compiled code, hashable and printable) and its state is
 dynamic (arrays of one entry per neuron: a population is one instance). A `step`
 method returns the next state, so a simulation is `lax.scan(step, model, inputs)` and
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Self, TypeVar
 
 import jax
@@ -88,8 +88,7 @@ def exp_euler(f: Callable[[jax.Array], jax.Array], x: jax.Array, dt: float) -> j
 # Neurons
 
 
-@tc.treeclass(kw_only=True)
-class LIF:
+class LIF(tc.TreeClass, kw_only=True):
     """Leaky integrate-and-fire population (BrainPy `bp.dyn.Lif`).
 
         tau dV/dt = -(V - V_rest) + R I;    V >= V_th  ->  spike, V <- V_reset
@@ -134,8 +133,7 @@ class LIF:
         return _time_to(self.V_rest, self.V_th, self.V_rest + self.R * I, self.tau)
 
 
-@tc.treeclass(kw_only=True)
-class LIFRef(LIF):
+class LIFRef(LIF, kw_only=True):
     """LIF with an absolute refractory period (BrainPy `bp.dyn.LifRef`).
 
     After a spike at time `t_spike` the potential is held (at `V_reset`) while
@@ -162,8 +160,7 @@ class LIFRef(LIF):
         )
 
 
-@tc.treeclass(kw_only=True)
-class ALIF:
+class ALIF(tc.TreeClass, kw_only=True):
     """Adaptive-threshold LIF of Bellec et al. 2020 (BrainPy `ALIFBellec2020`).
 
         tau dV/dt = -(V - V_rest) + R I;    tau_a da/dt = -a
@@ -220,8 +217,7 @@ class ALIF:
         )
 
 
-@tc.treeclass(kw_only=True)
-class AdEx:
+class AdEx(tc.TreeClass, kw_only=True):
     """Adaptive exponential integrate-and-fire population (BrainPy `bp.dyn.AdExIF`).
 
         tau   dV/dt = -(V - V_rest) + delta_T exp((V - V_T) / delta_T) - R w + R I
@@ -272,7 +268,7 @@ class AdEx:
         )
 
 
-def _population(cls: type[_N], n: int, V: jax.Array | None, params: dict[str, object]) -> _N:
+def _population(cls: type[_N], n: int, V: jax.Array | None, params: Mapping[str, object]) -> _N:
     """`n` neurons of `cls` with `params`, at `V` (default `V_rest`), no spike, and the
     other state variables at their initial values."""
     initial = {"t_last_spike": jnp.full(n, -1e7), "a": jnp.zeros(n), "w": jnp.zeros(n)}
@@ -293,8 +289,7 @@ def _time_to(v0: float, v1: float, v_inf: float, tau: float) -> float:
 # Simulation
 
 
-@tc.treeclass
-class Trace:
+class Trace(tc.TreeClass):
     """What `simulate` records at every step: `V` f32[steps, n], `spike` bool[steps, n]."""
 
     V: jax.Array
@@ -328,8 +323,7 @@ def simulate(model: _M, inputs: jax.Array) -> tuple[_M, Trace]:
 # Synapses and an E/I network
 
 
-@tc.treeclass(kw_only=True)
-class Expon:
+class Expon(tc.TreeClass, kw_only=True):
     """Exponential synapse conductance (BrainPy `bp.dyn.Expon`).
 
         tau dg/dt = -g;   on each step: g <- exp_euler(g) + (weighted input spikes)
@@ -345,8 +339,7 @@ class Expon:
         return self.replace(g=exp_euler(lambda g: -g / self.tau, self.g, self.dt) + x)
 
 
-@tc.treeclass(kw_only=True)
-class Projection:
+class Projection(tc.TreeClass, kw_only=True):
     """Presynaptic spikes -> sparse weights -> `Expon` conductance -> COBA current.
 
     BrainPy's `ProjAlignPostMg1(comm=..., syn=Expon, out=COBA(E))`: the postsynaptic
@@ -381,8 +374,7 @@ class Projection:
         return self.syn.g * (self.E - V)
 
 
-@tc.treeclass(kw_only=True)
-class EINet:
+class EINet(tc.TreeClass, kw_only=True):
     """Excitatory and inhibitory `LIFRef` populations, sparse random COBA projections
     between and within them, and a noisy input current whose RNG key is a dynamic field.
 

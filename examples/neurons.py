@@ -3,7 +3,7 @@ treeclasses, simulated with `lax.scan`, spike for spike as in BrainPy.
 
 What it shows:
 
-- a neuron population is one `@tc.treeclass` instance: parameters (`tau`, `V_th`, ...)
+- a neuron population is one `tc.TreeClass` instance: parameters (`tau`, `V_th`, ...)
   are static fields, the state (`V`, `spike`, ...) is dynamic arrays, and `step(t, I)`
   (a `@tc.jit` method) returns the next state; `neuron_models.simulate` scans it;
 - the models follow BrainPy's equations, defaults, update order and exponential Euler

@@ -13,7 +13,7 @@ Omega = Sigma^-1.
 
 What it shows:
 
-- the model is a `@tc.treeclass`: the data (Y, O, X) and the parameters (B, M, S,
+- the model is a `tc.TreeClass`: the data (Y, O, X) and the parameters (B, M, S,
   Sigma, Omega) are dynamic fields, traced; the sizes n, p, d are static fields, plain
   Python ints inside the compiled code;
 - the negative ELBO is a method, `PLN.loss()`, that can be evaluated on its own at any
@@ -89,7 +89,6 @@ containers = _sibling("pln_containers")
 # The fit that converges: B and Sigma profiled, Rprop on (M, S), as pyPLNmodels does.
 profiled = _sibling("pln_profiled")
 make_optimizer = containers.make_optimizer
-optimizer_update = containers.optimizer_update
 optax = containers.optax
 
 
@@ -192,8 +191,7 @@ def log_stirling_sum(Y: np.ndarray) -> float:
 # --- the model as a treeclass -----------------------------------------------------------
 
 
-@tc.treeclass
-class Variational:
+class Variational(tc.TreeClass):
     """What the optimizer moves: the model's B and the variational M, S."""
 
     B: jax.Array  # (d, p) regression coefficients
@@ -201,8 +199,7 @@ class Variational:
     S: jax.Array = tc.field(axes=("samples", None))  # (n, p) variational std deviations
 
 
-@tc.treeclass
-class PLN:
+class PLN(tc.TreeClass):
     """A Poisson log-normal model and its variational state."""
 
     # The data: dynamic (traced, never baked in as constants), never differentiated
@@ -270,7 +267,7 @@ class PLN:
             # jax.lax.stop_gradient; and RAdam would keep two moments of every (n, p)
             # data array.
             loss, grads = jax.value_and_grad(model.loss)(model.params)
-            updates, opt_state = optimizer_update(optimizer, grads, opt_state)
+            updates, opt_state = optimizer.update(grads, opt_state)
             model = model.replace(params=optax.apply_updates(model.params, updates))
             return (model.update_covariance(), opt_state), loss
 

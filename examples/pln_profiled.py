@@ -43,8 +43,7 @@ import treeclass as tc
 WINDOW = 50  # iterations over which the ELBO's progress is measured for the stop
 
 
-@tc.treeclass
-class Rprop:
+class Rprop(tc.TreeClass):
     """torch.optim.Rprop's rule, state and settings (pyPLNmodels: lr 0.01, step sizes
     in [1e-10, 50]), for a pytree of parameters. Per coordinate, with g the gradient of
     the loss and g_prev the one kept from the last step:
@@ -87,16 +86,14 @@ class Rprop:
         return pick(0), self.replace(step=pick(1), prev=pick(2))
 
 
-@tc.treeclass
-class Latent:
+class Latent(tc.TreeClass):
     """The variational parameters: q(Z_i) = N(M_i, diag(S_i**2))."""
 
     M: jax.Array = tc.field(axes=("samples", None))  # (n, p) means of Z
     S: jax.Array = tc.field(axes=("samples", None))  # (n, p) standard deviations
 
 
-@tc.treeclass
-class ProfiledPLN:
+class ProfiledPLN(tc.TreeClass):
     """The data, the variational parameters, the optimizer's state and the loop's
     counters: everything the compiled fit carries, one pytree."""
 

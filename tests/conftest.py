@@ -1,10 +1,17 @@
-"""Strict settings for the whole suite: JAX refuses implicit rank and dtype promotion,
-and (pyproject.toml) every warning is an error."""
+"""Strict settings for the library's tests: JAX refuses implicit rank and dtype
+promotion, and (pyproject.toml) every warning is an error.
+
+The docs and the examples are code users copy, and users run JAX's defaults: the tests
+that run them ask for the `jax_defaults` fixture (and run scripts without the strict
+environment variables), so nothing the suite needs leaks into what users read.
+"""
 
 import os
+from collections.abc import Iterator
 
 import hypothesis
 import jax
+import pytest
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -20,3 +27,16 @@ hypothesis.settings.register_profile(
     suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="module")
+def jax_defaults() -> Iterator[None]:
+    """JAX's default promotion rules (standard dtypes, rank promotion allowed) for a
+    whole test module: `pytestmark = pytest.mark.usefixtures("jax_defaults")`.
+
+    Module scope, so that the module's own module-scoped fixtures (an example loaded
+    and run once) run under it too: pytest sets up the `usefixtures` names before the
+    other fixtures of the same scope. Warnings stay errors.
+    """
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield

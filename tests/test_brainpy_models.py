@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # the example runs as users run it (conftest.py)
+]
 POINTS = 500  # one data size (and main's 200 steps) throughout: the compiles are shared
 
 

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # the example runs as users run it (conftest.py)
+]
 
 @pytest.fixture(scope="module")
 def counter() -> Iterator[ModuleType]:

@@ -31,6 +31,9 @@ import pytest
 
 import treeclass
 
+# The examples are what users copy, so they run under JAX's defaults, not under the
+# strict promotion the library's own tests use (conftest.py).
+pytestmark = pytest.mark.usefixtures("jax_defaults")
 ROOT = Path(__file__).parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MODULES = [treeclass.__name__] + [

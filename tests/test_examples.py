@@ -4,9 +4,7 @@ logistic regression example also fits what it claims to fit, checked in-process.
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,9 +12,12 @@ from types import ModuleType
 import jax
 import jax.numpy as jnp
 import pytest
-from example_modules import example_module
+from example_modules import STRICT_VARIABLES, example_env, example_module, run_example
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # as users run them (conftest.py)
+]
 ROOT = Path(__file__).parent.parent
 # Every .py file in examples/ is a script that takes --help and --quick (the README
 # says so), modules that other scripts import included: none is exempt.
@@ -47,26 +48,6 @@ KEY_OUTPUT = {
     ],
 }
 
-# The scripts run as users run them, plus the suite's strictness: warnings are errors
-# and JAX refuses implicit promotion (the environment variables mirror conftest.py).
-_STRICT = {"JAX_NUMPY_RANK_PROMOTION": "raise", "JAX_NUMPY_DTYPE_PROMOTION": "strict"}
-
-
-def _run(
-    script: Path, *args: str, cwd: Path, strict: bool = True
-) -> subprocess.CompletedProcess[str]:
-    # cwd is a scratch folder: a script must not depend on being run from the root.
-    env = {**os.environ, **(_STRICT if strict else {})}
-    return subprocess.run(  # our own scripts, run with this interpreter
-        [sys.executable, "-W", "error", str(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        env=env,
-        check=False,
-    )
-
 
 def _ok(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 0, (
@@ -79,16 +60,37 @@ def test_examples_exist() -> None:
     assert [p.name for p in EXAMPLES] == sorted(KEY_OUTPUT)
 
 
+@pytest.fixture(scope="module")
+def settings_seen_by_module_fixtures() -> tuple[str, str]:
+    # What an example loaded and run by a module-scoped fixture sees.
+    return jax.config.jax_numpy_dtype_promotion, jax.config.jax_numpy_rank_promotion
+
+
+def test_examples_run_under_jax_defaults(
+    settings_seen_by_module_fixtures: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The library's own tests run strict (conftest.py); the examples run as users run
+    # them, in this process and in subprocesses.
+    assert settings_seen_by_module_fixtures == ("standard", "allow")
+    assert (jax.config.jax_numpy_dtype_promotion, jax.config.jax_numpy_rank_promotion) == (
+        "standard",
+        "allow",
+    )
+    for name in STRICT_VARIABLES:
+        monkeypatch.setenv(name, "strict")
+    assert not set(STRICT_VARIABLES) & set(example_env())
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs_quick(script: Path, tmp_path: Path) -> None:
-    out = _ok(_run(script, "--quick", cwd=tmp_path))
+    out = _ok(run_example(script, "--quick", cwd=tmp_path))
     for line in KEY_OUTPUT[script.name]:
         assert line in out, f"{script.name} --quick did not print {line!r}:\n{out}"
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_help(script: Path, tmp_path: Path) -> None:
-    out = _ok(_run(script, "--help", cwd=tmp_path))
+    out = _ok(run_example(script, "--help", cwd=tmp_path))
     assert "--quick" in out
 
 
@@ -101,9 +103,7 @@ def test_example_says_what_it_shows(script: Path) -> None:
 def test_fit_logistic_adam(tmp_path: Path) -> None:
     pytest.importorskip("optax")  # the [examples] extra, not [test]
     script = ROOT / "examples" / "fit_logistic.py"
-    # Not strict: optax itself promotes implicitly (optax 0.2.8 computes
-    # `1 - decay**count`, a Python float to an int32 power, in its bias correction).
-    out = _ok(_run(script, "--quick", "--optimizer", "adam", cwd=tmp_path, strict=False))
+    out = _ok(run_example(script, "--quick", "--optimizer", "adam", cwd=tmp_path))
     assert "optimizer='adam'" in out
     assert "compiled once" in out
 
@@ -112,7 +112,7 @@ def test_fit_logistic_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the [examples] extra, not [test]
     script = ROOT / "examples" / "fit_logistic.py"
     png = tmp_path / "loss.png"
-    _ok(_run(script, "--quick", "--plot", str(png), cwd=tmp_path))
+    _ok(run_example(script, "--quick", "--plot", str(png), cwd=tmp_path))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

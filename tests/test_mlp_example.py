@@ -18,7 +18,10 @@ from example_modules import example_module
 
 import treeclass as tc
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # the example runs as users run it (conftest.py)
+]
 
 
 @pytest.fixture(scope="module")

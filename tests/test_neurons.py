@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 from example_modules import example_module
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # the example runs as users run it (conftest.py)
+]
 EXAMPLES = Path(__file__).parent.parent / "examples"
 STEPS = 2000  # single-neuron runs: neurons.py --quick's length, so compiles are shared
 NETWORK = (200, 300)  # neurons, steps: --neurons 200 --duration 30
@@ -261,9 +264,7 @@ def test_spikes_match_brainpy(nm: ModuleType, name: str) -> None:
     bp_model, ours, scale = _brainpy_runs(bp, nm, n)[name]
     inputs = np.tile(np.linspace(5.0, 60.0, n, dtype=np.float32) * scale, (steps, 1))
     runner = bp.DSRunner(bp_model, monitors=["spike", "V"], progress_bar=False)
-    # BrainPy promotes implicitly (its runner computes `t = i * dt` from an int32 `i`).
-    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
-        runner.run(inputs=inputs)
+    runner.run(inputs=inputs)
     _, trace = nm.simulate(ours, jnp.asarray(inputs))
     spikes = np.asarray(trace.spike)
     assert spikes.sum() > 100

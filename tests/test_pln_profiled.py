@@ -7,10 +7,7 @@ return shape)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,9 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from example_modules import example_module
+from example_modules import example_module, run_example
 
-pytestmark = pytest.mark.newest_jax  # not run on the jax floor (.ci/run)
+pytestmark = [
+    pytest.mark.newest_jax,  # not run on the jax floor (.ci/run)
+    pytest.mark.usefixtures("jax_defaults"),  # the example runs as users run it (conftest.py)
+]
 pytest.importorskip("optax")  # examples/pln.py's tutorial optimizer (the [examples] extra)
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "pln_profiled.py"
@@ -141,12 +141,7 @@ def test_float64_in_its_own_process(tmp_path: Path) -> None:
     # agree to the stop's tolerance (5e-7 relative per 50 iterations, ~1e-3 here).
     outs = []
     for dtype in ("float32", "float64"):
-        result = subprocess.run(  # our own script, run with this interpreter
-            [sys.executable, "-W", "error", str(EXAMPLE), "--quick", "--dtype", dtype],
-            capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False,
-            env={**os.environ, "JAX_NUMPY_RANK_PROMOTION": "raise",
-                 "JAX_NUMPY_DTYPE_PROMOTION": "strict"},
-        )
+        result = run_example(EXAMPLE, "--quick", "--dtype", dtype, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"profiled: {dtype}," in result.stdout
         match = re.search(r"final ELBO (-?[\d.]+)", result.stdout)
