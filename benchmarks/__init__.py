@@ -1,12 +1,13 @@
 """Side-by-side measurements of treeclass against raw containers, the designs it
 rejected, and peer libraries.
 
-Run `python -m benchmarks` (about 8 minutes; prints the tables and writes them into
-`benchmarks/RESULTS.md`) or `python -m benchmarks --quick` (about a minute; prints
-only, unless given `--write PATH`). `--only KEY ...` runs some sections; `--help` lists
-them. Everything is measured in one process with interleaved rounds, and every number
+One command line: `python -m benchmarks [--only KEY ...] [--quick] [--write PATH]`
+(`--help` lists the sections). A full run prints the tables and writes them into
+`benchmarks/RESULTS.md`; `--quick` and `--only` print only, unless given `--write
+PATH`. Everything is measured in one process with interleaved rounds, and every number
 that matters is a ratio to a baseline measured in the same round, because absolute
-times on a shared machine drift by tens of percent between minutes.
+times on a shared machine drift by tens of percent between minutes. The figures live
+in RESULTS.md, never in this code.
 
 Modules, one job each:
 
@@ -16,17 +17,17 @@ Modules, one job each:
   round-robin, and summarises the samples (median, quartiles, per-round ratio).
 - `_table.py`: `Table`, one per measurement, as text and Markdown.
 - `_results.py`: writes the tables below the hand-written text of `RESULTS.md`.
-- `contenders.py`: the 8-array + 2-static class written every way we compare.
-- `rejected.py`: generators for the two designs treeclass rejected.
-- `peers.py`: the same class in equinox, flax, chex and jax_dataclasses, when installed.
-- `nested.py`: the 100-node tree (a root holding 99 two-array layers).
-- `scan.py`: the 1000-step `lax.scan` whose carry is the instance (compile, call).
-- `core.py`: the per-call measurements and the sections that run them.
-- `methods.py`: each library's idiomatic jitted method (traces for 200 instances, one
-  call), and what `obj.method` costs.
-- `endtoend.py`: the example benchmarks `pln.py` (the PLN fit in four containers)
-  and `neurons.py` (a LIF population against plain arrays) as a section.
-
-`pln.py` and `neurons.py` keep their own entry points (`python -m benchmarks.pln`,
-`python -m benchmarks.neurons`).
+- `_examples.py`: loads an example script (examples/ is not a package) as a module.
+- `contenders.py`: the 8-array + 2-static class written every way we compare, and the
+  100-node tree; `rejected.py`: the two designs treeclass rejected; `peers.py`: the
+  class in equinox, flax, chex and jax_dataclasses, when installed.
+- `core.py`: the per-call measurements (pytree operations, jit, construction,
+  replace, `lax.scan` carry) and the sections that run them.
+- `methods.py`: each library's idiomatic jitted method, and what `obj.method` costs.
+- `example_models.py`: the PLN fit in four containers, the LIF population against
+  plain arrays.
+- `multiprocess.py`: one PLN iteration on 1, 2 and 4 processes.
+- `whole_models.py`: `tc.replace_at` against the `replace()` chain and `eqx.tree_at`;
+  one training step through `tc.value_and_grad`, `jax.value_and_grad` and equinox.
+- `compare.py`: the PLN fit against pyPLNmodels, the LIF population against brainpy.
 """

@@ -1,14 +1,10 @@
 """Measures treeclass against raw containers, the designs it rejected and the peer
-libraries (equinox, flax.struct, chex, jax_dataclasses, when installed), in one process
-with interleaved rounds, and prints one table per measurement.
+libraries (when installed), with interleaved rounds: one table per measurement, each
+figure a median per call with its interquartile range, and the median per-round ratio
+to the table's first row. Only ratios from one run mean anything.
 
-Every figure is µs per call (its median and interquartile range over the rounds) and
-the median per-round ratio to the table's first row (the raw tuple unless the table
-says otherwise), timed in the same round. Only ratios from one run mean anything.
-
-A full run (about 8 minutes) writes its tables into benchmarks/RESULTS.md, below the
-hand-written text; --quick (about a minute), --only and --no-write print only, and
---write PATH writes the tables to PATH in any mode.
+A full run writes its tables into benchmarks/RESULTS.md, below the hand-written text;
+--quick, --only and --no-write print only; --write PATH writes them to PATH in any mode.
 """
 
 from __future__ import annotations
@@ -23,18 +19,15 @@ from collections.abc import Callable, Sequence
 from benchmarks import _results, _timing
 from benchmarks._table import Table
 
-# --- Sections ---------------------------------------------------------------------
-#
-# A section is a function `run(quick: bool) -> list[Table]` (`Table`: benchmarks/_table.py):
-# it times its contenders interleaved, round by round (`_timing.interleaved`, or
-# `core.measure` for a statement timed per contender), and returns one table per
-# measurement, medians with their spread and ratios to a baseline of the same run.
-# `quick` asks for a smoke-sized run (`_timing.mode(quick)`: rounds, batch length).
+# A section is a function `run(quick: bool) -> list[Table]`: it times its contenders
+# interleaved, round by round (`_timing.interleaved`, or `core.measure` for a statement
+# timed per contender), and returns one table per measurement. `quick` asks for a
+# smoke-sized run (`_timing.mode(quick)`: rounds, batch length; smaller models).
 #
 # To add one, add a line below: "key": "module" (the module's `run`) or
-# "module:function". `--only key` runs it alone; a full run prints and writes every
-# section, in this order. A peer library that is not installed is left out of the
-# tables (benchmarks/peers.py), with a note.
+# "module:function". `--only key` runs it alone; a full run runs every section, in
+# this order. Modules are imported when their section runs, so a peer library that is
+# missing only thins the tables it appears in (each says what it left out).
 SECTIONS: dict[str, str] = {
     "pytree": "benchmarks.core:pytree",
     "jit": "benchmarks.core:jit",
@@ -42,7 +35,7 @@ SECTIONS: dict[str, str] = {
     "scan": "benchmarks.core:scan_carry",
     "nested": "benchmarks.core:nested_tree",
     "methods": "benchmarks.methods",
-    "examples": "benchmarks.endtoend",
+    "examples": "benchmarks.example_models",
     "multiprocess": "benchmarks.multiprocess",
     "whole_models": "benchmarks.whole_models",
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
@@ -64,23 +57,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog="sections (--only KEY): " + ", ".join(SECTIONS) + "\n\n"
         "examples: python -m benchmarks                  # everything, writes RESULTS.md\n"
         "          python -m benchmarks --quick          # smoke-sized, prints only\n"
-        "          python -m benchmarks --only jit python --write /tmp/jit.md\n"
-        "          python -m benchmarks.pln --help, python -m benchmarks.neurons --help",
+        "          python -m benchmarks --only jit python --write /tmp/jit.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--quick", action="store_true", help="smoke-sized rounds and models")
+    parser.add_argument("--only", nargs="+", default=[], choices=list(SECTIONS), metavar="KEY")
+    parser.add_argument("--no-write", action="store_true", help="a full run that writes nothing")
     parser.add_argument(
-        "--quick", action="store_true", help="smoke-sized rounds and examples (~1 min)"
-    )
-    parser.add_argument(
-        "--only", nargs="+", default=[], choices=list(SECTIONS), metavar="KEY",
-        help="run only these sections",
-    )
-    parser.add_argument(
-        "--no-write", action="store_true", help="do not write RESULTS.md after a full run"
-    )
-    parser.add_argument(
-        "--write", type=pathlib.Path, metavar="PATH",
-        help="write the tables to PATH (below its marker line, if it has one), in any mode",
+        "--write", type=pathlib.Path, metavar="PATH", help="write the tables to PATH, in any mode"
     )
     return parser.parse_args(argv)
 
@@ -109,10 +93,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     tables: list[Table] = []
     for key in args.only or SECTIONS:
         print(f"\n# {key}", file=sys.stderr, flush=True)
+        section_start = time.perf_counter()
         new = section(key)(args.quick)
         for table in new:
             print(f"\n{table.text()}", flush=True)
         tables += new
+        print(f"# {key}: {time.perf_counter() - section_start:.0f} s", file=sys.stderr)
     runtime = time.perf_counter() - start
     print(f"\nTotal runtime: {runtime:.0f} s; load average {_results.load_average()}")
 

@@ -18,8 +18,9 @@ from importlib import metadata
 from benchmarks._table import Table
 
 MARKER = "<!-- Everything below this line is written by `python -m benchmarks`. -->"
-DISTRIBUTIONS = ("treeclass", "jax", "jaxlib", "numpy", "equinox", "flax", "chex",
-                 "jax_dataclasses", "optax")
+OURS = ("treeclass", "jax", "jaxlib", "numpy", "optax")
+PEERS = ("equinox", "flax", "chex", "jax_dataclasses", "brainpy", "pyPLNmodels", "torch")
+"""Their versions are listed too: their figures move with their releases."""
 
 
 def load_average() -> str:
@@ -35,8 +36,8 @@ def machine() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), cpu)
+            names = (line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            cpu = next(names, cpu)
     except OSError:
         pass
     info = {
@@ -46,7 +47,7 @@ def machine() -> dict[str, str]:
         "platform": platform.platform(),
         "python": sys.version.split()[0],
     }
-    for dist in DISTRIBUTIONS:
+    for dist in OURS + PEERS:
         try:
             info[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

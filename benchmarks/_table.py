@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from benchmarks._timing import Stats
 
+UNITS = {"us": 1e6, "ms": 1e3}
+
 
 @dataclasses.dataclass(frozen=True)
 class Table:
@@ -22,14 +24,14 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
-    """One line under the title: the rounds, what the baseline is, what was skipped."""
+    """One line under the title: sizes, what the baseline is, what was skipped."""
 
     def text(self) -> str:
         grid = [self.header, *self.rows]
         widths = [max(len(row[i]) for row in grid) for i in range(len(self.header))]
         lines = [f"== {self.title}"] + ([self.note] if self.note else [])
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                  for row in grid]
+        for row in grid:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -42,9 +44,8 @@ class Table:
         return "\n".join(lines)
 
 
-def us(seconds: float) -> str:
-    """Microseconds, three decimals below 1 ms and whole ones above."""
-    value = seconds * 1e6
+def figure(value: float) -> str:
+    """Three decimals below 1000, whole numbers above."""
     return f"{value:.3f}" if value < 1000 else f"{value:.0f}"
 
 
@@ -54,25 +55,27 @@ def stats_table(
     *,
     base: str,
     rounds: int,
+    unit: str = "us",
+    note: str = "",
     notes: Mapping[str, str] | None = None,
     extra: tuple[str, Mapping[str, str]] | None = None,
 ) -> Table:
     """The table of one interleaved run: rows in the order of `stats` (the baseline
-    first, by convention), "x `base`" the median per-round ratio to the baseline.
+    first, by convention), times in `unit` ("us" or "ms"), "x `base`" the median
+    per-round ratio to the baseline.
 
     `notes` adds a note per contender; `extra` is one more column, `(heading, cells by
     contender)`, placed before the notes (the trace counts of the jitted methods).
     """
     notes = notes or {}
-    header = ["contender", "median us", "IQR us", f"x {base}", "ratio IQR"]
-    if extra is not None:
-        header.append(extra[0])
-    header.append("note")
+    scale = UNITS[unit]
+    header = ["contender", f"median {unit}", f"IQR {unit}", f"x {base}", "ratio IQR"]
+    header += [extra[0]] if extra is not None else []
     rows = []
     for name, s in stats.items():
         (lo, hi), (rlo, rhi) = s.iqr, s.ratio_iqr
-        row = [name, us(s.median), f"{us(lo)}-{us(hi)}", f"{s.ratio:.2f}", f"{rlo:.2f}-{rhi:.2f}"]
-        if extra is not None:
-            row.append(extra[1].get(name, ""))
+        row = [name, figure(s.median * scale), f"{figure(lo * scale)}-{figure(hi * scale)}"]
+        row += [f"{s.ratio:.2f}", f"{rlo:.2f}-{rhi:.2f}"]
+        row += [extra[1].get(name, "")] if extra is not None else []
         rows.append((*row, notes.get(name, "")))
-    return Table(f"{title} [{rounds} rounds]", tuple(header), tuple(rows))
+    return Table(f"{title} [{rounds} rounds]", (*header, "note"), tuple(rows), note)

@@ -1,7 +1,7 @@
-"""Interleaved timing of short statements, and the statistics we report.
+"""Interleaved timing, and the statistics we report.
 
-A statement such as `obj.replace(a3=x)` is compiled into its own loop, the way `timeit`
-does it, so no wrapper function call is added to what is measured:
+A short statement such as `obj.replace(a3=x)` is compiled into its own loop, the way
+`timeit` does it, so no wrapper function call is added to what is measured:
 
     def _bench(_n):
         _t0 = _perf_counter()
@@ -10,8 +10,11 @@ does it, so no wrapper function call is added to what is measured:
         _sync(_r)                      # only for jit calls: waits for the last result
         return (_perf_counter() - _t0) / _n
 
-Why a compiled loop rather than `fn()` in a loop: a lambda around a 300 ns statement
-adds a Python frame (~50 ns) to every contender, which pulls every ratio towards 1.
+Why a compiled loop rather than `fn()` in a loop: a lambda adds a Python frame to every
+contender, as costly as the cheapest statements measured here (RESULTS.md, "method
+access"), which pulls every ratio towards 1.
+Whole compiled programs (milliseconds and up) are timed by `program()`, where a frame
+is noise.
 
 Why interleave: on a shared machine the speed drifts between seconds. Each round times
 one batch of every contender back to back (rotating who goes first), so the ratio to
@@ -31,15 +34,20 @@ import gc
 import itertools
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
+
+Bench = Callable[[int], float]
+"""`bench(n)`: runs what it times `n` times; seconds per call."""
+
 QUICK = (61, 0.0003)
-"""`(rounds, seconds per batch)` of `--quick`: about a minute for the whole run."""
+"""`(rounds, seconds per batch)` of `--quick`."""
 FULL = (1001, 0.0005)
-"""`(rounds, seconds per batch)` of a full run (about 8 minutes). Short batches keep
-most samples clear of the scheduler's time slices on a shared machine; many rounds and
-the median do the rest."""
+"""`(rounds, seconds per batch)` of a full run. Short batches keep most samples clear
+of the scheduler's time slices on a shared machine; many rounds and the median do the
+rest."""
 
 
 def mode(quick: bool) -> tuple[int, float]:
@@ -58,8 +66,8 @@ def _bench(_n):
 
 def compile_loop(
     stmt: str, namespace: Mapping[str, Any], sync: Callable[[Any], Any] | None = None
-) -> Callable[[int], float]:
-    """Returns `bench(n)`: runs `stmt` n times in `namespace`; seconds per call.
+) -> Bench:
+    """The bench that runs `stmt` in `namespace`.
 
     `sync`, if given, is called once on the last result inside the timed region (used
     to wait for the last jit output, so work queued by the batch is not left running
@@ -72,7 +80,21 @@ def compile_loop(
     return ns["_bench"]  # type: ignore[no-any-return]
 
 
-def calibrate(bench: Callable[[int], float], batch_s: float) -> int:
+def program(fn: Callable[..., Any], *args: Any) -> Bench:
+    """The bench that calls `fn(*args)` (a compiled program) and blocks on the last
+    result."""
+
+    def bench(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            out = fn(*args)
+        jax.block_until_ready(out)
+        return (time.perf_counter() - start) / n
+
+    return bench
+
+
+def calibrate(bench: Bench, batch_s: float) -> int:
     """The number of calls that takes about `batch_s` seconds (at least 1).
 
     Doubles the batch until it takes a quarter of the target, then scales to the target
@@ -105,7 +127,7 @@ class Stats:
 
     @property
     def iqr(self) -> tuple[float, float]:
-        return _quartiles(self.samples)
+        return quartiles(self.samples)
 
     @property
     def ratio(self) -> float:
@@ -113,36 +135,38 @@ class Stats:
 
     @property
     def ratio_iqr(self) -> tuple[float, float]:
-        return _quartiles(self.ratios)
+        return quartiles(self.ratios)
 
 
-def _quartiles(xs: tuple[float, ...]) -> tuple[float, float]:
+def quartiles(xs: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartiles (both `xs[0]` for one sample)."""
     if len(xs) < 2:
         return xs[0], xs[0]
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], q[2]
 
 
-def interleaved(
-    benches: Mapping[str, Callable[[int], float]],
-    *,
-    baseline: str,
-    rounds: int,
-    batch_s: float | Mapping[str, float],
-) -> dict[str, Stats]:
-    """Times every bench for `rounds` rounds, one batch each per round, round-robin.
+def summarise(samples: Mapping[str, Sequence[float]], baseline: str) -> dict[str, Stats]:
+    """Each contender's samples with its ratio to `baseline`, round by round (sample
+    `i` of every contender was taken in round `i`)."""
+    base = samples[baseline]
+    return {
+        name: Stats(tuple(s), tuple(x / b for x, b in zip(s, base, strict=True)))
+        for name, s in samples.items()
+    }
 
-    `baseline` names the bench every ratio is taken against, round by round;
-    `batch_s` is the batch duration, for all benches or per bench name.
-    """
+
+def interleaved(
+    benches: Mapping[str, Bench], *, baseline: str, rounds: int, batch_s: float
+) -> dict[str, Stats]:
+    """Times every bench for `rounds` rounds, one batch of about `batch_s` seconds each
+    per round (`batch_s=0`: one call), round-robin; ratios are to `baseline`."""
     names = list(benches)
-    if not isinstance(batch_s, Mapping):
-        batch_s = dict.fromkeys(names, batch_s)
     gc.collect()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        sizes = {name: calibrate(benches[name], batch_s[name]) for name in names}
+        sizes = {name: calibrate(benches[name], batch_s) for name in names}
         samples: dict[str, list[float]] = {name: [] for name in names}
         for r in range(rounds):
             k = r % len(names)
@@ -153,15 +177,4 @@ def interleaved(
     finally:
         if gc_was_enabled:
             gc.enable()
-    base = samples[baseline]
-    return {
-        name: Stats(tuple(s), tuple(x / b for x, b in zip(s, base, strict=True)))
-        for name, s in samples.items()
-    }
-
-
-def ratio_of(a: Stats, b: Stats) -> tuple[float, tuple[float, float]]:
-    """The median over rounds of a / b (two contenders of one interleaved run), with
-    its quartiles: the comparison of two rows with the drift cancelled."""
-    ratios = tuple(x / y for x, y in zip(a.samples, b.samples, strict=True))
-    return statistics.median(ratios), _quartiles(ratios)
+    return summarise(samples, baseline)

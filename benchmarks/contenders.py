@@ -1,15 +1,24 @@
-"""One class, 8 small float32 arrays and 2 statics (an int and a str), written every way
-we compare: raw containers (the floor), treeclass, and the designs treeclass rejected.
+"""What the per-call measurements time: one class written every way we compare, and a
+100-node tree.
 
-Raw containers cannot hold statics in their treedef (an `int` or `str` child would be a
-leaf, and jit refuses a `str` leaf), so the tuple, NamedTuple and dict carry the 8
-arrays only; the statics live outside them, as they would in hand-rolled code. The
-tuple's `make()` still takes the two statics (and drops them) so its construction
-binds the same 10 keyword arguments as the classes.
+The class has 8 small float32 arrays and 2 statics (an int and a str). Raw containers
+cannot hold statics in their treedef (an `int` or `str` child would be a leaf, and jit
+refuses a `str` leaf), so the tuple, NamedTuple and dict carry the 8 arrays only; the
+statics live outside them, as they would in hand-rolled code. The tuple's `make()`
+still takes the two statics (and drops them) so its construction binds the same 10
+keyword arguments as the classes.
 
 Each `Contender` says how to build it (`new(**kwargs)`) and how to change field `a3`
-(`replace`, a statement over `obj` and `x`), so `core.py` can time every contender
-with the same statement shapes.
+(`replace`, a statement over `obj` and `x`), so `core.py` times every contender with
+the same statement shapes. The peer libraries' versions are in `peers.py`.
+
+The 100-node tree is a root holding a tuple of 99 layers of two small arrays each:
+
+    Net(layers=(Layer(w, b), Layer(w, b), ...))     # 1 + 99 class nodes, 198 leaves
+    ((( w, b), (w, b), ...),)                      # the same shape as nested tuples
+
+Its layers have no static fields so that the tuple tree has exactly the same
+structure; the statics' cost is measured on the 8-field class.
 """
 
 from __future__ import annotations
@@ -31,18 +40,15 @@ STATICS = ("n", "name")
 
 @dataclasses.dataclass(frozen=True)
 class Contender:
-    """A way of writing the benchmark class."""
+    """A way of writing what is measured."""
 
     name: str
-    group: str
-    """"floor", "treeclass", "rejected" or "peer"."""
     new: Callable[..., Any]
     """The constructor, called as `new(**kwargs)`."""
-    kwargs: dict[str, Any]
-    replace: str
-    """A statement returning `obj` with field `a3` set to `x`."""
-    namespace: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Names `replace` uses besides `obj` and `x`."""
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    replace: str = ""
+    """A statement returning `obj` with field `a3` set to `x` (the 8-field class only),
+    which may call the functions in `REPLACE_NAMESPACE`."""
     note: str = ""
 
     def instance(self) -> Any:
@@ -70,6 +76,12 @@ def make_tuple(
 def replace_tuple(t: tuple[Any, ...], a3: Any) -> tuple[Any, ...]:
     """The tuple's "replace": a new tuple with element 3 changed."""
     return (t[0], t[1], t[2], a3, t[4], t[5], t[6], t[7])
+
+
+# A dataclass's one-field change (equinox and jax_dataclasses use it too: the latter's
+# `jdc.replace` is this very function).
+DC_REPLACE = "dataclasses_replace(obj, a3=x)"
+REPLACE_NAMESPACE = {"replace_tuple": replace_tuple, "dataclasses_replace": dataclasses.replace}
 
 
 class Named(NamedTuple):
@@ -102,19 +114,7 @@ class FrozenDataclass:
 class HandWritten:
     """The `register_pytree_node_class` idiom from the JAX documentation."""
 
-    def __init__(
-        self,
-        a0: Any,
-        a1: Any,
-        a2: Any,
-        a3: Any,
-        a4: Any,
-        a5: Any,
-        a6: Any,
-        a7: Any,
-        n: int,
-        name: str,
-    ) -> None:
+    def __init__(self, a0, a1, a2, a3, a4, a5, a6, a7, n, name) -> None:
         self.a0, self.a1, self.a2, self.a3 = a0, a1, a2, a3
         self.a4, self.a5, self.a6, self.a7 = a4, a5, a6, a7
         self.n, self.name = n, name
@@ -149,7 +149,18 @@ class Plain:
 
 
 @tc.treeclass
-class WithPostInit:
+class WithPostInit(Plain):
+    def __post_init__(self) -> None:
+        # A typical cheap validation of a static field.
+        if self.n < 0:
+            msg = f"n must be >= 0, got {self.n}"
+            raise ValueError(msg)
+
+
+class BasePlain(tc.TreeClass):
+    """`Plain` in the base-class form: the same generated code as the decorator, so its
+    rows should match the decorator's."""
+
     a0: jax.Array
     a1: jax.Array
     a2: jax.Array
@@ -161,34 +172,6 @@ class WithPostInit:
     n: int = tc.static()
     name: str = tc.static()
 
-    def __post_init__(self) -> None:
-        # A typical cheap validation of a static field.
-        if self.n < 0:
-            msg = f"n must be >= 0, got {self.n}"
-            raise ValueError(msg)
-
-
-def base_class() -> type | None:
-    """`Plain` in the base-class form, `class Plain(tc.TreeClass)`, where this treeclass
-    has it (None otherwise): the same generated code as the decorator, so the row
-    should match the decorator's."""
-    if not hasattr(tc, "TreeClass"):
-        return None
-
-    class BasePlain(tc.TreeClass):
-        a0: jax.Array
-        a1: jax.Array
-        a2: jax.Array
-        a3: jax.Array
-        a4: jax.Array
-        a5: jax.Array
-        a6: jax.Array
-        a7: jax.Array
-        n: int = tc.static()
-        name: str = tc.static()
-
-    return BasePlain
-
 
 # --- the rejected designs (see rejected.py) ---------------------------------------
 
@@ -199,61 +182,61 @@ CallbackNode = rejected.callback_node("CallbackNode", ARRAYS, STATICS)
 def contenders() -> list[Contender]:
     """The floor, treeclass and the rejected designs; the tuple comes first (the baseline)."""
     kw, arrays = all_kwargs(), array_kwargs()
-    method = "obj.replace(a3=x)"
-    dc_replace = "dataclasses_replace(obj, a3=x)"
-    dc_ns = {"dataclasses_replace": dataclasses.replace}
     arrays_only = "8 arrays only: statics kept outside"
+    with_replace_method = (  # (name, class, note)
+        ("register_pytree_node_class", HandWritten, "JAX docs idiom; unflatten calls cls(...)"),
+        ("treeclass", Plain, ""),
+        ("treeclass: TreeClass base", BasePlain, "class Plain(tc.TreeClass): same generated code"),
+        ("treeclass + __post_init__", WithPostInit, ""),
+        ("(a) C++ dataclass node", DataclassNode, "unflatten = cls(**kw)"),
+        ("(b) Python callbacks", CallbackNode, "no cached flat tuple"),
+    )
     return [
+        Contender("tuple", make_tuple, kw, "replace_tuple(obj, x)", arrays_only),
+        Contender("NamedTuple", Named, arrays, "obj._replace(a3=x)", arrays_only),
+        Contender("dict", dict, arrays, "{**obj, 'a3': x}", arrays_only),
         Contender(
-            "tuple",
-            "floor",
-            make_tuple,
-            kw,
-            "replace_tuple(obj, x)",
-            {"replace_tuple": replace_tuple},
-            note=arrays_only,
+            "register_dataclass", FrozenDataclass, kw, DC_REPLACE, "frozen dataclass, C++ node"
         ),
-        Contender("NamedTuple", "floor", Named, arrays, "obj._replace(a3=x)", note=arrays_only),
-        Contender("dict", "floor", dict, arrays, "{**obj, 'a3': x}", note=arrays_only),
-        Contender(
-            "register_dataclass",
-            "floor",
-            FrozenDataclass,
-            kw,
-            dc_replace,
-            dc_ns,
-            note="frozen dataclass, C++ node",
-        ),
-        Contender(
-            "register_pytree_node_class",
-            "floor",
-            HandWritten,
-            kw,
-            method,
-            note="JAX docs idiom; unflatten calls cls(...)",
-        ),
-        Contender("treeclass", "treeclass", Plain, kw, method),
         *(
-            [Contender("treeclass: TreeClass base", "treeclass", base, kw, method,
-                       note="class Plain(tc.TreeClass): same generated code")]
-            if (base := base_class()) is not None
-            else []
-        ),
-        Contender("treeclass + __post_init__", "treeclass", WithPostInit, kw, method),
-        Contender(
-            "(a) C++ dataclass node",
-            "rejected",
-            DataclassNode,
-            kw,
-            method,
-            note="unflatten = cls(**kw)",
-        ),
-        Contender(
-            "(b) Python callbacks",
-            "rejected",
-            CallbackNode,
-            kw,
-            method,
-            note="no cached flat tuple",
+            Contender(name, cls, kw, "obj.replace(a3=x)", note)
+            for name, cls, note in with_replace_method
         ),
     ]
+
+
+# --- the 100-node tree ------------------------------------------------------------
+
+LAYERS = 99
+
+
+@tc.treeclass
+class Layer:
+    w: jax.Array
+    b: jax.Array
+
+
+@tc.treeclass
+class Net:
+    layers: tuple[Layer, ...]
+
+
+LayerA = rejected.dataclass_node("LayerA", ("w", "b"))
+NetA = rejected.dataclass_node("NetA", ("layers",))
+LayerB = rejected.callback_node("LayerB", ("w", "b"))
+NetB = rejected.callback_node("NetB", ("layers",))
+
+
+def trees() -> list[Contender]:
+    """The nested tuples (the baseline, first), treeclass and the two rejected designs."""
+    params = [
+        (jnp.full((4,), float(i), jnp.float32), jnp.full((4,), -float(i), jnp.float32))
+        for i in range(LAYERS)
+    ]
+    made = {
+        "nested tuples": (tuple((w, b) for w, b in params),),
+        "treeclass": Net(tuple(Layer(w, b) for w, b in params)),
+        "(a) C++ dataclass node": NetA(tuple(LayerA(w, b) for w, b in params)),
+        "(b) Python callbacks": NetB(tuple(LayerB(w, b) for w, b in params)),
+    }
+    return [Contender(name, lambda tree: tree, {"tree": tree}) for name, tree in made.items()]

@@ -1,255 +1,212 @@
 """The per-call measurements: each is one statement (or, for compile times, one
-compile), timed for every contender in one interleaved run, with the raw tuple as the
-per-round baseline. The sections `pytree`, `jit`, `python`, `scan_carry` and
-`nested_tree` each run a few of them and return one table per measurement.
-
-| measurement        | statement (per call)                 | baseline (first row)            |
-|--------------------|--------------------------------------|---------------------------------|
-| flatten            | `tree_flatten(obj)`                  | same, on the tuple of 8 arrays  |
-| unflatten          | `treedef.unflatten(leaves)`          | same                            |
-| flatten_with_path  | `tree_flatten_with_path(obj)`        | same                            |
-| jit dispatch       | `f(obj)`, f returns one leaf         | same                            |
-| jit round trip     | `g(obj)`, g returns obj              | same                            |
-| construction       | `new(**kw)`, 10 keyword arguments    | `make_tuple(**kw)`, a Python fn |
-| replace            | change field `a3`                    | `replace_tuple(obj, x)`, a fn   |
-| tree.map identity  | `jax.tree.map(ident, obj)`           | same                            |
-| tree.map, 1000     | `jax.tree.map(ident, objs)`, a list  | same, a list of 1000 tuples     |
-| scan compile       | lower + compile a 1000-step scan     | same, the tuple as the carry    |
-| scan steady call   | `f(obj)`, f = the compiled scan      | same                            |
-| jitted methods     | each library's idiom (methods.py)    | `jax.jit(f)(tuple)`             |
-| method access      | `obj.method`, no call (methods.py)   | a plain class's plain method    |
-
-The 100-node tree (nested.py) gets flatten, unflatten, tree.map, dispatch, round trip
-and the scan, against the same structure as nested tuples.
+compile; see `_name(contender)` below), the same for every contender, timed in one
+interleaved run with the raw tuple as the per-round baseline. The sections `pytree`,
+`jit`, `python` and `scan_carry` run them on the 8-field class, `nested_tree` some of
+them on the 100-node tree (contenders.py).
 
 Jit calls are timed without blocking on each call (what dispatch costs the caller),
 but each batch blocks on its last output, so no contender leaves queued work running
 into the next one's batch. Every contender is treated the same way. Each jitted
 function is compiled and run twice before timing.
+
+The scan is `lax.scan(step, obj, length=1000)` with the same body for every contender,
+`jax.tree.map(lambda a: a * 0.5 + 1.0, carry)`, so every contender compiles to the same
+XLA program up to the parameter names and any difference is the container: tracing and
+flattening at compile time, flatten in and unflatten out per call. Compile time is
+`jax.jit(scan_fn).lower(obj).compile()` after `jax.clear_caches()` (else JAX hands back
+its cached executable); the first compile of each contender is a warm-up.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from benchmarks import _timing, contenders, nested, peers, scan
+from benchmarks import _timing, contenders, peers
 from benchmarks._table import Table, stats_table
+from benchmarks._timing import Bench
 from benchmarks.contenders import Contender
-from benchmarks.nested import Tree
 
 Setup = tuple[str, dict[str, Any], Callable[[Any], Any] | None]
-Bench = Callable[[int], float]
-"""A ready timing function (seconds per call for n calls), for what is not a statement."""
+"""`(statement, namespace, sync)` for `_timing.compile_loop`."""
 
 LIST_LENGTH = 1000
+STEPS = 1000
+JIT_BATCH = 8.0
+"""A jit call costs far more than a pytree operation (RESULTS.md, "jit dispatch"): its
+batches are 8 times longer, so the one block at the end of a batch is amortised over
+enough calls."""
 
 
-def first_leaf(obj: Any) -> Any:
-    return jax.tree_util.tree_leaves(obj)[0]
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    title: str
+    batch_scale: float = 1.0
+    """The share of the mode's batch length (0: one call a batch, for compile times)."""
+    rounds_scale: float = 1.0
+    """The share of the mode's rounds (at least `min_rounds`): fewer for statements
+    that take milliseconds."""
+    min_rounds: int = 11
+    base: str = "tuple"
+    """What the first row, the ratio baseline, is (the table's "x ..." column)."""
 
 
-def identity(obj: Any) -> Any:
-    return obj
-
-
-def _instance(c: Contender | Tree) -> Any:
-    return c.tree if isinstance(c, Tree) else c.instance()
-
-
-def _flatten(c: Contender | Tree) -> Setup:
-    return (
-        "tree_flatten(obj)",
-        {"tree_flatten": jax.tree_util.tree_flatten, "obj": _instance(c)},
-        None,
+def measure(
+    m: Measurement,
+    benches: Mapping[str, Bench | Setup],
+    *,
+    quick: bool,
+    notes: Mapping[str, str] | None = None,
+    extra: tuple[str, Mapping[str, str]] | None = None,
+) -> Table:
+    """Times `benches` interleaved, the first one the baseline: the table of `m`."""
+    print(f"  {m.title} ...", file=sys.stderr, flush=True)
+    mode_rounds, batch_s = _timing.mode(quick)
+    rounds = max(m.min_rounds, round(mode_rounds * m.rounds_scale))
+    ready = {k: b if callable(b) else _timing.compile_loop(*b) for k, b in benches.items()}
+    stats = _timing.interleaved(
+        ready, baseline=next(iter(ready)), rounds=rounds, batch_s=batch_s * m.batch_scale
     )
+    return stats_table(m.title, stats, base=m.base, rounds=rounds, notes=notes, extra=extra)
 
 
-def _unflatten(c: Contender | Tree) -> Setup:
-    leaves, treedef = jax.tree_util.tree_flatten(_instance(c))
+# --- what each measurement times, given a contender --------------------------------
+
+
+def _flatten(c: Contender) -> Setup:
+    return "tree_flatten(obj)", {"tree_flatten": jax.tree.flatten, "obj": c.instance()}, None
+
+
+def _unflatten(c: Contender) -> Setup:
+    leaves, treedef = jax.tree.flatten(c.instance())
     return "treedef.unflatten(leaves)", {"treedef": treedef, "leaves": leaves}, None
 
 
-def _flatten_with_path(c: Contender | Tree) -> Setup:
-    ns = {"tree_flatten_with_path": jax.tree_util.tree_flatten_with_path, "obj": _instance(c)}
-    return "tree_flatten_with_path(obj)", ns, None
+def _flatten_with_path(c: Contender) -> Setup:
+    ns = {"flatten_with_path": jax.tree_util.tree_flatten_with_path, "obj": c.instance()}
+    return "flatten_with_path(obj)", ns, None
 
 
-def _jitted(fun: Callable[[Any], Any], c: Contender | Tree) -> Setup:
-    obj = _instance(c)
+def _tree_map(c: Contender) -> Setup:
+    ns = {"tree_map": jax.tree.map, "ident": lambda x: x, "obj": c.instance()}
+    return "tree_map(ident, obj)", ns, None
+
+
+def _tree_map_list(c: Contender) -> Setup:
+    objs = [c.instance() for _ in range(LIST_LENGTH)]  # distinct instances, shared arrays
+    ns = {"tree_map": jax.tree.map, "ident": lambda x: x, "objs": objs}
+    return "tree_map(ident, objs)", ns, None
+
+
+def _jitted(fun: Callable[[Any], Any], c: Contender) -> Setup:
+    obj = c.instance()
     f = jax.jit(fun)  # one jit object per contender: separate caches
     for _ in range(2):
         jax.block_until_ready(f(obj))
     return "f(obj)", {"f": f, "obj": obj}, jax.block_until_ready
 
 
-def _dispatch(c: Contender | Tree) -> Setup:
-    return _jitted(first_leaf, c)
+def _dispatch(c: Contender) -> Setup:
+    return _jitted(lambda obj: jax.tree.leaves(obj)[0], c)
 
 
-def _round_trip(c: Contender | Tree) -> Setup:
-    return _jitted(identity, c)
+def _round_trip(c: Contender) -> Setup:
+    return _jitted(lambda obj: obj, c)
 
 
-def _construct(c: Contender | Tree) -> Setup:
-    assert isinstance(c, Contender)
+def _construct(c: Contender) -> Setup:
     return "new(**kw)", {"new": c.new, "kw": c.kwargs}, None
 
 
-def _replace(c: Contender | Tree) -> Setup:
-    assert isinstance(c, Contender)
-    ns = {**c.namespace, "obj": c.instance(), "x": jnp.ones((4,), jnp.float32)}
+def _replace(c: Contender) -> Setup:
+    ns = {**contenders.REPLACE_NAMESPACE, "obj": c.instance(), "x": jnp.ones((4,), jnp.float32)}
     return c.replace, ns, None
 
 
-def _tree_map(c: Contender | Tree) -> Setup:
-    ns = {"tree_map": jax.tree.map, "ident": lambda x: x, "obj": _instance(c)}
-    return "tree_map(ident, obj)", ns, None
+def _scan_step(carry: Any, _: Any) -> tuple[Any, None]:
+    return jax.tree.map(lambda a: a * 0.5 + 1.0, carry), None
 
 
-def _tree_map_list(c: Contender | Tree) -> Setup:
-    assert isinstance(c, Contender)
-    objs = [c.instance() for _ in range(LIST_LENGTH)]  # distinct instances, shared arrays
-    ns = {"tree_map": jax.tree.map, "ident": lambda x: x, "objs": objs}
-    return "tree_map(ident, objs)", ns, None
+def scan_fn(obj: Any) -> Any:
+    """`STEPS` steps of an affine update of every leaf, carrying `obj`."""
+    return jax.lax.scan(_scan_step, obj, length=STEPS)[0]
 
 
-def _scan_compile(c: Contender | Tree) -> Bench:
-    return scan.compile_bench(_instance(c))
+def _scan_compile(c: Contender) -> Bench:
+    obj = c.instance()
+
+    def bench(n: int) -> float:
+        total = 0.0
+        for _ in range(n):
+            jax.clear_caches()
+            start = time.perf_counter()
+            jax.jit(scan_fn).lower(obj).compile()
+            total += time.perf_counter() - start
+        return total / n
+
+    return bench
 
 
-def _scan_run(c: Contender | Tree) -> Setup:
-    return _jitted(scan.scan_fn, c)
+def _scan_run(c: Contender) -> Setup:
+    return _jitted(scan_fn, c)
 
 
-@dataclasses.dataclass(frozen=True)
-class Measurement:
-    key: str
-    title: str
-    setup: Callable[[Any], Setup | Bench]
-    nested: bool = False
-    batch_scale: float = 1.0
-    """Jit calls take 10-700 µs: their batches are longer, so the one block at the end
-    of a batch is amortised over enough calls. 0 for compile times: one compile a batch."""
-    rounds_scale: float = 1.0
-    """The share of the mode's rounds this measurement runs (at least `min_rounds`):
-    fewer for statements that take milliseconds."""
-    min_rounds: int = 11
-    base: str = "tuple"
-    """What the first row, the ratio baseline, is (the table's "x ..." column)."""
-
-    def rounds(self, mode_rounds: int) -> int:
-        return max(self.min_rounds, round(mode_rounds * self.rounds_scale))
-
-
-JIT_BATCH_SCALE = 8.0
-
-_JIT = JIT_BATCH_SCALE
-_COMPILE = {"batch_scale": 0.0, "rounds_scale": 0.02, "min_rounds": 5}  # one compile a batch
-MEASUREMENTS: tuple[Measurement, ...] = (
-    Measurement("flatten", "flatten", _flatten),
-    Measurement("unflatten", "unflatten", _unflatten),
-    Measurement("flatten_with_path", "flatten_with_path", _flatten_with_path),
-    Measurement("dispatch", "jit dispatch (returns one leaf)", _dispatch, batch_scale=_JIT),
-    Measurement(
-        "round_trip", "jit round trip (returns the instance)", _round_trip, batch_scale=_JIT
-    ),
-    Measurement("construct", "construction (10 keyword args)", _construct),
-    Measurement("replace", "replace one dynamic field", _replace),
-    Measurement("tree_map", "jax.tree.map(lambda x: x, obj)", _tree_map),
-    Measurement(
-        "tree_map_list",
-        f"jax.tree.map(lambda x: x, objs), a list of {LIST_LENGTH} instances",
+MEASUREMENTS: dict[str, tuple[Measurement, Callable[[Contender], Bench | Setup]]] = {
+    "flatten": (Measurement("flatten"), _flatten),
+    "unflatten": (Measurement("unflatten"), _unflatten),
+    "flatten_with_path": (Measurement("flatten_with_path"), _flatten_with_path),
+    "tree_map": (Measurement("jax.tree.map(lambda x: x, obj)"), _tree_map),
+    "tree_map_list": (
+        Measurement(
+            f"jax.tree.map(lambda x: x, objs), a list of {LIST_LENGTH} instances",
+            rounds_scale=0.05,
+        ),
         _tree_map_list,
-        rounds_scale=0.05,
     ),
-    Measurement(
-        "scan_compile",
-        f"lax.scan carry: compile ({scan.STEPS} steps; trace + lower + XLA compile)",
-        _scan_compile,
-        **_COMPILE,
-    ),
-    Measurement(
-        "scan_run",
-        f"lax.scan carry: steady call ({scan.STEPS} steps, compiled)",
-        _scan_run,
-        batch_scale=_JIT,
-        rounds_scale=0.2,
-    ),
-    Measurement("nested_flatten", "100 nodes: flatten", _flatten, nested=True),
-    Measurement("nested_unflatten", "100 nodes: unflatten", _unflatten, nested=True),
-    Measurement(
-        "nested_tree_map", "100 nodes: jax.tree.map(lambda x: x, obj)", _tree_map, nested=True
-    ),
-    Measurement(
-        "nested_dispatch", "100 nodes: jit dispatch", _dispatch, nested=True, batch_scale=_JIT
-    ),
-    Measurement(
-        "nested_round_trip",
-        "100 nodes: jit round trip",
+    "dispatch": (Measurement("jit dispatch (returns one leaf)", batch_scale=JIT_BATCH), _dispatch),
+    "round_trip": (
+        Measurement("jit round trip (returns the instance)", batch_scale=JIT_BATCH),
         _round_trip,
-        nested=True,
-        batch_scale=_JIT,
     ),
-    Measurement(
-        "nested_scan_compile",
-        "100 nodes: lax.scan carry: compile",
+    "construct": (Measurement("construction (10 keyword args)"), _construct),
+    "replace": (Measurement("replace one dynamic field"), _replace),
+    "scan_compile": (
+        Measurement(
+            f"lax.scan carry: compile ({STEPS} steps; trace + lower + XLA compile)",
+            batch_scale=0.0,  # one compile a batch
+            rounds_scale=0.02,
+            min_rounds=5,
+        ),
         _scan_compile,
-        nested=True,
-        **_COMPILE,
     ),
-    Measurement(
-        "nested_scan_run",
-        "100 nodes: lax.scan carry: steady call",
+    "scan_run": (
+        Measurement(
+            f"lax.scan carry: steady call ({STEPS} steps, compiled)",
+            batch_scale=JIT_BATCH,
+            rounds_scale=0.2,
+        ),
         _scan_run,
-        nested=True,
-        batch_scale=_JIT,
-        rounds_scale=0.1,
     ),
-)
+}
 
 
-BY_KEY = {m.key: m for m in MEASUREMENTS}
-
-
-def measure(
-    m: Measurement,
-    cases: Sequence[Any],
-    *,
-    quick: bool,
-    extra: tuple[str, dict[str, str]] | None = None,
-) -> Table:
-    """Times `m` for every case, interleaved (`cases[0]` is the baseline): its table.
-
-    A case is anything with a `name` that `m.setup` takes; its `note`, if it has one,
-    goes in the table. `extra`: one more column (`_table.stats_table`)."""
-    print(f"  {m.title} ...", file=sys.stderr, flush=True)
-    mode_rounds, batch_s = _timing.mode(quick)
-    benches = {}
-    for c in cases:
-        setup = m.setup(c)
-        benches[c.name] = setup if callable(setup) else _timing.compile_loop(*setup)
-    rounds = m.rounds(mode_rounds)
-    stats = _timing.interleaved(
-        benches, baseline=cases[0].name, rounds=rounds, batch_s=batch_s * m.batch_scale
-    )
-    notes = {c.name: getattr(c, "note", "") for c in cases}
-    return stats_table(m.title, stats, base=m.base, rounds=rounds, notes=notes, extra=extra)
-
-
-def _run(keys: Sequence[str], quick: bool) -> list[Table]:
-    found, skipped = peers.peers()
-    cases = contenders.contenders() + found
+def _run(keys: Sequence[str], quick: bool, *, nested: bool = False) -> list[Table]:
+    cases = contenders.trees() if nested else contenders.contenders()
+    found, skipped = ([], []) if nested else peers.peers()
     tables = []
     for key in keys:
-        m = BY_KEY[key]
-        table = measure(m, nested.trees() if m.nested else cases, quick=quick)
-        if skipped and not m.nested:
+        m, setup = MEASUREMENTS[key]
+        if nested:
+            m = dataclasses.replace(m, title=f"100 nodes: {m.title}")
+        benches = {c.name: setup(c) for c in cases + found}
+        table = measure(m, benches, quick=quick, notes={c.name: c.note for c in cases + found})
+        if skipped:
             table = dataclasses.replace(table, note="Peers skipped: " + "; ".join(skipped))
         tables.append(table)
     return tables
@@ -277,4 +234,5 @@ def scan_carry(quick: bool) -> list[Table]:
 
 def nested_tree(quick: bool) -> list[Table]:
     """The 100-node tree against nested tuples: pytree operations, jit and scan."""
-    return _run([m.key for m in MEASUREMENTS if m.nested], quick)
+    keys = ("flatten", "unflatten", "tree_map", "dispatch", "round_trip")
+    return _run((*keys, "scan_compile", "scan_run"), quick, nested=True)

@@ -1,37 +1,18 @@
 """Jitted methods written the way each library teaches them, and what `obj.method`
 costs before the call.
 
-`jit_method_cases()`: for each idiom, `INSTANCES` instances of the 8-field class with
-different array values go through the jitted method (or function) once each. A trace
-increments a counter (a side effect that runs only while JAX traces), so the case
-records how many traces the instances cost; then one more call on the first instance
-is timed. Every idiom jits the same body, `obj.a0 + obj.a3` (a fresh function object
-per case, so no two cases share JAX's trace cache):
-
-| case                                  | what the user writes                             |
-|---------------------------------------|--------------------------------------------------|
-| tuple: jax.jit(f)(t) (the baseline)   | a function of a tuple                            |
-| treeclass: @tc.jit method             | `total = tc.jit(f)` in the class, `obj.total()`  |
-| treeclass: jax.jit(f)(obj)            | the same function under plain `jax.jit`          |
-| equinox: @eqx.filter_jit method       | equinox's documented way to jit a method         |
-| equinox: jax.jit(f)(module)           | a function taking the module                     |
-| flax.struct: jax.jit(f)(obj)          | flax.struct has no jitted methods                |
-| register_dataclass: jax.jit(f)(obj)   | JAX's own dataclass node                         |
-| plain class: jax.jit(static_argnums=0)| the common trap: `self` static, so each          |
-|                                       | instance is a new cache key: one trace apiece    |
-
-`access_cases()`: `obj.method` without calling it, for plain methods and jitted ones.
-
-`traces(n)`: the trace count for `n` instances through a `@tc.jit` method of a class
-defined afresh (1: one compile serves every instance of one structure).
-
-`run(quick)`, the section: the two tables and the trace count for 1000 instances.
+For each idiom, `INSTANCES` instances of the 8-field class with different array values
+go through the jitted method once each; its body, `obj.a0 + obj.a3` (a fresh function
+object per idiom, so no two share JAX's trace cache), increments a counter while JAX
+traces, which counts the traces. Then one more call is timed. The last row is the
+common trap: `jax.jit(static_argnums=0)` on a plain class's method, so every instance
+is a new cache key, its arrays baked into its own compile. Last, the trace count of a
+`@tc.jit` method for `TRACE_INSTANCES` instances of a class defined afresh.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +24,15 @@ from benchmarks import contenders, core, peers
 from benchmarks._table import Table
 
 INSTANCES = 200
-_TRACES = [0]  # reset before each case; its function bodies increment it at trace time
+TRACE_INSTANCES = 1000
+_TRACES = [0]  # reset before each idiom; its function bodies increment it at trace time
+
+JIT_METHODS = core.Measurement(
+    f"jitted methods, each library's idiom: one call ({INSTANCES} instances traced)",
+    batch_scale=core.JIT_BATCH,
+    rounds_scale=0.25,
+)
+ACCESS = core.Measurement("method access: obj.method, no call", base="plain")
 
 
 def _make_total() -> Callable[[Any], Any]:
@@ -62,7 +51,7 @@ def _tuple_total(t: tuple[Any, ...]) -> Any:
 
 
 def treeclass_model(fun: Callable[[Any], Any]) -> type:
-    """The benchmark class (contenders.Plain) with `fun` as its `@tc.jit` method `total`."""
+    """The 8-field class (contenders.Plain) with `fun` as its `@tc.jit` method `total`."""
 
     @tc.treeclass
     class Model(contenders.Plain):
@@ -72,58 +61,6 @@ def treeclass_model(fun: Callable[[Any], Any]) -> type:
             return self.a0
 
     return Model
-
-
-class _Trap:
-    """The common trap: a plain class with `jax.jit(static_argnums=0)` on a method."""
-
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
-
-    total = functools.partial(jax.jit, static_argnums=0)(_make_total())
-
-    def plain(self) -> Any:
-        return self.a0
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One way of calling (or reaching) a jitted function, ready to time."""
-
-    name: str
-    group: str
-    stmt: str
-    namespace: dict[str, Any]
-    sync: Callable[[Any], Any] | None = None
-    traces: int | None = None
-    note: str = ""
-
-
-def _a0s(n: int) -> list[jax.Array]:
-    return [jnp.full((4,), float(i), jnp.float32) for i in range(n)]
-
-
-def _traced(
-    name: str,
-    group: str,
-    new: Callable[..., Any],
-    stmt: str,
-    call: Callable[[Any], Any],
-    namespace: dict[str, Any] | None = None,
-    note: str = "",
-) -> Case:
-    """Builds `INSTANCES` instances with `new(**kw)` (a0 differing), calls `call` on each
-    (blocking), and returns the case timing `stmt` on the first, with the trace count."""
-    kw = contenders.all_kwargs()
-    objs = [new(**{**kw, "a0": a0}) for a0 in _a0s(INSTANCES)]
-    _TRACES[0] = 0
-    for obj in objs:
-        jax.block_until_ready(call(obj))
-    traces = _TRACES[0]
-    for _ in range(2):
-        jax.block_until_ready(call(objs[0]))
-    ns = {**(namespace or {}), "obj": objs[0]}
-    return Case(name, group, stmt, ns, jax.block_until_ready, traces, note)
 
 
 def _equinox_model(fun: Callable[[Any], Any]) -> type:
@@ -140,135 +77,98 @@ def _equinox_model(fun: Callable[[Any], Any]) -> type:
     return EqxModel
 
 
-def jit_method_cases() -> list[Case]:
-    """The idioms of the module docstring that import; the tuple first."""
-    f = jax.jit(_tuple_total)
-    cases = [
-        _traced(
-            "tuple: jax.jit(f)(t)",
-            "floor",
-            contenders.make_tuple,
-            "f(obj)",
-            f,
-            {"f": f},
-            "8 arrays only",
-        )
-    ]
+class _Trap:
+    """The common trap: a plain class with `jax.jit(static_argnums=0)` on a method."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+    total = jax.jit(_make_total(), static_argnums=0)
+
+    def plain(self) -> Any:
+        return self.a0
+
+
+def _instances(new: Callable[..., Any], n: int) -> list[Any]:
+    """`n` instances of the 8-field class that differ in the values of `a0`."""
+    kw = contenders.all_kwargs()
+    return [new(**{**kw, "a0": jnp.full((4,), float(i), jnp.float32)}) for i in range(n)]
+
+
+def _jit_methods() -> tuple[dict[str, core.Setup], dict[str, str]]:
+    """The idioms of the module docstring that import, the tuple first: what to time,
+    and the traces each idiom took for `INSTANCES` instances."""
+    setups: dict[str, core.Setup] = {}
+    traces: dict[str, str] = {}
+
+    def add(name: str, new: Callable[..., Any], f: Callable[[Any], Any], stmt: str) -> None:
+        objs = _instances(new, INSTANCES)
+        _TRACES[0] = 0
+        for obj in objs:
+            jax.block_until_ready(f(obj))
+        traces[name] = str(_TRACES[0])
+        for _ in range(2):
+            jax.block_until_ready(f(objs[0]))
+        setups[name] = (stmt, {"f": f, "obj": objs[0]}, jax.block_until_ready)
+
+    add("tuple: jax.jit(f)(t)", contenders.make_tuple, jax.jit(_tuple_total), "f(obj)")
     total = _make_total()
     model = treeclass_model(total)
-    cases.append(
-        _traced("treeclass: @tc.jit method", "treeclass", model, "obj.total()", model.total)
-    )
-    f = jax.jit(total)  # the same function object; tc.jit traces its own wrapper of it
-    cases.append(_traced("treeclass: jax.jit(f)(obj)", "treeclass", model, "f(obj)", f, {"f": f}))
-    try:
+    add("treeclass: @tc.jit method", model, model.total, "obj.total()")
+    # The same function object: tc.jit traces its own wrapper of it.
+    add("treeclass: jax.jit(f)(obj)", model, jax.jit(total), "f(obj)")
+    with contextlib.suppress(ImportError):  # a peer that is not installed has no rows
         eqx_model = _equinox_model(_make_total())
-    except ImportError:
-        pass
-    else:
-        cases.append(
-            _traced(
-                "equinox: @eqx.filter_jit method",
-                "peer",
-                eqx_model,
-                "obj.total()",
-                lambda m: m.total(),
-            )
-        )
-        f = jax.jit(_make_total())
-        cases.append(
-            _traced("equinox: jax.jit(f)(module)", "peer", eqx_model, "f(obj)", f, {"f": f})
-        )
-    try:
-        flax_cls = peers.build("flax").new
-    except ImportError:
-        pass
-    else:
-        f = jax.jit(_make_total())
-        cases.append(
-            _traced("flax.struct: jax.jit(f)(obj)", "peer", flax_cls, "f(obj)", f, {"f": f})
-        )
-    f = jax.jit(_make_total())
-    cases.append(
-        _traced(
-            "register_dataclass: jax.jit(f)(obj)",
-            "floor",
-            contenders.FrozenDataclass,
-            "f(obj)",
-            f,
-            {"f": f},
-        )
-    )
-    cases.append(
-        _traced(
-            "plain class: jax.jit(static_argnums=0) method",
-            "trap",
-            _Trap,
-            "obj.total()",
-            lambda t: t.total(),
-            note="self static: one trace per instance, arrays baked in",
-        )
-    )
-    return cases
+        add("equinox: @eqx.filter_jit method", eqx_model, lambda m: m.total(), "obj.total()")
+        add("equinox: jax.jit(f)(module)", eqx_model, jax.jit(_make_total()), "f(obj)")
+    with contextlib.suppress(ImportError):
+        flax_struct = peers.build("flax").new
+        add("flax.struct: jax.jit(f)(obj)", flax_struct, jax.jit(_make_total()), "f(obj)")
+    dataclass = contenders.FrozenDataclass
+    add("register_dataclass: jax.jit(f)(obj)", dataclass, jax.jit(_make_total()), "f(obj)")
+    add("plain class: jax.jit(static_argnums=0) method", _Trap, lambda t: t.total(), "obj.total()")
+    return setups, traces
 
 
-def access_cases() -> list[Case]:
+def _access() -> dict[str, core.Setup]:
     """`obj.method` (no call): a plain class's plain method first (the baseline)."""
     kw = contenders.all_kwargs()
-    model = treeclass_model(_make_total())(**kw)
-    trap = _Trap(**kw)
-    cases = [
-        Case("plain class: plain method", "floor", "obj.plain", {"obj": trap}),
-        Case("plain class: jax.jit(static_argnums=0) method", "trap", "obj.total", {"obj": trap}),
-        Case("treeclass: plain method", "treeclass", "obj.plain", {"obj": model}),
-        Case("treeclass: @tc.jit method", "treeclass", "obj.total", {"obj": model}),
-    ]
-    try:
-        eqx_model = _equinox_model(_make_total())(**kw)
-    except ImportError:
-        return cases
-    cases += [
-        Case("equinox: plain method", "peer", "obj.plain", {"obj": eqx_model}),
-        Case("equinox: @eqx.filter_jit method", "peer", "obj.total", {"obj": eqx_model}),
-    ]
-    return cases
+    owners = {  # name -> (instance, how its `total` is jitted)
+        "plain class": (_Trap(**kw), "jax.jit(static_argnums=0)"),
+        "treeclass": (treeclass_model(_make_total())(**kw), "@tc.jit"),
+    }
+    with contextlib.suppress(ImportError):  # equinox not installed
+        owners["equinox"] = (_equinox_model(_make_total())(**kw), "@eqx.filter_jit")
+    setups: dict[str, core.Setup] = {}
+    for owner, (obj, jitted) in owners.items():
+        setups[f"{owner}: plain method"] = ("obj.plain", {"obj": obj}, None)
+        setups[f"{owner}: {jitted} method"] = ("obj.total", {"obj": obj}, None)
+    return setups
 
 
 def traces(n: int) -> int:
     """Traces of a `@tc.jit` method, on a class defined afresh, for `n` instances that
-    differ in their array values (1 expected)."""
+    differ in their array values."""
     model = treeclass_model(_make_total())
-    kw = contenders.all_kwargs()
     _TRACES[0] = 0
-    for a0 in _a0s(n):
-        jax.block_until_ready(model(**{**kw, "a0": a0}).total())
+    for obj in _instances(model, n):
+        jax.block_until_ready(obj.total())
     return _TRACES[0]
 
 
-def _case(c: Case) -> core.Setup:
-    return c.stmt, c.namespace, c.sync
-
-
-JIT_METHODS = core.Measurement(
-    "jit_methods",
-    f"jitted methods, each library's idiom: one call ({INSTANCES} instances traced)",
-    _case,
-    batch_scale=core.JIT_BATCH_SCALE,
-    rounds_scale=0.25,
-)
-ACCESS = core.Measurement("method_access", "method access: obj.method, no call", _case, base="plain")
-TRACE_INSTANCES = 1000
-
-
 def run(quick: bool) -> list[Table]:
-    """Jitted methods: one call and the traces per idiom, `obj.method`, and the trace
+    """The section: jitted methods (one call, traces), `obj.method`, and the trace
     count of a `@tc.jit` method for `TRACE_INSTANCES` instances."""
-    cases = jit_method_cases()
-    traced = {c.name: str(c.traces) for c in cases}
+    setups, traced = _jit_methods()
+    notes = {
+        "tuple: jax.jit(f)(t)": "8 arrays only",
+        "plain class: jax.jit(static_argnums=0) method": "self static: one trace per instance, "
+        "arrays baked in",
+    }
     n = TRACE_INSTANCES
     return [
-        core.measure(JIT_METHODS, cases, quick=quick, extra=("traces", traced)),
-        core.measure(ACCESS, access_cases(), quick=quick),
+        core.measure(JIT_METHODS, setups, quick=quick, notes=notes, extra=("traces", traced)),
+        core.measure(ACCESS, _access(), quick=quick),
         Table(
             f"@tc.jit method of a class defined afresh, {n} instances differing in values",
             ("contender", "instances", "traces"),

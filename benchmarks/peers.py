@@ -2,8 +2,9 @@
 
 `peers()` returns the contenders it could build and a note for each library it skipped.
 `replace` uses each library's own one-field change: `.replace()` for flax and chex,
-`jdc.replace()` for jax_dataclasses, and `dataclasses.replace()` for equinox (whose
-idiomatic `eqx.tree_at` is a general tree surgery tool and several times slower).
+`jdc.replace()` (which is `dataclasses.replace`) for jax_dataclasses, and
+`dataclasses.replace()` for equinox (its `eqx.tree_at` is a general tree-surgery tool:
+the `whole_models` section times it).
 
 chex dataclasses have no static fields, so the chex class carries the 8 arrays only,
 like the raw containers in `contenders.py`.
@@ -11,14 +12,11 @@ like the raw containers in `contenders.py`.
 
 # No `from __future__ import annotations`: jax_dataclasses resolves `jdc.Static[...]`
 # with `typing.get_type_hints`, which cannot see names local to the builder functions.
-import dataclasses
 from collections.abc import Callable
 
 import jax
 
-from benchmarks.contenders import Contender, all_kwargs, array_kwargs
-
-_DC_REPLACE = {"dataclasses_replace": dataclasses.replace}
+from benchmarks.contenders import DC_REPLACE, Contender, all_kwargs, array_kwargs
 
 
 def _equinox() -> Contender:
@@ -36,14 +34,7 @@ def _equinox() -> Contender:
         n: int = eqx.field(static=True)
         name: str = eqx.field(static=True)
 
-    return Contender(
-        "equinox.Module",
-        "peer",
-        EqxModule,
-        all_kwargs(),
-        "dataclasses_replace(obj, a3=x)",
-        _DC_REPLACE,
-    )
+    return Contender("equinox.Module", EqxModule, all_kwargs(), DC_REPLACE)
 
 
 def _flax() -> Contender:
@@ -62,7 +53,7 @@ def _flax() -> Contender:
         n: int = struct.field(pytree_node=False)
         name: str = struct.field(pytree_node=False)
 
-    return Contender("flax.struct.dataclass", "peer", FlaxStruct, all_kwargs(), "obj.replace(a3=x)")
+    return Contender("flax.struct.dataclass", FlaxStruct, all_kwargs(), "obj.replace(a3=x)")
 
 
 def _chex() -> Contender:
@@ -81,7 +72,6 @@ def _chex() -> Contender:
 
     return Contender(
         "chex.dataclass",
-        "peer",
         ChexDataclass,
         array_kwargs(),
         "obj.replace(a3=x)",
@@ -105,14 +95,7 @@ def _jax_dataclasses() -> Contender:
         n: jdc.Static[int]
         name: jdc.Static[str]
 
-    return Contender(
-        "jax_dataclasses",
-        "peer",
-        JdcDataclass,
-        all_kwargs(),
-        "jdc_replace(obj, a3=x)",
-        {"jdc_replace": jdc.replace},
-    )
+    return Contender("jax_dataclasses", JdcDataclass, all_kwargs(), DC_REPLACE)
 
 
 _BUILDERS: dict[str, Callable[[], Contender]] = {
