@@ -164,6 +164,8 @@ class FieldSpec:
     positional: bool = True
     """Resolved: the field is a positional parameter of `__init__`."""
     converter: bool = False
+    trainable: bool = True
+    """False: a dynamic field declared `tc.field(trainable=False)` (state)."""
     derived: bool = False
     """`init=False`, set by the class's `__post_init__`."""
     nested: "Generated | None" = dataclasses.field(default=None, repr=False)
@@ -246,6 +248,8 @@ def _render_field(f: FieldSpec) -> str:
         extras.append(f"kw_only={f.kw_only}")
     if f.converter:
         extras.append("converter=counting_converter")
+    if not f.trainable:
+        extras.append("trainable=False")
     options = ([f"default={value}"] if value is not None else []) + extras
     if f.spelling == "static":  # static() also takes its default positionally
         rhs = f"tc.static({', '.join(([value] if value is not None else []) + extras)})"
@@ -333,6 +337,7 @@ def _build(
 def _field_specs(draw: st.DrawFn, name: str, depth: int, allow_derived: bool) -> FieldSpec:
     static = draw(st.booleans())
     derived = allow_derived and draw(st.integers(0, 5)) == 0
+    trainable = True
     if static:
         spelling = draw(st.sampled_from(("field", "static", "annotation", "annotation_str")))
         annotation = draw(st.sampled_from(("Any", "int", "tuple[int, ...]")))
@@ -343,6 +348,8 @@ def _field_specs(draw: st.DrawFn, name: str, depth: int, allow_derived: bool) ->
         nested = None
     else:
         spelling = draw(st.sampled_from(("bare", "field")))
+        trainable = draw(st.integers(0, 3)) != 0
+        spelling = spelling if trainable else "field"  # trainable=False is a field() option
         nests = depth > 0 and not derived and draw(st.integers(0, 3)) == 0
         nested = draw(treeclasses(depth - 1, max_fields=3)) if nests else None
         if nested:
@@ -372,6 +379,7 @@ def _field_specs(draw: st.DrawFn, name: str, depth: int, allow_derived: bool) ->
         default_value=default_value,
         kw_only=None if derived else draw(st.sampled_from((None, None, True, False))),
         converter=not static and not derived and draw(st.booleans()),
+        trainable=static or trainable,
         derived=derived,
         nested=nested,
     )

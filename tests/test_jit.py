@@ -373,3 +373,83 @@ def test_jax_jit_static_argnums_on_an_instance_compiles_per_value_as_documented(
     traced = tc.jit(total)
     assert [int(traced(c)) for c in counters] == [0, 2, 4]
     assert traced.trace_log.count == 1
+
+
+# ---------------------------------------------------------------------------------------
+# A Python int or bool in a dynamic field, needed as a concrete value (SPEC §11).
+
+
+class Looped(tc.TreeClass):
+    w: jax.Array
+    n: int
+    flag: bool = False
+
+    @tc.jit
+    def scan(self) -> jax.Array:
+        return jax.lax.scan(lambda c, _: (c * 2, None), self.w, None, length=self.n)[0]
+
+    @tc.jit
+    def shaped(self) -> jax.Array:
+        return jnp.zeros(self.n) + self.w
+
+    @tc.jit
+    def branch(self) -> jax.Array:
+        return self.w if self.flag else -self.w
+
+
+@pytest.mark.parametrize(
+    ("method", "field", "cause"),
+    [
+        ("scan", r"Looped\.n \(3\) is a dynamic field holding a Python int", jax.errors.ConcretizationTypeError),
+        ("shaped", r"Looped\.n \(3\) is a dynamic field holding a Python int", TypeError),
+        ("branch", r"Looped\.flag \(False\) is a dynamic field holding a Python bool", jax.errors.TracerBoolConversionError),
+    ],
+)
+def test_concrete_int_or_bool_needed_names_the_field_and_the_fix(method: str, field: str, cause: type[Exception]) -> None:
+    with pytest.raises(TypeError, match=rf"(?s)^{field}, which tc\.jit traces as an array.*tc\.Static\[") as info:
+        getattr(Looped(jnp.ones(3), 3), method)()
+    assert isinstance(info.value.__cause__, cause)  # JAX's own error stays attached
+    name = "flag" if method == "branch" else "n"
+    assert f"    {name}: tc.Static[{'bool' if name == 'flag' else 'int'}]" in str(info.value)
+
+
+def test_concrete_int_in_a_nested_field_is_named_by_its_path() -> None:
+    class Outer(tc.TreeClass):
+        inner: Looped
+
+    @tc.jit
+    def run(o: Outer) -> jax.Array:
+        return o.inner.scan.__wrapped__(o.inner)  # the plain body, traced with o
+
+    with pytest.raises(TypeError, match=r"^Outer\.inner\.n \(3\) is a dynamic field holding a Python int"):
+        run(Outer(Looped(jnp.ones(3), 3)))
+
+
+def test_other_body_errors_are_not_blamed_on_an_int_field() -> None:
+    @tc.jit
+    def wrong(m: Looped) -> jax.Array:
+        return m.w + "s"  # the body's own bug
+
+    @tc.jit
+    def needs_array_value(m: Looped, size: jax.Array) -> jax.Array:
+        return jnp.zeros(size) + m.n  # the array, not the int field, must be concrete
+
+    m = Looped(jnp.ones(3), 3)
+    for call in (lambda: wrong(m), lambda: needs_array_value(m, jnp.array(3))):
+        with pytest.raises(TypeError) as info:
+            call()
+        assert "dynamic field" not in str(info.value)
+
+
+def test_a_static_int_field_compiles_per_value_instead() -> None:
+    class Fixed(tc.TreeClass):
+        w: jax.Array
+        n: tc.Static[int]
+
+        @tc.jit
+        def scan(self) -> jax.Array:
+            return jax.lax.scan(lambda c, _: (c * 2, None), self.w, None, length=self.n)[0]
+
+    assert Fixed(jnp.ones(1), 3).scan().tolist() == [8.0]
+    assert Fixed(jnp.ones(1), 2).scan().tolist() == [4.0]
+    assert Fixed.scan.trace_log.count == 2

@@ -67,7 +67,7 @@ def test_is_inexact_array_under_tracing() -> None:
     assert seen == [(True, False)]
 
 
-def test_partition_splits_floats_from_the_rest_keeping_structure() -> None:
+def test_partition_splits_trainable_leaves_from_the_rest_keeping_structure() -> None:
     m = model()
     params, rest = tc.partition(m)
     assert type(params) is Model
@@ -82,8 +82,8 @@ def test_partition_splits_floats_from_the_rest_keeping_structure() -> None:
     assert rest.step is m.step
     assert params.layers[0] is m.layers[0]
     assert rest.layers[0] is None
-    assert params.layers[1] is None
-    assert rest.layers[1] == 1.5  # a Python float: not an array
+    assert params.layers[1] == 1.5  # a Python float: trainable, as jax.grad differentiates it
+    assert rest.layers[1] is None
     assert params.layers[3] is m.layers[3]  # complex
     assert params.act == rest.act == "relu"  # statics in both
     assert len(jax.tree.leaves(params)) + len(jax.tree.leaves(rest)) == len(jax.tree.leaves(m))

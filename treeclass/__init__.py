@@ -14,7 +14,6 @@ from treeclass._jit import jit as jit
 from treeclass._npz import load as load
 from treeclass._npz import save as save
 from treeclass._partition import combine as combine
-from treeclass._partition import is_inexact_array as is_inexact_array
 from treeclass._partition import partition as partition
 from treeclass._replace import replace as replace
 from treeclass._replace_at import replace_at as replace_at
@@ -25,6 +24,7 @@ from treeclass._serialization import from_state_dict as from_state_dict
 from treeclass._serialization import to_state_dict as to_state_dict
 from treeclass._sharding import partition_specs as partition_specs
 from treeclass._sharding import shardings as shardings
+from treeclass._trainable import is_inexact_array as is_inexact_array
 from treeclass._tree import fields as fields
 from treeclass._tree import is_treeclass as is_treeclass
 from treeclass._tree import tree_equal as tree_equal

@@ -20,6 +20,7 @@ _T = TypeVar("_T")
 STATIC: Final = "static"
 CONVERTER: Final = "converter"
 AXES: Final = "axes"
+TRAINABLE: Final = "trainable"
 
 
 class _StaticMarker:
@@ -79,6 +80,7 @@ _MSG_AXES: Final = (
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     default: _S,
     init: bool = True,
     repr: bool = True,
@@ -91,6 +93,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     default_factory: Callable[[], _S],
     init: bool = True,
     repr: bool = True,
@@ -103,6 +106,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     init: bool = True,
     repr: bool = True,
     kw_only: bool = ...,
@@ -114,6 +118,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     default: _T,
     init: bool = True,
     repr: bool = True,
@@ -126,6 +131,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     default_factory: Callable[[], _T],
     init: bool = True,
     repr: bool = True,
@@ -138,6 +144,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     init: bool = True,
     repr: bool = True,
     kw_only: bool = ...,
@@ -148,6 +155,7 @@ def field(
 def field(
     *,
     static: bool = False,
+    trainable: bool = True,
     default: Any = dataclasses.MISSING,
     default_factory: Any = dataclasses.MISSING,
     init: bool = True,
@@ -157,11 +165,16 @@ def field(
     metadata: Mapping[str, Any] | None = None,
     axes: tuple[str | None, ...] | None = None,
 ) -> Any:
-    """Declares a treeclass field, like `dataclasses.field` with three additions.
+    """Declares a treeclass field, like `dataclasses.field` with four additions.
 
     **Arguments**
 
     - `static`: if True the value goes into the treedef instead of being a pytree child.
+    - `trainable`: False marks a dynamic field, and everything under it (arrays,
+      containers, nested treeclasses), as state, not parameters: traced, vmapped,
+      sharded, compared and checkpointed like any dynamic field, but never
+      differentiated by `tc.grad` nor updated by `tc.apply_updates`
+      (BatchNorm's running statistics, an EMA, a frozen encoder).
     - `default`, `default_factory`, `init`, `repr`, `kw_only`, `metadata`: as in
       `dataclasses.field`.
     - `converter`: a callable applied to the value at construction and in `replace()`,
@@ -171,25 +184,29 @@ def field(
 
     **Returns**
 
-    A `dataclasses.Field` whose `metadata` holds `"static"`, and `"converter"` and
-    `"axes"` when given.
+    A `dataclasses.Field` whose `metadata` holds `"static"` and `"trainable"` (False
+    for static fields, which hold no leaves), and `"converter"` and `"axes"` when given.
 
     **Raises**
 
     `TypeError` if `axes` is not a tuple of `str | None` or is given on a static field,
-    or if `converter` is not callable.
+    or if `converter` is not callable; when the class is defined, `TypeError` naming
+    `Class.field` for `trainable=False` on a static field.
 
     **Example**
 
     >>> @tc.treeclass
     ... class Layer:
     ...     w: jax.Array = tc.field(converter=jnp.asarray, axes=("in", "out"))
+    ...     mean: jax.Array = tc.field(trainable=False, default_factory=lambda: jnp.zeros(2))
     ...     act: str = tc.field(static=True, default="relu")
     >>> layer = Layer([[1.0, 2.0]])
     >>> layer.w.shape, layer.act
     ((1, 2), 'relu')
-    >>> [f.metadata["static"] for f in tc.fields(Layer)]
-    [False, True]
+    >>> [(f.name, f.metadata["static"], f.metadata["trainable"]) for f in tc.fields(Layer)]
+    [('w', False, True), ('mean', False, False), ('act', True, False)]
+    >>> tc.grad(lambda m: jnp.sum(m.w) + jnp.sum(m.mean))(layer).mean is None  # state
+    True
     """
     # The annotation says Mapping; untyped callers pass anything.
     if metadata is not None and not isinstance(metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -203,6 +220,7 @@ def field(
         raise TypeError(msg)
     meta: dict[str, Any] = dict(metadata or {})
     meta[STATIC] = bool(static)
+    meta[TRAINABLE] = bool(trainable)  # checked against `static` by @treeclass, naming the field
     if converter is not None:
         if not callable(converter):
             msg = f"field(converter=...) must be callable; got {converter!r}."

@@ -1,10 +1,12 @@
 """`grad()`, `value_and_grad()` and `apply_updates()`: differentiate and optimise the
-floating-point leaves of a model that also holds keys, integers, masks and strings.
+trainable leaves of a model that also holds state, keys, integers, masks and strings.
 
-`jax.grad(loss)(model)` refuses a model holding a bool mask or an int counter, and
-with `allow_int=True` returns `float0` gradients that optax cannot add. So, as
-equinox's `filter_value_and_grad` does, we split the first argument with `partition`,
-differentiate the floating half only, and rebuild the model inside:
+`jax.grad(loss)(model)` refuses a model holding a bool mask or an int counter, with
+`allow_int=True` returns `float0` gradients that optax cannot add, and differentiates
+BatchNorm's running statistics as if they were weights. So, as equinox's
+`filter_value_and_grad` does, we split the first argument in two, differentiate the
+trainable half only (`_trainable.mask`: floating-point leaves outside fields declared
+`trainable=False`, narrowed by `where=`), and rebuild the model inside:
 
     params, rest = partition(model)
     jax.value_and_grad(lambda params, rest, *args: fun(combine(params, rest), *args))
@@ -18,30 +20,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
 import jax
 
-from treeclass._partition import combine, partition
+from treeclass._partition import combine
+from treeclass._trainable import leaf_visits, mask, nothing_trainable, trainable, why_not
 from treeclass._untraceable import is_traceable, untraceable_field
+from treeclass._walk import path_str
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _A = TypeVar("_A")
 _P = ParamSpec("_P")
 
+Where = Callable[[Any], Any]
+"""`where=`: a predicate on leaves, or a selector in `tc.replace_at`'s form."""
 
-def _check_traceable(fun: Callable[..., Any], x: Any) -> None:
-    """Raises the `Class.field` error (as `tc.jit` words it) for a leaf of the first
-    argument `x` that JAX cannot trace.
+_MSG_UPDATE_NOT_TRAINABLE: Final = """\
+{path}: an update for a leaf that is not trainable ({what}).
 
-    jax.grad would refuse such a leaf; after `partition` it sits in the half that is not
-    differentiated, where nothing checks it, and `fun` would see a string where it
-    expects an array."""
-    if not all(map(is_traceable, jax.tree.leaves(x))):  # one C-level flatten first
-        found = untraceable_field(fun, (x,), {})
-        if found is not None:
-            raise found
+Optimizer updates belong to the trainable leaves only: compute them on the first half of
+tc.partition(model) (or on tc.grad's gradients), which holds None here:
+
+    params, _ = tc.partition(model)
+    updates, state = optimizer.update(grads, state, params)"""
 
 
 def _split(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
@@ -54,42 +57,74 @@ def _split(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
     return jax.value_and_grad(merged, has_aux=has_aux)
 
 
+def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool, where: Where | None) -> Callable[..., Any]:
+    vg = _split(fun, has_aux=has_aux)
+
+    @functools.wraps(fun)
+    def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
+        visits = leaf_visits(x)
+        # A leaf JAX cannot trace would sit in the half that is not differentiated,
+        # where nothing checks it, and `fun` would see a string where it expects an
+        # array: named here, as `tc.jit` names it.
+        if not all(is_traceable(v.value) for v in visits):
+            found = untraceable_field(fun, (x,), {})
+            if found is not None:
+                raise found
+        chosen = mask(x, where, visits, predicate_alone=False)
+        if not any(chosen):  # never a tree of None in silence
+            raise nothing_trainable(x, visits, narrowed=where is not None)
+        leaves = [v.value for v in visits]
+        treedef: Any = jax.tree.structure(x)  # a PyTreeDef: jaxlib ships no stubs
+        params = treedef.unflatten([a if c else None for a, c in zip(leaves, chosen, strict=True)])
+        rest = treedef.unflatten([None if c else a for a, c in zip(leaves, chosen, strict=True)])
+        return vg(params, rest, *args, **kwargs)
+
+    return call
+
+
 @overload
 def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], _R], *, has_aux: Literal[False] = False
+    fun: Callable[Concatenate[_T, _P], _R], *, has_aux: Literal[False] = False, where: Where | None = None
 ) -> Callable[Concatenate[_T, _P], tuple[_R, _T]]: ...
 @overload
 def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]], *, has_aux: Literal[True]
+    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]], *, has_aux: Literal[True], where: Where | None = None
 ) -> Callable[Concatenate[_T, _P], tuple[tuple[_R, _A], _T]]: ...
-def value_and_grad(fun: Callable[..., Any], *, has_aux: bool = False) -> Callable[..., Any]:
-    """`jax.value_and_grad` with respect to the floating-point leaves of the first
-    argument, whatever else it holds.
+def value_and_grad(
+    fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None
+) -> Callable[..., Any]:
+    """`jax.value_and_grad` with respect to the trainable leaves of the first argument,
+    whatever else it holds.
 
     **Arguments**
 
     - `fun`: a function whose first argument is a pytree (a model) and which returns a
       scalar, or `(scalar, aux)` with `has_aux=True`.
     - `has_aux`: as in `jax.value_and_grad`.
+    - `where`: narrows what is differentiated: a selector in `tc.replace_at`'s form
+      (`lambda m: m.head`, or a tuple of such reads: only the trainable leaves inside
+      those subtrees, for fine-tuning), or a predicate on leaves.
 
     **Returns**
 
     A function with `fun`'s parameters returning `(value, grads)` (`((value, aux),
     grads)` with `has_aux`). `grads` has the first argument's structure and type: the
-    gradient at each floating-point or complex array leaf (`tc.is_inexact_array`),
-    `None` at every other leaf (integer, boolean and PRNG-key arrays, Python numbers).
-    The other arguments are passed through as `jax.value_and_grad` passes them.
+    gradient at each trainable leaf (a floating-point or complex array, or a Python
+    float, which gets a scalar array as `jax.grad` gives it; not under a field declared
+    `trainable=False`), `None` at every other leaf. The other arguments are passed
+    through as `jax.value_and_grad` passes them.
 
     **Raises**
 
-    `TypeError` naming `Class.field` when a dynamic field of the first argument holds
-    a value JAX cannot trace (a string, a function); `jax.value_and_grad`'s errors
-    otherwise.
+    `TypeError` naming the class when the first argument has nothing to differentiate;
+    `TypeError` naming `Class.field` when a dynamic field holds a value JAX cannot trace
+    (a string, a function); for a selector, the errors of `tc.replace_at` naming the
+    path, and `ValueError` when it selects no trainable leaf; `jax.value_and_grad`'s
+    errors otherwise.
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Model:
+    >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     mask: jax.Array
     ...     step: jax.Array
@@ -100,44 +135,34 @@ def value_and_grad(fun: Callable[..., Any], *, has_aux: bool = False) -> Callabl
     >>> float(value), grads.w.tolist(), grads.mask, grads.step
     (4.0, [2.0, 0.0, 2.0], None, None)
     """
-    return _value_and_grad(fun, has_aux=has_aux)
-
-
-def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
-    vg = _split(fun, has_aux=has_aux)
-
-    @functools.wraps(fun)
-    def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
-        _check_traceable(fun, x)
-        params, rest = partition(x)
-        return vg(params, rest, *args, **kwargs)
-
-    return call
+    return _value_and_grad(fun, has_aux=has_aux, where=where)
 
 
 @overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], Any], *, has_aux: Literal[False] = False
+    fun: Callable[Concatenate[_T, _P], Any], *, has_aux: Literal[False] = False, where: Where | None = None
 ) -> Callable[Concatenate[_T, _P], _T]: ...
 @overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]], *, has_aux: Literal[True]
+    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]], *, has_aux: Literal[True], where: Where | None = None
 ) -> Callable[Concatenate[_T, _P], tuple[_T, _A]]: ...
-def grad(fun: Callable[..., Any], *, has_aux: bool = False) -> Callable[..., Any]:
-    """`jax.grad` with respect to the floating-point leaves of the first argument,
-    whatever else it holds.
+def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None) -> Callable[..., Any]:
+    """`jax.grad` with respect to the trainable leaves of the first argument, whatever
+    else it holds.
 
     **Arguments**
 
     - `fun`: a function whose first argument is a pytree (a model) and which returns a
       scalar, or `(scalar, aux)` with `has_aux=True`.
     - `has_aux`: as in `jax.grad`.
+    - `where`: as in `tc.value_and_grad`: a selector (`lambda m: m.head`) or a
+      predicate on leaves, narrowing what is differentiated.
 
     **Returns**
 
     A function with `fun`'s parameters returning the gradient (`(grads, aux)` with
     `has_aux`): the first argument's structure and type, with the gradient at each
-    floating-point or complex array leaf and `None` at every other leaf.
+    trainable leaf and `None` at every other leaf.
 
     **Raises**
 
@@ -145,16 +170,21 @@ def grad(fun: Callable[..., Any], *, has_aux: bool = False) -> Callable[..., Any
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Model:
+    >>> class Stats(tc.TreeClass):
+    ...     mean: jax.Array
+    >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     key: jax.Array
-    >>> m = Model(jnp.array([1.0, 2.0]), jax.random.key(0))
-    >>> grads = tc.grad(lambda m: jnp.sum(m.w**2))(m)
-    >>> grads.w.tolist(), grads.key
-    ([2.0, 4.0], None)
+    ...     rate: float
+    ...     stats: Stats = tc.field(trainable=False)
+    >>> m = Model(jnp.array([1.0, 2.0]), jax.random.key(0), 0.5, Stats(jnp.zeros(2)))
+    >>> grads = tc.grad(lambda m: jnp.sum(m.w**2) * m.rate + jnp.sum(m.stats.mean))(m)
+    >>> grads.w.tolist(), float(grads.rate), grads.key, grads.stats.mean
+    ([1.0, 2.0], 5.0, None, None)
+    >>> tc.grad(lambda m: jnp.sum(m.w**2), where=lambda m: m.w)(m).rate is None
+    True
     """
-    vg = _value_and_grad(fun, has_aux=has_aux)
+    vg = _value_and_grad(fun, has_aux=has_aux, where=where)
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -165,8 +195,6 @@ def grad(fun: Callable[..., Any], *, has_aux: bool = False) -> Callable[..., Any
 
 
 def _add(x: Any, u: Any) -> Any:
-    if u is None:
-        return x
     if not hasattr(x, "dtype") or x.dtype == u.dtype:
         return x + u
     # Added in the wider of the two dtypes, then stored back in the leaf's own: a
@@ -177,9 +205,9 @@ def _add(x: Any, u: Any) -> Any:
     return (x.astype(wide) + u.astype(wide)).astype(x.dtype)
 
 
-def apply_updates(tree: _T, updates: _T) -> _T:
-    """Adds `updates` to `tree`'s leaves where an update is not `None`, keeping each
-    leaf's dtype: the step after `optimizer.update`.
+def apply_updates(tree: _T, updates: Any) -> _T:
+    """Adds `updates` to `tree`'s trainable leaves where an update is not `None`,
+    keeping each leaf's dtype: the step after `optimizer.update`.
 
     **Arguments**
 
@@ -190,13 +218,19 @@ def apply_updates(tree: _T, updates: _T) -> _T:
 
     **Returns**
 
-    A tree of `tree`'s structure and type: `leaf + update` (in the leaf's dtype) where
-    the update is not `None`, the leaf itself elsewhere (shared, not copied).
+    A tree of `tree`'s structure and type (whatever the type of `updates`, such as
+    optax's): `leaf + update` (in the leaf's dtype) where the update is not `None`, the
+    leaf itself elsewhere (shared, not copied).
+
+    **Raises**
+
+    `ValueError` naming the path for an update at a leaf that is not trainable (under
+    a field declared `trainable=False`, or not floating-point); JAX's `ValueError` when
+    `updates` does not have `tree`'s structure.
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Model:
+    >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     step: jax.Array
     >>> m = Model(jnp.ones(2, jnp.bfloat16), jnp.array(3))
@@ -206,6 +240,22 @@ def apply_updates(tree: _T, updates: _T) -> _T:
     Array([1.5, 1.5], dtype=bfloat16)
     >>> new.step is m.step
     True
+    >>> tc.apply_updates(m, Model(None, jnp.array(1)))
+    Traceback (most recent call last):
+    ValueError: Model.step: an update for a leaf that is not trainable (i32[], not floating-point).
+    ...
     """
-    # `None` is a leaf of `updates` here: it stands where `tree` holds a leaf.
-    return jax.tree.map(_add, tree, updates, is_leaf=lambda u: u is None)  # type: ignore[no-any-return]
+    visits = leaf_visits(tree)
+    treedef: Any = jax.tree.structure(tree)  # a PyTreeDef: jaxlib ships no stubs
+    # `None` in `updates` stands where `tree` holds a leaf that is not updated.
+    new: list[Any] = []
+    for v, u in zip(visits, treedef.flatten_up_to(updates), strict=True):
+        if u is None:
+            new.append(v.value)
+            continue
+        if not trainable(v):
+            path = path_str(type(tree).__name__, v.path)
+            raise ValueError(_MSG_UPDATE_NOT_TRAINABLE.format(path=path, what=why_not(v)))
+        new.append(_add(v.value, u))
+    result: _T = treedef.unflatten(new)
+    return result

@@ -36,7 +36,7 @@ import jax
 from treeclass._layout import instance_layout
 from treeclass._retrace import TraceLog
 from treeclass._typing import JitDecorator, JitFunction
-from treeclass._untraceable import is_argument_error, untraceable_field
+from treeclass._untraceable import concrete_field, is_argument_error, untraceable_field
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -79,9 +79,14 @@ def _make(
         try:
             return jitted(*args, **kwargs)
         except TypeError as error:
-            if getattr(error, _FROM_BODY, False) or not is_argument_error(error):
-                raise
-            found = untraceable_field(fun, args, kwargs, static)
+            if getattr(error, _FROM_BODY, False):
+                # The body's own error, unchanged, unless it needed the value of a
+                # Python int or bool held in a dynamic field (a shape, a loop length).
+                found = concrete_field(fun, args, kwargs, static)
+            elif is_argument_error(error):
+                found = untraceable_field(fun, args, kwargs, static)
+            else:
+                found = None
             if found is None:
                 raise
             raise found from error

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from treeclass._field import CONVERTER, STATIC
+from treeclass._field import CONVERTER, STATIC, TRAINABLE
 
 __all__ = ["FLAT", "LAYOUT", "SET", "Layout", "analyse", "instance_layout", "layout_of"]
 
@@ -43,6 +43,8 @@ class Layout:
     initvars: tuple[dataclasses.Field[Any], ...]
     dynamic: tuple[str, ...]
     static: tuple[str, ...]
+    frozen: frozenset[str]
+    """The dynamic fields declared `trainable=False`: state, not parameters."""
     converters: dict[str, Callable[[Any], Any]]
     post_init: bool
     user_init: Callable[..., None] | None
@@ -100,6 +102,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
         initvars=initvars,
         dynamic=tuple(f.name for f in fields if not f.metadata.get(STATIC, False)),
         static=tuple(f.name for f in fields if f.metadata.get(STATIC, False)),
+        frozen=frozenset(f.name for f in fields if not f.metadata.get(STATIC) and not f.metadata.get(TRAINABLE, True)),
         converters={f.name: f.metadata[CONVERTER] for f in fields if CONVERTER in f.metadata},
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,

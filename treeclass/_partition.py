@@ -10,56 +10,20 @@ exactly its own leaves, and `combine` puts them back by position. This is equino
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jax
-import jax.numpy as jnp
 
-from treeclass._walk import ARRAY_TYPES
+from treeclass._trainable import leaf_visits, mask
 
 _T = TypeVar("_T")
 
 
-@functools.cache
-def _inexact_dtype(dtype: Any) -> bool:
-    # Cached: `jnp.issubdtype` walks numpy's type hierarchy on every call, and a model
-    # holds a handful of dtypes, so the cache is small and never stale.
-    return bool(jnp.issubdtype(dtype, jnp.inexact))
-
-
-def is_inexact_array(x: object) -> bool:
-    """True for floating-point and complex arrays: the leaves `tc.grad` differentiates.
-
-    **Arguments**
-
-    - `x`: any pytree leaf.
-
-    **Returns**
-
-    True for a `jax.Array` (tracers included), `numpy.ndarray` or numpy scalar whose
-    dtype is floating (bfloat16 and float8 included) or complex; False for integer,
-    boolean and PRNG-key arrays, and for anything that is not an array (Python
-    numbers included: they have no dtype until JAX gives them one).
-
-    **Example**
-
-    >>> tc.is_inexact_array(jnp.ones(3)), tc.is_inexact_array(jnp.ones(3, jnp.bfloat16))
-    (True, True)
-    >>> tc.is_inexact_array(jnp.arange(3)), tc.is_inexact_array(jax.random.key(0))
-    (False, False)
-    >>> tc.is_inexact_array(1.0)
-    False
-    """
-    if not isinstance(x, ARRAY_TYPES):
-        return False
-    return _inexact_dtype(x.dtype)
-
 
 def partition(
     tree: _T,
-    where: Callable[[Any], bool] = is_inexact_array,
+    where: Callable[[Any], Any] | None = None,
     *,
     is_leaf: Callable[[Any], bool] | None = None,
 ) -> tuple[_T, _T]:
@@ -68,15 +32,24 @@ def partition(
     **Arguments**
 
     - `tree`: any pytree, such as a treeclass model.
-    - `where`: a predicate on leaves; by default `tc.is_inexact_array`, which selects
-      the floating-point arrays (the parameters an optimizer updates).
-    - `is_leaf`: passed to `jax.tree.flatten`, to treat some subtrees as leaves.
+    - `where`: what to select. By default the trainable leaves: floating-point (and
+      complex) arrays and Python floats, except under fields declared
+      `trainable=False` (the parameters an optimizer updates). A predicate on leaves
+      (`tc.is_inexact_array`) selects the leaves it accepts. A selector in
+      `tc.replace_at`'s form (`lambda m: m.head`, or a tuple of such reads) selects
+      the trainable leaves inside the subtrees it reads (fine-tuning a part).
+    - `is_leaf`: as in `jax.tree.flatten`, to treat some subtrees as leaves.
 
     **Returns**
 
     `(selected, rest)`: two pytrees of `tree`'s structure (treeclasses, containers
     and static fields included) holding `None` where the other one holds the leaf.
     `tc.combine(selected, rest)` is `tree` again.
+
+    **Raises**
+
+    For a selector: the errors of `tc.replace_at` for a read with no node, naming the
+    path, and `ValueError` naming the selection when it holds no trainable leaf.
 
     **Example**
 
@@ -92,9 +65,18 @@ def partition(
     Model(w=None, step=i32[], act='relu')
     >>> tc.combine(params, rest).step
     Array(0, dtype=int32, weak_type=True)
+    >>> class Net(tc.TreeClass):
+    ...     encoder: Model
+    ...     head: Model
+    >>> net = Net(Model(jnp.ones(2), jnp.array(0)), Model(jnp.ones(3), jnp.array(0)))
+    >>> head_params, frozen = tc.partition(net, lambda n: n.head)
+    >>> head_params.encoder.w is None, head_params.head.w.shape
+    (True, (3,))
     """
-    leaves, treedef = jax.tree.flatten(tree, is_leaf=is_leaf)
-    chosen = [bool(where(x)) for x in leaves]
+    visits = leaf_visits(tree, is_leaf)
+    chosen = mask(tree, where, visits, predicate_alone=True)
+    leaves = [v.value for v in visits]
+    treedef = jax.tree.structure(tree, is_leaf=is_leaf)
     selected = [x if c else None for x, c in zip(leaves, chosen, strict=True)]
     rest = [None if c else x for x, c in zip(leaves, chosen, strict=True)]
     return jax.tree.unflatten(treedef, selected), jax.tree.unflatten(treedef, rest)

@@ -22,14 +22,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from jax.tree_util import DictKey, GetAttrKey
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._checks import closest
 from treeclass._layout import LAYOUT, layout_of
 from treeclass._repr import describe
 from treeclass._walk import path_str
 
-__all__ = ["ATTR", "ITEM", "DICT", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE", "Path", "follow", "record", "show"]
+__all__ = [
+    "ATTR",
+    "DICT",
+    "ITEM",
+    "LIST",
+    "NAMEDTUPLE",
+    "TREECLASS",
+    "TUPLE",
+    "Path",
+    "follow",
+    "key_entry",
+    "probe",
+    "record",
+    "show",
+]
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
@@ -257,3 +271,28 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
             what = f"a {type(selected).__name__} holding {what}"
         raise TypeError(_MSG_RETURN.format(what=what))
     return [_at(s)[1] for s in items]
+
+
+def probe(where: Callable[[Any], Any], root: str) -> list[Path] | None:
+    """The paths `where` selects if it is a selector in `replace_at`'s form (it returns
+    a node, or a tuple or list of nodes, read from its argument); None if it is anything
+    else, such as a predicate on leaves (`lambda x: x.dtype == jnp.bfloat16` compares
+    on the stand-in, which refuses; `tc.is_inexact_array` returns False)."""
+    stand_in: Any = _read(root, ())
+    try:
+        selected = where(stand_in)
+    except Exception:  # noqa: BLE001 - a predicate that cannot run on the stand-in
+        return None
+    items: list[Any] = list(selected) if isinstance(selected, tuple | list) else [selected]
+    if not items or any(type(s) is not _Read for s in items):
+        return None
+    return [_at(s)[1] for s in items]
+
+
+def key_entry(kind: int, key: Any) -> Any:
+    """The `jax.tree_util` key entry of a step `follow` found: the one JAX's
+    `tree_flatten_with_path` gives the same child (`GetAttrKey` for a field,
+    `SequenceKey` for an index, `DictKey` for a dict key)."""
+    if kind <= NAMEDTUPLE:
+        return GetAttrKey(key)
+    return DictKey(key) if kind == DICT else SequenceKey(key)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
 from typing_extensions import dataclass_transform
 
 from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
-from treeclass._field import STATIC, STATIC_MARKER, field, static
+from treeclass._field import STATIC, STATIC_MARKER, TRAINABLE, field, static
 from treeclass._layout import FLAT, LAYOUT, SET, analyse, layout_of
 
 __all__ = ["TreeClass", "process", "treeclass"]
@@ -53,6 +53,14 @@ _OWNED: Final = {
 }
 
 _STATIC_STRING: Final = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*Static\[")
+
+
+_MSG_STATIC_NOT_TRAINABLE: Final = """\
+{cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
+of a dynamic field as state (traced, but never differentiated or optimised); a static
+value is never traced at all. Drop trainable=False, or make the field dynamic:
+
+    {name}: ... = tc.field(trainable=False)"""
 
 
 def _is_static_annotation(annotation: Any, cls: type) -> bool:
@@ -82,6 +90,8 @@ def _mark_static_annotations(cls: type) -> None:
                         "has axes= or converter=, which only dynamic fields take."
                     )
                     raise TypeError(msg)
+                if value.metadata.get(TRAINABLE) is False:
+                    raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
                 # The Field's default and default_factory pass through as they are (one
                 # is MISSING), which no overload of static() takes.
                 replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
@@ -122,11 +132,16 @@ def _check_static_defaults(cls: type) -> None:
 
 
 def _check_fields(cls: type) -> None:
+    own = inspect.get_annotations(cls)
     for f in dataclasses.fields(cls):
-        if STATIC not in f.metadata:
-            # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata;
-            # give every field the key, so `f.metadata["static"]` always answers.
-            f.metadata = types.MappingProxyType({**f.metadata, STATIC: False})
+        static = f.metadata.get(STATIC, False)
+        trainable = f.metadata.get(TRAINABLE, True)
+        if static and not trainable and f.name in own:
+            raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
+        # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata; give
+        # every field both keys, so `f.metadata["static"]` always answers. A static
+        # field holds no leaves, so none of it is trainable.
+        f.metadata = types.MappingProxyType({**f.metadata, STATIC: static, TRAINABLE: trainable and not static})
         if f.name in _RESERVED or f.name.startswith("_tc_"):
             why = _RESERVED.get(f.name, "generated code uses the _tc_ prefix")
             msg = _checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")

@@ -1,4 +1,5 @@
-"""Which field of the arguments JAX could not trace: the error that names it.
+"""Which field of the arguments JAX could not trace, or could not trace as a concrete
+value: the errors that name it.
 
 JAX rejects a string or a function among a traced argument's leaves with an error that
 gives a path at best ("Error interpreting argument to <fn> as an abstract array ... at
@@ -7,6 +8,11 @@ the error users need instead: `Class.field`, the value found, and the two fixes 
 the field static, or store an array). `tc.jit` asks for it when JAX rejected an
 argument (`is_argument_error`); `tc.grad` asks before it differentiates, as its split
 of the model leaves such leaves where JAX would not look.
+
+A Python int or bool in a dynamic field is traced as an array too, so a body that needs
+its value (a shape, a loop length, an `if`) fails with JAX's ConcretizationTypeError or
+a shape TypeError that does not say which field. `concrete_field()` names it, with the
+fix (`tc.Static[int]`), after checking that the int or bool was the cause.
 """
 
 from __future__ import annotations
@@ -15,11 +21,15 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import Any, Final
 
+import jax
+from jax.tree_util import DictKey, SequenceKey
+
 from treeclass._layout import instance_layout, layout_of
 from treeclass._repr import describe, short_repr
-from treeclass._walk import PYTHON_SCALARS, is_array, path_str, walk
+from treeclass._walk import PYTHON_SCALARS, KeyPath, is_array, path_str, walk
 
 __all__ = [
+    "concrete_field",
     "is_argument_error",
     "is_traceable",
     "labelled_arguments",
@@ -80,25 +90,25 @@ def root_name(label: str, value: object) -> str:
 
 def labelled_arguments(
     fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int] = ()
-) -> list[tuple[str, Any]]:
+) -> list[tuple[str, Any, KeyPath]]:
     """The traced arguments, labelled by parameter name (`args[i]` past the named
     positional parameters, e.g. into `*rest`): those neither named nor numbered in
-    `static`."""
+    `static`. Each comes with its key path in the pytree `(args, kwargs)`."""
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     try:
         params = inspect.signature(fun).parameters.values()
         names = [p.name for p in params if p.kind in positional]
     except (TypeError, ValueError):  # a builtin without a signature: number the arguments
         names = []
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, Any, KeyPath]] = []
     for i, value in enumerate(args):
         name = names[i] if i < len(names) else f"args[{i}]"
         if i not in static and name not in static:
-            out.append((name, value))
+            out.append((name, value, (SequenceKey(0), SequenceKey(i))))
     for name, value in kwargs.items():
         index = names.index(name) if name in names else None
         if name not in static and index not in static:
-            out.append((name, value))
+            out.append((name, value, (SequenceKey(1), DictKey(name))))
     return out
 
 
@@ -133,7 +143,7 @@ def untraceable_field(
     Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument 'cfg').
     ...
     """
-    for label, value in labelled_arguments(fun, args, kwargs, static):
+    for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
             if v.kind != "leaf" or is_traceable(v.value):
                 continue
@@ -147,3 +157,68 @@ def untraceable_field(
             msg = _MSG_UNTRACEABLE_FIELD.format(field=v.field, what=what, where=where, name=v.name, type=hint)
             return TypeError(msg)
     return None
+
+
+_MSG_CONCRETE: Final = """\
+{fields} a dynamic field holding a Python {kinds}, which tc.jit traces as an array: the
+function needed its value while tracing (a shape, a loop length, an `if`), and a traced
+value has none. If it is configuration, make it static (each value compiles once):
+
+{fixes}
+
+JAX's error, above, says where the value was needed."""
+
+
+def concrete_field(
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    static: Collection[str | int] = (),
+) -> TypeError | None:
+    """The error naming the dynamic fields that hold a Python int or bool the body
+    needed as a concrete value, for a `TypeError` the body raised while `tc.jit` traced
+    it; None when no such field caused it.
+
+    Cause, not coincidence: the body is traced again, abstractly (`jax.eval_shape`),
+    with those ints and bools kept as constants, as static fields would keep them, all
+    together and then one at a time, to name the one(s) it needed. This runs on the
+    error path alone, and only where a dynamic field holds a Python int or bool."""
+    flat, structure = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    treedef: Any = structure  # a PyTreeDef: jaxlib ships no stubs
+    index = {path: i for i, (path, _) in enumerate(flat)}
+    found: dict[int, tuple[str, str]] = {}  # flat index -> (the leaf's path, its fix)
+    for label, value, root in labelled_arguments(fun, args, kwargs, static):
+        for v in walk(value):
+            if v.kind == "leaf" and v.owner is not None and type(v.value) in (int, bool):
+                at = f"{path_str(root_name(label, value), v.path)} ({v.value!r})"
+                fix = f"    {v.name}: tc.Static[{type(v.value).__name__}]   # in {v.owner.__name__}"
+                found[index[(*root, *v.path)]] = (at, fix)
+    leaves = [x for _, x in flat]
+
+    def traces(constant: Collection[int]) -> bool:
+        """Whether `fun` traces with these leaves constant (and every other int, bool
+        or static argument's value, as under jit), the rest abstract."""
+        vary = [
+            i not in constant and (i in found or is_array(x) or type(x) in (float, complex))
+            for i, x in enumerate(leaves)
+        ]
+
+        def again(*values: Any) -> Any:
+            it = iter(values)
+            a, k = treedef.unflatten([next(it) if v else x for x, v in zip(leaves, vary, strict=True)])
+            return fun(*a, **k)
+
+        try:
+            jax.eval_shape(again, *[x for x, v in zip(leaves, vary, strict=True) if v])
+        except Exception:  # noqa: BLE001 - still failing: these were not the cause
+            return False
+        return True
+
+    if not found or not traces(found):
+        return None
+    needed = [i for i in found if traces({i})] or list(found)
+    kinds = " or ".join(sorted({type(leaves[i]).__name__ for i in needed}))
+    named = ", ".join(found[i][0] for i in needed)
+    verb = "is" if len(needed) == 1 else "are each"
+    fixes = "\n".join(dict.fromkeys(found[i][1] for i in needed))
+    return TypeError(_MSG_CONCRETE.format(fields=f"{named} {verb}", kinds=kinds, fixes=fixes))

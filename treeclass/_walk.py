@@ -19,7 +19,7 @@ retrace reasons share.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, NamedTuple
 
 import jax
@@ -134,6 +134,10 @@ class Visit(NamedTuple):
     kind: Kind
     """`"node"` (a treeclass instance or a container), `"leaf"` (a pytree leaf), or
     `"static"` (a static field's value: part of the treedef, never traced)."""
+    trainable: bool
+    """False at and below a field declared `trainable=False` (at any depth): state,
+    never differentiated or optimised. (Whether a leaf is a parameter also depends on
+    its dtype: `_trainable.py`.)"""
 
     @property
     def field(self) -> str:
@@ -141,7 +145,7 @@ class Visit(NamedTuple):
         return "" if self.owner is None else f"{self.owner.__name__}.{self.name}"
 
 
-def walk(tree: Any, path: KeyPath = ()) -> Iterator[Visit]:
+def walk(tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None = None) -> Iterator[Visit]:
     """Every node, leaf and static field value of `tree`, parents before children;
     the leaves in `jax.tree.leaves(tree)` order.
 
@@ -151,10 +155,11 @@ def walk(tree: Any, path: KeyPath = ()) -> Iterator[Visit]:
       field (static fields yield one `"static"` visit each, in declaration order
       among the dynamic ones).
     - `path`: a key path to prefix every visit's path with.
+    - `is_leaf`: as in `jax.tree.leaves`: a subtree it accepts is visited as one leaf.
 
     **Returns**
 
-    An iterator of `Visit(path, value, owner, name, kind)`. Stop early by breaking
+    An iterator of `Visit(path, value, owner, name, kind, trainable)`. Stop early by breaking
     out: nothing below the visits already made is flattened.
 
     **Example**
@@ -172,13 +177,23 @@ def walk(tree: Any, path: KeyPath = ()) -> Iterator[Visit]:
     ['layers'][0].w Layer.w leaf
     ['layers'][0].act Layer.act static
     """
-    return _walk(tree, path, None, None)
+    return _walk(tree, path, None, None, True, is_leaf)
 
 
-def _walk(x: Any, path: KeyPath, owner: type | None, name: str | None) -> Iterator[Visit]:
+def _walk(
+    x: Any,
+    path: KeyPath,
+    owner: type | None,
+    name: str | None,
+    trainable: bool,
+    is_leaf: Callable[[Any], bool] | None,
+) -> Iterator[Visit]:
     layout = instance_layout(x)
+    if is_leaf is not None and is_leaf(x):
+        yield Visit(path, x, owner, name, "leaf", trainable)
+        return
     if layout is not None:
-        yield Visit(path, x, owner, name, "node")
+        yield Visit(path, x, owner, name, "node", trainable)
         cls = type(x)
         dynamic, static = getattr(x, FLAT)  # what JAX's flatten returns
         values = dict(zip(layout.dynamic, dynamic, strict=True))
@@ -186,14 +201,15 @@ def _walk(x: Any, path: KeyPath, owner: type | None, name: str | None) -> Iterat
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
             if field in layout.static:
-                yield Visit(field_path, values[field], cls, field, "static")
+                yield Visit(field_path, values[field], cls, field, "static", False)
             else:
-                yield from _walk(values[field], field_path, cls, field)
+                trained = trainable and field not in layout.frozen
+                yield from _walk(values[field], field_path, cls, field, trained, is_leaf)
         return
     below = children(x)
     if below is None:
-        yield Visit(path, x, owner, name, "leaf")
+        yield Visit(path, x, owner, name, "leaf", trainable)
         return
-    yield Visit(path, x, owner, name, "node")
+    yield Visit(path, x, owner, name, "node", trainable)
     for key, child in below:
-        yield from _walk(child, (*path, key), owner, name)
+        yield from _walk(child, (*path, key), owner, name, trainable, is_leaf)
