@@ -5,6 +5,8 @@ import os
 
 import hypothesis
 import jax
+import pytest
+from forms import FORMS, Form
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -20,3 +22,10 @@ hypothesis.settings.register_profile(
     suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(params=FORMS, ids=lambda form: form.name)
+def form(request: pytest.FixtureRequest) -> Form:
+    """Each of the two ways to declare a treeclass (tests/forms.py)."""
+    return request.param
+
