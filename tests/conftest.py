@@ -29,3 +29,11 @@ def form(request: pytest.FixtureRequest) -> Form:
     """Each of the two ways to declare a treeclass (tests/forms.py)."""
     return request.param
 
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    # pytest-randomly shuffles the tests and prints its seed in the header, which -q
+    # hides; this line survives -q, so a failure seen once can be replayed.
+    seed = getattr(config.option, "randomly_seed", None)  # absent under -p no:randomly
+    order = f"random, --randomly-seed={seed}" if isinstance(seed, int) else "as collected"
+    hashing = os.environ.get("PYTHONHASHSEED", "unset (random per process)")
+    terminalreporter.write_line(f"test order: {order}; PYTHONHASHSEED={hashing}")
