@@ -2,6 +2,7 @@
 and (pyproject.toml) every warning is an error."""
 
 import os
+from collections.abc import Generator
 
 import hypothesis
 import jax
@@ -30,10 +31,16 @@ def form(request: pytest.FixtureRequest) -> Form:
     return request.param
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> Generator[None]:
     # pytest-randomly shuffles the tests and prints its seed in the header, which -q
-    # hides; this line survives -q, so a failure seen once can be replayed.
+    # hides. This line comes last before the counts, under -q too, so a failure seen
+    # once can be replayed.
+    result = yield
     seed = getattr(config.option, "randomly_seed", None)  # absent under -p no:randomly
     order = f"random, --randomly-seed={seed}" if isinstance(seed, int) else "as collected"
     hashing = os.environ.get("PYTHONHASHSEED", "unset (random per process)")
     terminalreporter.write_line(f"test order: {order}; PYTHONHASHSEED={hashing}")
+    return result
