@@ -7,11 +7,12 @@ environment variables), so nothing the suite needs leaks into what users read.
 """
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import hypothesis
 import jax
 import pytest
+from forms import FORMS, Form
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -40,3 +41,24 @@ def jax_defaults() -> Iterator[None]:
     """
     with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
         yield
+
+
+@pytest.fixture(params=FORMS, ids=lambda form: form.name)
+def form(request: pytest.FixtureRequest) -> Form:
+    """Each of the two ways to declare a treeclass (tests/forms.py)."""
+    return request.param
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> Generator[None]:
+    # pytest-randomly shuffles the tests and prints its seed in the header, which -q
+    # hides. This line comes last before the counts, under -q too, so a failure seen
+    # once can be replayed.
+    result = yield
+    seed = getattr(config.option, "randomly_seed", None)  # absent under -p no:randomly
+    order = f"random, --randomly-seed={seed}" if isinstance(seed, int) else "as collected"
+    hashing = os.environ.get("PYTHONHASHSEED", "unset (random per process)")
+    terminalreporter.write_line(f"test order: {order}; PYTHONHASHSEED={hashing}")
+    return result

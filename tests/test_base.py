@@ -1,18 +1,16 @@
-"""`tc.TreeClass`: the base-class form, equivalent to the decorator and mixing with it."""
+"""`tc.TreeClass`: what only the base-class form has (class keywords, the base itself,
+mixing with the decorator). The behaviours both forms share run in both in
+test_treeclass.py and the other files that take the `form` fixture."""
 
 import abc
 import dataclasses
-import pickle
-import sys
-from typing import Generic, TypeVar
+import inspect
 
 import jax
 import jax.numpy as jnp
 import pytest
 
 import treeclass as tc
-
-T = TypeVar("T")
 
 
 class Linear(tc.TreeClass):
@@ -66,7 +64,8 @@ def test_each_subclass_gets_its_own_generated_replace():
 
 
 def test_class_keywords_are_the_decorator_options():
-    with pytest.raises(TypeError, match="positional"):
+    assert inspect.signature(MLP).parameters["layers"].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(TypeError, match=r"MLP\.__init__\(\)"):
         MLP((lin(),))  # type: ignore[misc]
     m = MLP(layers=(lin(),))
     assert m.scale == 1.0
@@ -77,15 +76,6 @@ def test_class_keywords_are_the_decorator_options():
     a, b = NoRepr(1), NoRepr(1)
     assert repr(a).startswith("<")
     assert a != b
-
-
-def test_frozen_and_round_trips():
-    a = lin()
-    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Linear\.w"):
-        a.w = jnp.zeros(2)  # type: ignore[misc]
-    out = jax.jit(lambda m: m)(a)
-    assert out == a
-    assert pickle.loads(pickle.dumps(a)) == a
 
 
 def test_forms_mix_both_ways():
@@ -131,62 +121,6 @@ def test_decorating_a_base_form_class_is_a_no_op_and_options_are_refused():
             extra: int = 0
 
 
-def test_inheritance_keeps_kinds_and_defaults():
-    class Child(Linear):
-        y: jax.Array = tc.field(default_factory=lambda: jnp.ones(2))
-
-    c = Child(jnp.zeros(1), jnp.zeros(1))
-    assert [(f.name, f.metadata["static"]) for f in tc.fields(c)] == [
-        ("w", False), ("b", False), ("act", True), ("y", False),
-    ]
-    leaves, treedef = jax.tree.flatten(c)
-    assert type(treedef.unflatten(leaves)) is Child
-
-
-def test_generic_class():
-    class Box(tc.TreeClass, Generic[T]):
-        item: T
-        label: tc.Static[str] = "box"
-
-    b = Box[jax.Array](jnp.ones(2))
-    assert type(b) is Box
-    assert b.__orig_class__ == Box[jax.Array]  # type: ignore[attr-defined]
-    out = jax.jit(lambda b: b.replace(item=b.item * 2))(b)
-    assert out.item.tolist() == [2.0, 2.0]
-
-
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 syntax needs Python 3.12")
-def test_pep695_class():
-    ns: dict[str, object] = {"tc": tc}
-    exec("class Box[T](tc.TreeClass):\n    item: T\n", ns)
-    box = ns["Box"](1.0)  # type: ignore[operator]
-    assert jax.tree.leaves(box) == [1.0]
-
-
-def test_init_false_field_derived_in_post_init():
-    calls = []
-
-    class Scaled(tc.TreeClass):
-        x: jax.Array
-        y: jax.Array = tc.field(init=False)
-
-        def __post_init__(self):
-            calls.append(1)
-            object.__setattr__(self, "y", self.x * 2)
-
-    s = Scaled(jnp.ones(2))
-    out = jax.jit(lambda s: s)(s)
-    assert out.y.tolist() == [2.0, 2.0]
-    assert calls == [1]
-
-
-def test_class_errors_are_the_decorators():
-    with pytest.raises(TypeError, match=r"Bad\.replace: this name is reserved"):
-
-        class Bad(tc.TreeClass):
-            replace: int
-
-
 def test_init_subclass_keywords_pass_through_to_other_bases():
     seen = []
 
@@ -214,7 +148,9 @@ def test_abstract_base_classes_mix_in():
         def __call__(self, x: jax.Array) -> jax.Array:
             return x * self.w
 
-    with pytest.raises(TypeError, match="Can't instantiate abstract class Layer"):
+    assert inspect.isabstract(Layer)
+    assert not inspect.isabstract(Scale)
+    with pytest.raises(TypeError, match=r"\bLayer\b"):  # Python's message, naming the class
         Layer()  # type: ignore[abstract]
     s = Scale(jnp.full(2, 2.0))
     assert jax.jit(lambda m, x: m(x))(s, jnp.ones(2)).tolist() == [2.0, 2.0]
