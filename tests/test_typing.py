@@ -183,6 +183,9 @@ PYRIGHT_REVEALS = {
      'Type of "tc.replace_at(m, lambda t: t.layers[0].w, jnp.zeros((2, 2)))" is "MLP"'),
     ("pass_whole_models.py", "reveal_type(params)", 'Type of "params" is "MLP"'),
     ("pass_whole_models.py", "reveal_type(grads)", 'Type of "grads" is "MLP"'),
+    # A training loop with optax and model state: optax's updates do not widen the model.
+    ("pass_training.py", "reveal_type(new)", 'Type of "new" is "Net"'),
+    ("pass_training.py", "reveal_type(head_grads)", 'Type of "head_grads" is "Net"'),
 }
 
 _ARRAY = "jax._src.basearray.Array"
@@ -215,6 +218,8 @@ MYPY_REVEALS = {
     ("pass_whole_models.py", "reveal_type(tc.replace_at(", 'Revealed type is "pass_whole_models.MLP"'),
     ("pass_whole_models.py", "reveal_type(params)", 'Revealed type is "pass_whole_models.MLP"'),
     ("pass_whole_models.py", "reveal_type(grads)", 'Revealed type is "pass_whole_models.MLP"'),
+    ("pass_training.py", "reveal_type(new)", 'Revealed type is "pass_training.Net"'),
+    ("pass_training.py", "reveal_type(head_grads)", 'Revealed type is "pass_training.Net"'),
 }
 
 
@@ -381,9 +386,10 @@ def test_mypy_infers_the_constructor_signatures(reports):
 
 
 @pytest.mark.parametrize("path", _files("pass_*.py"), ids=lambda p: p.name)
-def test_pass_files_run(path):
+def test_pass_files_run(path, jax_defaults):
     # What the checkers accept also works: the pass files run as they are (reveal_type
-    # and assert_type exist at runtime too, and return their argument).
+    # and assert_type exist at runtime too, and return their argument), under JAX's
+    # defaults, as users' code runs.
     runpy.run_path(str(path))
 
 

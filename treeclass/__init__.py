@@ -24,6 +24,7 @@ from treeclass._serialization import from_state_dict as from_state_dict
 from treeclass._serialization import to_state_dict as to_state_dict
 from treeclass._sharding import partition_specs as partition_specs
 from treeclass._sharding import shardings as shardings
+from treeclass._summary import summary as summary
 from treeclass._trainable import is_inexact_array as is_inexact_array
 from treeclass._tree import fields as fields
 from treeclass._tree import is_treeclass as is_treeclass
@@ -60,6 +61,7 @@ __all__ = [
     "save",
     "shardings",
     "static",
+    "summary",
     "to_state_dict",
     "tree_equal",
     "treeclass",

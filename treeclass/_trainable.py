@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
+import jax
 import jax.numpy as jnp
 
 from treeclass._path import follow, key_entry, probe, show
@@ -80,9 +81,14 @@ def is_inexact_array(x: object) -> bool:
 
 
 def is_trainable_leaf(x: object) -> bool:
-    """True for the leaves that can be parameters: inexact arrays, Python floats and
-    complex numbers (not bools or ints: JAX does not differentiate integers)."""
-    return type(x) is float or type(x) is complex or is_inexact_array(x)
+    """True for the leaves that can be parameters: inexact arrays (and their
+    `jax.ShapeDtypeStruct` stand-ins, as `jax.eval_shape` gives), Python floats and
+    complex numbers; not bools or ints (JAX does not differentiate integers)."""
+    if type(x) is float or type(x) is complex:
+        return True
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return _inexact_dtype(x.dtype)
+    return is_inexact_array(x)
 
 
 def leaf_visits(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Visit]:

@@ -1,0 +1,137 @@
+"""`summary()`: the table users read to see what a model holds.
+
+One row per leaf and per static field, by path (`CNN.layers[0].w`), with its kind
+(trainable / non-trainable / static), dtype, shape, element count, bytes and, when any
+leaf was placed with a `NamedSharding`, its partition spec; then the totals of trainable
+parameters and of state. It reads shapes and dtypes only, never values (no device
+sync), as `repr` does. The result is a `str` whose repr is the table itself, so it
+shows as a table at a REPL prompt and, through `_repr_html_`, in a notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Final
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+
+from treeclass._repr import short_repr
+from treeclass._trainable import trainable
+from treeclass._walk import Visit, dtype_name, is_array, path_str, walk
+
+__all__ = ["Summary", "summary"]
+
+_COLUMNS: Final = ("path", "kind", "dtype", "shape", "count", "bytes")
+
+
+class Summary(str):
+    """The text of `tc.summary()`, shown as the table it is by a REPL and a notebook."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+
+def _size(n: float) -> str:
+    """`48.2 kB`: bytes in decimal units, as `du -h --si` and most tools show them."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
+
+
+def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
+    """(dtype, shape, count, bytes, sharding) of a leaf."""
+    x = v.value
+    if is_array(x) or isinstance(x, jax.ShapeDtypeStruct):
+        count = math.prod(x.shape)
+        itemsize = 0 if jnp.issubdtype(x.dtype, jax.dtypes.extended) else np.dtype(x.dtype).itemsize
+        if itemsize == 0:  # a typed PRNG key: its key data's bytes
+            itemsize = math.prod(jax.eval_shape(jax.random.key_data, x).shape[x.ndim :]) * 4
+        # A sharding the user chose (tc.shardings, jax.device_put): its spec; the default
+        # placement on one device is no sharding to show.
+        sharding = getattr(x, "sharding", None)
+        placed = str(sharding.spec) if isinstance(sharding, NamedSharding) else ""
+        return dtype_name(x.dtype), f"[{','.join(map(str, x.shape))}]", count, count * itemsize, placed
+    if isinstance(x, bool | int | float | complex):  # a Python number: JAX makes it a scalar
+        dtype = jax.dtypes.canonicalize_dtype(type(x))
+        return type(x).__name__, "[]", 1, np.dtype(dtype).itemsize, ""
+    return type(x).__name__, "", 0, 0, ""
+
+
+def summary(tree: Any) -> str:
+    """Returns a table of what `tree` holds: one row per leaf and static field.
+
+    **Arguments**
+
+    - `tree`: a treeclass instance, or any pytree holding some; `jax.ShapeDtypeStruct`
+      leaves work (`tc.summary(jax.eval_shape(init))` needs no arrays).
+
+    **Returns**
+
+    A `str`: a header, one row per path (nested treeclasses and containers expanded)
+    with its kind (`trainable`, `non-trainable`, `static`), dtype, shape, element count
+    and bytes, and a sharding column when any leaf was placed with a `NamedSharding`
+    (`jax.device_put(model, tc.shardings(model, mesh))`); then
+    the totals of trainable parameters and of the rest (state). Its repr is the table,
+    so a REPL and a notebook show it as one; `print()` it in a script.
+
+    **Example**
+
+    >>> class Stats(tc.TreeClass):
+    ...     mean: jax.Array
+    >>> class Layer(tc.TreeClass):
+    ...     w: jax.Array
+    ...     stats: Stats = tc.field(trainable=False)
+    ...     step: jax.Array = tc.field(default_factory=lambda: jnp.array(0))
+    ...     act: tc.Static[str] = "relu"
+    >>> tc.summary(Layer(jnp.ones((3, 4)), Stats(jnp.zeros(4))))
+    path              kind           dtype  shape  count  bytes
+    Layer.w           trainable      f32    [3,4]     12   48 B
+    Layer.stats.mean  non-trainable  f32    [4]        4   16 B
+    Layer.step        non-trainable  i32    []         1    4 B
+    Layer.act         static         'relu'
+    trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
+    """
+    root = type(tree).__name__
+    rows: list[tuple[str, ...]] = []
+    totals = {True: [0, 0], False: [0, 0]}  # trainable? -> [count, bytes]
+    placed = False
+    for v in walk(tree):
+        at = path_str(root, v.path)
+        if v.kind == "static":
+            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
+        elif v.kind == "leaf":
+            dtype, shape, count, nbytes, sharding = _leaf(v)
+            is_param = trainable(v)
+            totals[is_param][0] += count
+            totals[is_param][1] += nbytes
+            placed = placed or bool(sharding)
+            kind = "trainable" if is_param else "non-trainable"
+            rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
+    columns = (*_COLUMNS, "sharding") if placed else _COLUMNS
+    table = [columns, *(row[: len(columns)] for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    right = {"count", "bytes"}
+    lines = []
+    for row in table:
+        cells = [
+            cell.rjust(width) if name in right else cell.ljust(width)
+            for cell, width, name in zip(row, widths, columns, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
+    lines.append(
+        f"trainable: {params:,} parameters, {_size(param_bytes)}; "
+        f"non-trainable: {state:,} elements, {_size(state_bytes)}"
+    )
+    return Summary("\n".join(lines))
