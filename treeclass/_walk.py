@@ -165,8 +165,7 @@ def walk(tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None
     **Example**
 
     >>> from treeclass._walk import walk
-    >>> @tc.treeclass
-    ... class Layer:
+    >>> class Layer(tc.TreeClass):
     ...     w: jax.Array
     ...     act: tc.Static[str] = "relu"
     >>> for v in walk({"layers": (Layer(jnp.ones(2)),)}):
