@@ -17,8 +17,7 @@ from treeclass._walk import is_array
 
 def is_treeclass(x: Any) -> bool:
     """Returns True for a treeclass (a `tc.TreeClass` subclass, or a class decorated with
-    `@tc.treeclass`) or an instance
-    of one.
+    `@tc.treeclass`) or an instance of one.
 
     **Arguments**
 
