@@ -98,8 +98,8 @@ def _diff(file: _engine.File) -> str:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Runs the command line; returns the exit status."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     args = _parser().parse_args(argv)
     _, missing = _engine.source_files(args.paths)
     if missing:
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             print(json.dumps(report.as_json()), file=out)
     else:
         for file in changed:
-            out.write(_diff(file))
+            print(_diff(file), end="", file=out)
         for report in result.reports:
             detail = f": {report.reason}" if report.reason else ""
             print(f"{report.path}:{report.line}: {report.cls}: {report.status}{detail}", file=out)

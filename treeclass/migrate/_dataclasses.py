@@ -123,7 +123,7 @@ def _register_dataclass_fields(ctx: Context, call: ast.Call | None) -> tuple[lis
     """data_fields and meta_fields of a `register_dataclass(Cls, ...)` call."""
     if call is None:
         return None, None
-    given = dict(zip(("nodetype", "data_fields", "meta_fields", "drop_fields"), call.args, strict=False))
+    given: dict[str, ast.expr] = dict(zip(("nodetype", "data_fields", "meta_fields", "drop_fields"), call.args, strict=False))
     given.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
     lists: dict[str, list[str]] = {}
     for key in ("data_fields", "meta_fields", "drop_fields"):
@@ -175,6 +175,10 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
             raise Refused(_messages.DATA_FIELDS_ORDER.format(given=data, declared=declared))
     elif family == "NamedTuple":
         statics = set()
+        for f in fields:
+            value = f.stmt.value
+            if value is not None and not all(isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(value)):
+                raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
     statics = statics or set()
     if children is not None and children != [n for n in names if n not in statics]:
         msg = _messages.PREFIX.format(children=children, base="its declared fields", base_children=[n for n in names if n not in statics])

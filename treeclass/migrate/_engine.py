@@ -61,7 +61,7 @@ def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
 
 
 def _tc_name(tree: ast.Module, names: dict[str, str]) -> str:
-    if names.get("tc") == "treeclass" or "tc" not in names and not _binds(tree, "tc"):
+    if names.get("tc") == "treeclass" or ("tc" not in names and not _binds(tree, "tc")):
         return "tc"
     return "treeclass"
 

@@ -28,7 +28,7 @@ __all__ = ["FLATTEN_METHODS", "Facts", "Site", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
-    "append extend insert pop popitem remove clear update setdefault add discard sort reverse __setitem__ __delitem__".split()
+    ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
@@ -155,9 +155,9 @@ class _Scanner(ast.NodeVisitor):
         qualified = _names.dotted(func, self.names)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                if not (self.method == "__init__" and self._is_self(node.args[0])):
-                    self._assigned(node.args[0], name.value, node)
+            building = self.method == "__init__" and self._is_self(node.args[0])
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and not building:
+                self._assigned(node.args[0], name.value, node)
         if qualified is not None and qualified.startswith("flax.serialization"):
             self.facts.flax_serialization.append(self.site(node))
         self.generic_visit(node)

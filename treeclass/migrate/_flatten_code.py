@@ -94,7 +94,8 @@ def _locals(fn: ast.FunctionDef | ast.Lambda, where: str) -> tuple[dict[str, ast
     for node in (n for stmt in body for n in ast.walk(stmt)):
         for kind, what in _CONTROL.items():
             if isinstance(node, kind):
-                raise Refused(_messages.VALUE_DEPENDENT.format(what=what, where=where, line=node.lineno))  # type: ignore[attr-defined]
+                line = getattr(node, "lineno", 0)
+                raise Refused(_messages.VALUE_DEPENDENT.format(what=what, where=where, line=line))
     for stmt in body[:-1]:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
@@ -138,17 +139,17 @@ def _read_aux(node: ast.expr, obj: str, env: dict[str, ast.expr]) -> Aux:
         for element, attr in zip(node.elts, attrs, strict=True):
             if attr is None:
                 raise Refused(_messages.AUX_COMPUTED.format(code=_code(element)))
-        return Aux("none" if not attrs else "tuple", [a for a in attrs if a])
+        return Aux("none" if not attrs else "tuple", [a for a in attrs if a is not None])
     if isinstance(node, ast.Dict):
         keys: list[str] = []
-        attrs = []
+        values: list[str] = []
         for key, value in zip(node.keys, node.values, strict=True):
             attr = _attr(_resolve(value, env), obj)
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or attr is None:
                 raise Refused(_messages.AUX_COMPUTED.format(code=_code(value)))
             keys.append(key.value)
-            attrs.append(attr)
-        return Aux("dict" if attrs else "none", attrs, keys)
+            values.append(attr)
+        return Aux("dict" if values else "none", values, keys)
     attr = _attr(node, obj)
     if attr is None:
         raise Refused(_messages.AUX_COMPUTED.format(code=_code(node)))
@@ -296,9 +297,9 @@ def read_unflatten(fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names:
                 names = ast.Tuple([ast.Name(f"_tc_{i}", ast.Store()) for i in range(len(target.elts))])
                 reader.unpack(names, reader.slot(stmt.value))
                 for i, t in enumerate(target.elts):
-                    attrs[t.attr] = reader.whole(reader.env[f"_tc_{i}"])  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+                    attrs[_attr(t, bypass) or ""] = reader.whole(reader.env[f"_tc_{i}"])
             elif bypass and _attr(target, bypass):
-                attrs[target.attr] = reader.whole(reader.slot(stmt.value))  # type: ignore[union-attr]  # pyright: ignore[reportAttributeAccessIssue]
+                attrs[_attr(target, bypass) or ""] = reader.whole(reader.slot(stmt.value))
             else:
                 raise Refused(_messages.UNFLATTEN.format(detail=f"`{_code(stmt)}`"))
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and bypass:

@@ -91,7 +91,7 @@ def _functions(ctx: Context) -> tuple[ast.FunctionDef | ast.Lambda, ast.Function
     call = ctx.found.registration
     assert call is not None  # the finder sets it for this family
     keyed = (_names.dotted(call.func, ctx.names) or "").endswith("with_keys")
-    given = dict(zip(("nodetype", "flatten", "unflatten", "flatten_func"), call.args, strict=False))
+    given: dict[str, ast.expr] = dict(zip(("nodetype", "flatten", "unflatten", "flatten_func"), call.args, strict=False))
     keywords = {"flatten_func": "flatten", "flatten_with_keys": "flatten", "unflatten_func": "unflatten"}
     given.update({keywords.get(kw.arg, kw.arg): kw.value for kw in call.keywords if kw.arg})
     functions, used = ctx.functions(), []
@@ -120,7 +120,7 @@ def _read(ctx: Context) -> tuple[Flattened, ast.FunctionDef | ast.Lambda, bool, 
         return read_flatten(flatten, "flatten", keyed=keyed), unflatten, False, functions
     keyed_fn = _method(node, "tree_flatten_with_keys")
     plain_fn = _method(node, "tree_flatten")
-    unflatten = _method(node, "tree_unflatten")
+    un = _method(node, "tree_unflatten")
     if plain_fn is None and keyed_fn is None:
         inherited, base = _inherited(ctx, "tree_flatten")
         if inherited is not None:
@@ -129,10 +129,10 @@ def _read(ctx: Context) -> tuple[Flattened, ast.FunctionDef | ast.Lambda, bool, 
         raise Refused(_messages.NOT_FOUND.format(what="tree_flatten"))
     if plain_fn is not None:
         read_flatten(plain_fn, "tree_flatten")  # its own reason first
-    if unflatten is None:
+    if un is None:
         bases = [*(b for b, _ in ctx.base_plans.values()), *ctx.base_found.values()]
-        unflatten = next((m for m in (_method(b.node, "tree_unflatten") for b in bases) if m), None)
-    if unflatten is None:
+        un = next((m for m in (_method(b.node, "tree_unflatten") for b in bases) if m), None)
+    if un is None:
         raise Refused(_messages.NOT_FOUND.format(what="tree_unflatten"))
     where = "tree_flatten"
     flat = read_flatten(keyed_fn, "tree_flatten_with_keys", keyed=True) if keyed_fn else None
@@ -142,9 +142,9 @@ def _read(ctx: Context) -> tuple[Flattened, ast.FunctionDef | ast.Lambda, bool, 
             raise Refused(_messages.TWO_FLATTENS.format(first=plain.children, second=flat.children))
         flat = flat or plain
     assert flat is not None
-    if not any(isinstance(d, ast.Name) and d.id == "classmethod" for d in unflatten.decorator_list):
+    if not any(isinstance(d, ast.Name) and d.id == "classmethod" for d in un.decorator_list):
         raise Refused(_messages.UNFLATTEN.format(detail="tree_unflatten is not a classmethod"))
-    return flat, unflatten, True, ()
+    return flat, un, True, ()
 
 
 def _check_class_body(ctx: Context, fields: list[str]) -> dict[str, ast.AnnAssign]:
@@ -268,10 +268,10 @@ def plan_handwritten(ctx: Context) -> Plan:
         for attr, key in zip(flat.children, flat.keys, strict=True):
             if key != attr:
                 raise Refused(_messages.KEYS.format(attr=attr, key=key))
-    for _, (base, base_plan) in ctx.base_plans.items():
+    for base_found, base_plan in ctx.base_plans.values():
         inherited = [f.name for f in base_plan.fields if not f.static]
         if flat.children[: len(inherited)] != inherited:
-            raise Refused(_messages.PREFIX.format(children=flat.children, base=base.name, base_children=inherited))
+            raise Refused(_messages.PREFIX.format(children=flat.children, base=base_found.name, base_children=inherited))
         fields = [f for f in fields if f not in {f.name for f in base_plan.fields}]
     moved = _check_class_body(ctx, fields)
     init_node = _method(node, "__init__")

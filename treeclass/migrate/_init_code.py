@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from treeclass.migrate import _messages
 from treeclass.migrate._flatten_code import Refused, Slot
@@ -81,7 +81,7 @@ def read_init(fn: ast.FunctionDef, source: str) -> Init:
     init = Init(fn, me, _params(fn), {}, set(), True, has_docstring, [])
     top = set(map(id, body))
 
-    def is_self_attr(node: ast.expr) -> bool:
+    def is_self_attr(node: ast.expr) -> TypeGuard[ast.Attribute]:
         return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me
 
     def record(target: ast.Attribute, value: ast.expr, stmt: ast.stmt, annotation: ast.expr | None = None) -> None:
@@ -101,7 +101,7 @@ def read_init(fn: ast.FunctionDef, source: str) -> Init:
                     raise refuse(stmt)
                 target = targets[0]
                 if is_self_attr(target):
-                    record(target, stmt.value, stmt)  # type: ignore[arg-type]
+                    record(target, stmt.value, stmt)
                     continue
                 if isinstance(target, ast.Tuple) and any(is_self_attr(e) for e in target.elts):
                     value = stmt.value
@@ -111,12 +111,12 @@ def read_init(fn: ast.FunctionDef, source: str) -> Init:
                     for t, v in zip(target.elts, value.elts, strict=True):
                         if not is_self_attr(t):
                             raise refuse(stmt)
-                        record(t, v, stmt)  # type: ignore[arg-type]
+                        record(t, v, stmt)
                     continue
             elif isinstance(stmt, ast.AnnAssign) and is_self_attr(stmt.target):
                 if stmt.value is None:
                     raise refuse(stmt)
-                record(stmt.target, stmt.value, stmt, stmt.annotation)  # type: ignore[arg-type]
+                record(stmt.target, stmt.value, stmt, stmt.annotation)
                 continue
             elif isinstance(stmt, ast.AugAssign) and is_self_attr(stmt.target):
                 raise refuse(stmt)

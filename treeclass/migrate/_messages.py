@@ -45,6 +45,7 @@ DERIVED: Final = "__init__ sets `self.{attr}`, which is neither a child nor aux 
 NOT_SET: Final = "__init__ sets `{attr}` only on some paths ({where}); a treeclass needs every field set at construction: set it on every path (None where unset), then run again. " + _DOCS + "init-that-computes"
 INIT_FORM: Final = "__init__ writes `{code}` (line {line}), which the tool cannot rewrite to object.__setattr__ safely; write it as `self.x = ...`, one attribute per statement. " + _DOCS + "init-that-computes"
 INIT_CALLS_SUPER: Final = "__init__ calls `{code}`; a hand-written pytree class whose base is not converted with it cannot be rewritten: convert by hand. " + _DOCS + "inheritance"
+DEFAULT: Final = "the default of `{attr}` is `{code}`, not a literal: a dataclass field refuses an unhashable default (an array), and a shared one is evaluated once; write `{attr}: ... = tc.field(default_factory=lambda: {code})` by hand. " + _DOCS + "namedtuple"
 STATIC_DEFAULT: Final = "the default of `{attr}` is `{code}`, which a static field cannot hold (unhashable); use a tuple or None. " + _DOCS + "unhashable-aux-data"
 
 # --- what the rest of the code does to instances -----------------------------------------

@@ -182,8 +182,9 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
         block = [_declaration(f, moved.get(f.name)) for f in plan.fields]
         if at and not block[0].leading_lines:
             block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        if at < len(body) and not body[at].leading_lines:  # type: ignore[attr-defined]
-            body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine(indent=False)])  # type: ignore[attr-defined]
+        following = body[at] if at < len(body) else None
+        if isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not following.leading_lines:
+            body[at] = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[at:at] = block
     if not body:
         body = [cst.SimpleStatementLine([cst.Pass()])]
@@ -230,7 +231,20 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
     return plan is not None and plan.remove_registration and _dotted(call.func, names) in registering
 
 
+def _keep_gap(before: cst.Module, after: cst.Module) -> cst.Module:
+    """RemoveImportsVisitor drops a removed import's leading blank lines with it: the
+    blank line between the module docstring and the imports must not go."""
+    if len(before.body) > 1 and len(after.body) > 1 and _is_docstring(before.body[0]):
+        old, new = before.body[1], after.body[1]
+        if new is not old and not new.leading_lines and old.leading_lines:
+            body = list(after.body)
+            body[1] = new.with_changes(leading_lines=old.leading_lines)
+            return after.with_changes(body=body)
+    return after
+
+
 def _imports(module: cst.Module, removed_names: set[str], tc: str, needs_any: bool) -> cst.Module:
+    before = module
     context = CodemodContext()
     for stmt in module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
@@ -252,7 +266,7 @@ def _imports(module: cst.Module, removed_names: set[str], tc: str, needs_any: bo
                         RemoveImportsVisitor.remove_unused_import(
                             context, module_name, obj=alias.evaluated_name, asname=alias.evaluated_alias
                         )
-    module = RemoveImportsVisitor(context).transform_module(module)
+    module = _keep_gap(before, RemoveImportsVisitor(context).transform_module(module))
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "treeclass", asname="tc" if tc == "tc" else None)
     if needs_any:
