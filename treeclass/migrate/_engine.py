@@ -61,9 +61,11 @@ def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
 
 
 def _tc_name(tree: ast.Module, names: dict[str, str]) -> str:
-    if names.get("tc") == "treeclass" or ("tc" not in names and not _binds(tree, "tc")):
-        return "tc"
-    return "treeclass"
+    """The name the module imports treeclass as, else `tc` where that name is free."""
+    imported = sorted(local for local, qualified in names.items() if qualified == "treeclass")
+    if imported:
+        return imported[0]
+    return "tc" if "tc" not in names and not _binds(tree, "tc") else "treeclass"
 
 
 def _binds(tree: ast.Module, name: str) -> bool:

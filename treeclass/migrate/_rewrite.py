@@ -268,7 +268,7 @@ def _imports(module: cst.Module, removed_names: set[str], tc: str, needs_any: bo
                         )
     module = _keep_gap(before, RemoveImportsVisitor(context).transform_module(module))
     context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, "treeclass", asname="tc" if tc == "tc" else None)
+    AddImportsVisitor.add_needed_import(context, "treeclass", asname=None if tc == "treeclass" else tc)
     if needs_any:
         AddImportsVisitor.add_needed_import(context, "typing", "Any")
     return AddImportsVisitor(context).transform_module(module)
