@@ -166,6 +166,9 @@ class _Scanner(ast.NodeVisitor):
         receiver = func.value
         if isinstance(receiver, ast.Call) and _names.dotted(receiver.func, self.names) == "super":
             return  # a subclass extending its base's flatten: the analysis reads it
+        qualified = _names.dotted(receiver, self.names) or ""
+        if qualified == "jax" or qualified.startswith("jax."):
+            return  # `jax.tree_util.tree_flatten(x)`: a module's function, not a method
         if isinstance(receiver, ast.Name) and (receiver.id == self.self_name or receiver.id == "cls") and self.cls:
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it

@@ -315,6 +315,8 @@ def read_unflatten(fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names:
                 attrs[name.value] = reader.whole(reader.slot(call.args[2]))
             else:
                 raise Refused(_messages.UNFLATTEN.format(detail=f"`{_code(stmt)}`"))
+        elif isinstance(stmt, ast.Delete) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            continue  # `del aux_data`: says the argument is unused
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
             value = stmt.value
             if bypass and isinstance(value, ast.Name) and value.id == bypass:

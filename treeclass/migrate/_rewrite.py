@@ -5,9 +5,9 @@ Per converted class: its registering decorators and bases go, `tc.TreeClass` (or
 `@tc.treeclass`) comes in, fields are declared (hand-written classes) or rewritten
 in place (dataclasses), the flatten methods and a plain `__init__` are removed, and a
 kept `__init__` writes its fields with `object.__setattr__`. Per module: the
-registration statements and flatten functions go, then the imports the removed code
-used are removed when nothing else uses them (libcst's RemoveImportsVisitor), and
-`import treeclass as tc` (and `typing.Any` where a field needs it) is added.
+registration statements and flatten functions go; then `_imports.py` removes the
+imports only the removed code used and adds `import treeclass as tc` (and
+`typing.Any` where a field needs it).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from treeclass.migrate import _names
+from treeclass.migrate._imports import fix_imports
 from treeclass.migrate._plan import Field, Plan
 
 __all__ = ["rewrite"]
@@ -231,49 +230,6 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
     return plan is not None and plan.remove_registration and _dotted(call.func, names) in registering
 
 
-def _keep_gap(before: cst.Module, after: cst.Module) -> cst.Module:
-    """RemoveImportsVisitor drops a removed import's leading blank lines with it: the
-    blank line between the module docstring and the imports must not go."""
-    if len(before.body) > 1 and len(after.body) > 1 and _is_docstring(before.body[0]):
-        old, new = before.body[1], after.body[1]
-        if new is not old and not new.leading_lines and old.leading_lines:
-            body = list(after.body)
-            body[1] = new.with_changes(leading_lines=old.leading_lines)
-            return after.with_changes(body=body)
-    return after
-
-
-def _imports(module: cst.Module, removed_names: set[str], tc: str, needs_any: bool) -> cst.Module:
-    before = module
-    context = CodemodContext()
-    for stmt in module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    full = _dotted(alias.name, {}) or ""
-                    bound = alias.evaluated_alias or full.split(".")[0]
-                    if bound in removed_names:
-                        RemoveImportsVisitor.remove_unused_import(context, full, asname=alias.evaluated_alias)
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-                if isinstance(small.names, cst.ImportStar):
-                    continue
-                module_name = _dotted(small.module, {}) or ""
-                for alias in small.names:
-                    bound = alias.evaluated_alias or alias.evaluated_name
-                    if bound in removed_names:
-                        RemoveImportsVisitor.remove_unused_import(
-                            context, module_name, obj=alias.evaluated_name, asname=alias.evaluated_alias
-                        )
-    module = _keep_gap(before, RemoveImportsVisitor(context).transform_module(module))
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, "treeclass", asname=None if tc == "treeclass" else tc)
-    if needs_any:
-        AddImportsVisitor.add_needed_import(context, "typing", "Any")
-    return AddImportsVisitor(context).transform_module(module)
-
-
 def rewrite(module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str) -> cst.Module:
     """`module` with the plans applied (unchanged if `plans` is empty)."""
     if not plans:
@@ -290,4 +246,6 @@ def rewrite(module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc:
         else:
             body.append(stmt)
     needs_any = any(f.annotation in ("Any", f"{tc}.Static[Any]") for p in plans for f in p.fields)
-    return _imports(module.with_changes(body=body), _names_in(removed), tc, needs_any)
+    needs_any = needs_any and names.get("Any") not in ("typing.Any", "typing_extensions.Any")
+    has_tc = names.get(tc) == "treeclass"
+    return fix_imports(module.with_changes(body=body), _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any)
