@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import warnings
 from pathlib import Path
 
 import libcst as cst
@@ -19,7 +20,7 @@ from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Plan, Refusal, Report
 
-__all__ = ["File", "Result", "run", "source_files"]
+__all__ = ["File", "Result", "parse", "run", "source_files"]
 
 _HANDWRITTEN = ("register_pytree_node_class", "register_pytree_with_keys_class", "register_pytree_node")
 _ALLOWED_BASES = {"object", "abc.ABC", "typing.Generic", "typing_extensions.Generic", *_names.FLAX_BASE, *_names.NAMEDTUPLE}
@@ -74,6 +75,14 @@ def _binds(tree: ast.Module, name: str) -> bool:
     )
 
 
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, without the SyntaxWarnings of the code read (an invalid escape such
+    as `"\\i"` in an old docstring): under `-W error` they would be SyntaxErrors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning (3.12+), DeprecationWarning (3.11)
+        return ast.parse(source, filename=filename)
+
+
 def _read(path: Path, errors: list[str]) -> File | None:
     try:
         source = path.read_bytes().decode("utf-8")
@@ -84,7 +93,7 @@ def _read(path: Path, errors: list[str]) -> File | None:
         errors.append(f"{path}: cannot be read ({e.strerror}); left unchanged")
         return None
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse(source, str(path))
     except SyntaxError as e:
         errors.append(f"{path}:{e.lineno}: does not parse ({e.msg}); left unchanged")
         return None

@@ -286,9 +286,10 @@ def plan_handwritten(ctx: Context) -> Plan:
             raise Refused(_messages.DERIVED.format(attr=attr))
     for attr in flat.slots():
         entries = init.assigned.get(attr, [])
+        if not entries:
+            raise Refused(_messages.NEVER_SET.format(attr=attr))
         if not any(e.top_level for e in entries):
-            where = f"line {entries[0].line}" if entries else "never"
-            raise Refused(_messages.NOT_SET.format(attr=attr, where=where))
+            raise Refused(_messages.NOT_SET.format(attr=attr, where=f"line {entries[0].line}"))
     for attr in flat.aux.attrs:
         _check_static(ctx, init, attr)
     check_facts(ctx, list(flat.slots()) + list(init.assigned), FLATTEN_METHODS)

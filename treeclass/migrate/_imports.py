@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 import libcst as cst
 
@@ -26,7 +27,9 @@ def _bound(alias: cst.ImportAlias, *, from_import: bool) -> str:
 
 def _names_used(code: str) -> set[str]:
     """The names the code reads or binds, those in string annotations included."""
-    tree = ast.parse(code)
+    with warnings.catch_warnings():  # see _engine.parse
+        warnings.simplefilter("ignore")  # SyntaxWarning (3.12+), DeprecationWarning (3.11)
+        tree = ast.parse(code)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for node in ast.walk(tree):
         annotations = [getattr(node, "annotation", None), getattr(node, "returns", None)]
