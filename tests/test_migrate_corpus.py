@@ -156,3 +156,44 @@ def test_every_converted_class_has_a_case():
     for module in CORPUS:
         for cls in module.converted:
             assert (module.stem, cls) in covered, cls
+
+
+def test_every_reason_points_to_a_section_of_the_guide():
+    # The anchors the messages end with are headings of docs/migration.md (as the
+    # documentation site and GitHub slug them).
+    import re
+    from pathlib import Path
+
+    from markdown.extensions.toc import slugify
+
+    from treeclass.migrate import _messages
+
+    guide = (Path(__file__).parent.parent / "docs" / "migration.md").read_text(encoding="utf-8")
+    headings = {slugify(re.sub(r"[`*]", "", h), "-") for h in re.findall(r"^#+ (.*)$", guide, re.MULTILINE)}
+    anchors = {
+        value.rsplit("#", 1)[1]
+        for name, value in vars(_messages).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str) and "docs/migration.md#" in value
+    }
+    assert len(anchors) >= 15
+    assert anchors <= headings, anchors - headings
+
+
+@pytest.mark.parametrize("module", [m for m in CORPUS if m.converted], ids=lambda m: m.stem)
+def test_decorator_form_behaves_the_same(module: Module, tmp_path):
+    for name in _NEEDS.get(module.stem, ()):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed (the bench extra)")
+    result = _engine.run([module.before], form="decorator", namedtuples=module.namedtuples)
+    (file,) = result.files
+    assert file.new_source is not None
+    assert "TreeClass" not in file.new_source
+    path = tmp_path / f"decorated_{module.stem}.py"
+    path.write_text(file.new_source, encoding="utf-8")
+    old_module, _ = _pair(module.stem)
+    new_module = load(path, f"corpus_decorated_{module.stem}")
+    for (stem, _cls, _), (build, apply) in CASES.items():
+        if stem == module.stem:
+            old, new = build(old_module), build(new_module)
+            check(old, new)
+            _same(jax.jit(lambda o, f=apply: f(old_module, o))(old), jax.jit(lambda o, f=apply: f(new_module, o))(new))

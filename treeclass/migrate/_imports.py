@@ -87,6 +87,12 @@ def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool,
             stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])
             carry = []
         body.append(stmt)
+    if body and module.body and body[0] is not module.body[0] and isinstance(body[0], cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        # The first statement went: the next one must not start the file with a blank line.
+        kept = list(body[0].leading_lines)
+        while kept and kept[0].comment is None:
+            kept.pop(0)
+        body[0] = body[0].with_changes(leading_lines=kept)
     new: list[str] = []
     if not has_tc:
         new.append("import treeclass\n" if tc == "treeclass" else f"import treeclass as {tc}\n")

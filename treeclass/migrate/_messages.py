@@ -40,11 +40,11 @@ TWO_FLATTENS: Final = "its tree_flatten and tree_flatten_with_keys disagree ({fi
 
 # --- tree_unflatten and __init__ ---------------------------------------------------------
 UNFLATTEN: Final = "tree_unflatten does not rebuild the instance one to one from children and aux data ({detail}); convert by hand. " + _DOCS + "unflatten-not-one-to-one"
-RECOMPUTES: Final = "tree_unflatten calls __init__, which sets `{attr}` to `{code}` rather than to the value flattened: today every unflatten recomputes it (under jit, grad, vmap), a treeclass would restore it. Make __init__ store its argument, or convert by hand. " + _DOCS + "init-that-computes"
+RECOMPUTES: Final = "tree_unflatten calls __init__, which sets `{attr}` to `{code}` rather than to the value flattened: today every unflatten recomputes it (under jit, grad, vmap), a treeclass would restore it. Make __init__ store its argument, or convert by hand. " + _DOCS + "__init__-that-computes"
 DERIVED: Final = "__init__ sets `self.{attr}`, which is neither a child nor aux data (a derived value or a cache): a treeclass holds fields only. Make it a field (child or static), a property, or drop it. " + _DOCS + "derived-attributes-and-caches"
-NOT_SET: Final = "__init__ sets `{attr}` only on some paths ({where}); a treeclass needs every field set at construction: set it on every path (None where unset), then run again. " + _DOCS + "init-that-computes"
-NEVER_SET: Final = "tree_flatten reads `{attr}`, which __init__ never sets (set elsewhere, or a bug: flattening a new instance raises AttributeError): set it in __init__, then run again. " + _DOCS + "init-that-computes"
-INIT_FORM: Final = "__init__ writes `{code}` (line {line}), which the tool cannot rewrite to object.__setattr__ safely; write it as `self.x = ...`, one attribute per statement. " + _DOCS + "init-that-computes"
+NOT_SET: Final = "__init__ sets `{attr}` only on some paths ({where}); a treeclass needs every field set at construction: set it on every path (None where unset), then run again. " + _DOCS + "__init__-that-computes"
+NEVER_SET: Final = "tree_flatten reads `{attr}`, which __init__ never sets (set elsewhere, or a bug: flattening a new instance raises AttributeError): set it in __init__, then run again. " + _DOCS + "__init__-that-computes"
+INIT_FORM: Final = "__init__ writes `{code}` (line {line}), which the tool cannot rewrite to object.__setattr__ safely; write it as `self.x = ...`, one attribute per statement. " + _DOCS + "__init__-that-computes"
 INIT_CALLS_SUPER: Final = "__init__ calls `{code}`; a hand-written pytree class whose base is not converted with it cannot be rewritten: convert by hand. " + _DOCS + "inheritance"
 DEFAULT: Final = "the default of `{attr}` is `{code}`, not a literal: a dataclass field refuses an unhashable default (an array), and a shared one is evaluated once; write `{attr}: ... = tc.field(default_factory=lambda: {code})` by hand. " + _DOCS + "namedtuple"
 STATIC_DEFAULT: Final = "the default of `{attr}` is `{code}`, which a static field cannot hold (unhashable); use a tuple or None. " + _DOCS + "unhashable-aux-data"
