@@ -34,6 +34,7 @@ _OWNED = {
     "__delattr__": "instances are frozen",
     "__slots__": "fields live in the instance __dict__",
     "__post_init__": "a treeclass runs it at construction and replace()",
+    "__init_subclass__": "tc.TreeClass makes each subclass a treeclass through it",
 }
 _MIXINS = {"object", "abc.ABC", "typing.Generic", "typing_extensions.Generic"}
 _UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "ndarray", "Array", "ArrayLike")

@@ -83,7 +83,7 @@ def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool,
                 carry += list(stmt.leading_lines)
                 continue
             stmt = pruned
-        if carry and isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        if carry:
             stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])
             carry = []
         body.append(stmt)
