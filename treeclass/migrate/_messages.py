@@ -27,7 +27,7 @@ SUPER_FLATTEN: Final = "tree_flatten extends the base class's through super(): d
 PREFIX: Final = "its children {children} do not start with its base `{base}`'s {base_children}: a treeclass subclass flattens its base's fields first. " + _DOCS + "leaf-order"
 
 # --- tree_flatten -----------------------------------------------------------------------
-NOT_FOUND: Final = "no {what} was found for it in the files given (inherited from a class outside them?); run the tool on the files that define it. " + _DOCS + "other-refusals"
+NOT_FOUND: Final = "no {what} was found in the class or in a registered base of it in the files given (inherited from a base that is not a registered pytree, or defined outside these files?); convert by hand, or run the tool on the files that define it. " + _DOCS + "other-refusals"
 VALUE_DEPENDENT: Final = "its structure depends on values: {what} in {where} (line {line}), so the number or order of leaves changes from instance to instance; a treeclass's are fixed by its fields. Declare every child as a field, None where it is unset (None has no leaves). " + _DOCS + "structure-that-depends-on-values"
 VARIABLE_CHILDREN: Final = "its children are {what}, a sequence of any length, not one attribute per child: declare one field holding the sequence (`{attr}: tuple[...]`) by hand; the leaves stay the same, the treedef and key paths change. " + _DOCS + "variable-length-children"
 CHILD_NOT_ATTRIBUTE: Final = "child {index} of tree_flatten is `{code}`, not an attribute of the instance: store it in an attribute (a field) first, or convert by hand. " + _DOCS + "flatten-not-one-to-one"
