@@ -28,6 +28,6 @@ Modules, one job each:
   plain arrays.
 - `multiprocess.py`: one PLN iteration on 1, 2 and 4 processes.
 - `whole_models.py`: `tc.replace_at` against the `replace()` chain and `eqx.tree_at`;
-  one training step through `tc.value_and_grad`, `jax.value_and_grad` and equinox.
+  one training step of examples/cnn.py's CNN, and of the same net in equinox and nnx.
 - `compare.py`: the PLN fit against pyPLNmodels, the LIF population against brainpy.
 """

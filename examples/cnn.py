@@ -103,13 +103,18 @@ class BatchNorm(tc.TreeClass):
         running statistics), with the running statistics in evaluation (returning the
         layer unchanged)."""
         if train:
-            mean, var = x.mean(axis=(0, 1, 2)), x.var(axis=(0, 1, 2))
+            # E[x^2] - E[x]^2, as flax computes it: both means in one pass over x, where
+            # x.var() would take the mean a second time (benchmarks/RESULTS.md, "CNN
+            # training step"); clamped at 0 against rounding.
+            mean = x.mean(axis=(0, 1, 2))
+            var = jnp.maximum(jnp.square(x).mean(axis=(0, 1, 2)) - jnp.square(mean), 0.0)
             m = self.momentum
             stats = RunningStats(m * self.stats.mean + (1 - m) * mean, m * self.stats.var + (1 - m) * var)
             layer = self.replace(stats=stats)
         else:
             mean, var, layer = self.stats.mean, self.stats.var, self
-        return (x - mean) * jax.lax.rsqrt(var + self.eps) * self.scale + self.bias, layer
+        # The scale joins the per-channel factor first: one multiplication of x, not two.
+        return (x - mean) * (jax.lax.rsqrt(var + self.eps) * self.scale) + self.bias, layer
 
 
 class Linear(tc.TreeClass):
