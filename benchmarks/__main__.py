@@ -39,6 +39,7 @@ SECTIONS: dict[str, str] = {
     "multiprocess": "benchmarks.multiprocess",
     "whole_models": "benchmarks.whole_models",
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
+    "migrate": "benchmarks.migrate",  # treeclass.migrate's speed (needs libcst)
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

@@ -18,7 +18,7 @@ from importlib import metadata
 from benchmarks._table import Table
 
 MARKER = "<!-- Everything below this line is written by `python -m benchmarks`. -->"
-OURS = ("treeclass", "jax", "jaxlib", "numpy", "optax")
+OURS = ("treeclass", "jax", "jaxlib", "numpy", "optax", "libcst")
 PEERS = ("equinox", "flax", "chex", "jax_dataclasses", "brainpy", "pyPLNmodels", "torch")
 """Their versions are listed too: their figures move with their releases."""
 

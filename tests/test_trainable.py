@@ -271,6 +271,11 @@ def test_the_flag_survives_transforms_and_rebuilds(tmp_path: pathlib.Path) -> No
         "load": tc.load(tmp_path / "net.npz", m),
         "device_put": jax.device_put(m, tc.shardings(m, jax.make_mesh((1,), ("data",)))),
     }
+    ocp = pytest.importorskip("orbax.checkpoint")
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "orbax", m)
+        checkpointer.wait_until_finished()
+        survivors["orbax"] = checkpointer.restore(tmp_path / "orbax", jax.eval_shape(lambda: m))
     for name, got in survivors.items():
         assert _mask(got) == expected, name
         assert tc.grad(loss)(jax.tree.map(lambda x: x[0], got) if name == "vmap" else got).encoder.stats.mean is None

@@ -35,8 +35,7 @@ class BoundMethod(Generic[_P, _R]):
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Scale:
+    >>> class Scale(tc.TreeClass):
     ...     w: jax.Array
     ...     def apply(self, x):
     ...         return self.w * x
@@ -114,8 +113,7 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Decay:
+    >>> class Decay(tc.TreeClass):
     ...     rate: jax.Array
     ...     def step(self, x, _):
     ...         return x * self.rate, x

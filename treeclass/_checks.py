@@ -187,8 +187,7 @@ class RecompileWarning(UserWarning):
     **Example**
 
     >>> import warnings
-    >>> @tc.treeclass
-    ... class Model:
+    >>> class Model(tc.TreeClass):
     ...     x: jax.Array
     ...     act: object = tc.static(default=None)
     >>> with warnings.catch_warnings(record=True) as caught:

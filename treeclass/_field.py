@@ -54,8 +54,7 @@ Nothing itself; `@treeclass` raises `TypeError` for a `Static[T]` field whose
 
 **Example**
 
->>> @tc.treeclass
-... class Neuron:
+>>> class Neuron(tc.TreeClass):
 ...     v: jax.Array
 ...     tau: tc.Static[float] = 20.0
 >>> [f.name for f in tc.fields(Neuron) if f.metadata["static"]]
@@ -195,8 +194,7 @@ def field(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Layer:
+    >>> class Layer(tc.TreeClass):
     ...     w: jax.Array = tc.field(converter=jnp.asarray, axes=("in", "out"))
     ...     mean: jax.Array = tc.field(trainable=False, default_factory=lambda: jnp.zeros(2))
     ...     act: str = tc.field(static=True, default="relu")
@@ -300,8 +298,7 @@ def static(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Neuron:
+    >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
     >>> leaves, treedef = jax.tree.flatten(Neuron(jnp.zeros(2)))

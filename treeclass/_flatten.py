@@ -114,8 +114,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Linear:
+    >>> class Linear(tc.TreeClass):
     ...     w: jax.Array = tc.field(converter=jnp.asarray)
     ...     b: jax.Array = tc.field(converter=jnp.asarray)
     ...     def __post_init__(self):

@@ -206,8 +206,7 @@ def jit(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Counter:
+    >>> class Counter(tc.TreeClass):
     ...     count: jax.Array
     ...     @tc.jit
     ...     def inc(self):

@@ -180,8 +180,7 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     **Example**
 
     >>> import os, tempfile
-    >>> @tc.treeclass
-    ... class Dense:
+    >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
     >>> tmp = tempfile.TemporaryDirectory()
     >>> path = os.path.join(tmp.name, "dense.npz")
@@ -234,8 +233,7 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     **Example**
 
     >>> import os, tempfile
-    >>> @tc.treeclass
-    ... class Dense:
+    >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
     ...     act: str = tc.static(default="relu")
     >>> tmp = tempfile.TemporaryDirectory()

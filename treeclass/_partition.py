@@ -53,8 +53,7 @@ def partition(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Model:
+    >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     step: jax.Array
     ...     act: str = tc.static(default="relu")

@@ -85,7 +85,7 @@ class _Read:
     def __getattribute__(self, name: str) -> Any:
         # Every attribute read lands here. (`__getattr__` would run only after the
         # normal lookup had raised and caught an AttributeError: 3x slower per read.)
-        if name[0] == "_" and (name[:4] == "_tc_" or name[:2] == "__" == name[-2:]):
+        if name[:1] == "_" and (name[:4] == "_tc_" or name[:2] == "__" == name[-2:]):
             # Our own slot and methods, and dunders: probes such as
             # hasattr(x, "__array_interface__") from numpy or JAX find nothing, as no
             # field has a dunder name.

@@ -121,12 +121,10 @@ def replace_at(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Linear:
+    >>> class Linear(tc.TreeClass):
     ...     w: jax.Array
     ...     act: str = tc.static(default="relu")
-    >>> @tc.treeclass
-    ... class MLP:
+    >>> class MLP(tc.TreeClass):
     ...     layers: tuple[Linear, ...]
     >>> mlp = MLP((Linear(jnp.ones(2)), Linear(jnp.ones(3))))
     >>> new = tc.replace_at(mlp, lambda m: m.layers[1].w, jnp.zeros(3))

@@ -49,8 +49,7 @@ class CheckpointError(ValueError):
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Dense:
+    >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
     >>> state = tc.to_state_dict(Dense(jnp.ones((2, 2))))
     >>> try:
@@ -238,13 +237,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Dense:
+    >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
     ...     b: jax.Array
     ...     act: str = tc.static(default="relu")
-    >>> @tc.treeclass
-    ... class MLP:
+    >>> class MLP(tc.TreeClass):
     ...     layers: list
     >>> mlp = MLP([Dense(jnp.ones((2, 3)), jnp.zeros(3)), Dense(jnp.ones((3, 1)), jnp.zeros(1))])
     >>> state = tc.to_state_dict(mlp)
@@ -288,8 +285,7 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Neuron:
+    >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
     >>> n = tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)})

@@ -125,8 +125,7 @@ def partition_specs(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Batch:
+    >>> class Batch(tc.TreeClass):
     ...     x: jax.Array = tc.field(axes=("batch", "feature"))
     ...     y: jax.Array = tc.field(axes=("batch",))
     ...     scale: float = 1.0
@@ -186,8 +185,7 @@ def shardings(
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Batch:
+    >>> class Batch(tc.TreeClass):
     ...     x: jax.Array = tc.field(axes=("batch", None))
     ...     w: jax.Array
     >>> mesh = jax.make_mesh((1,), ("batch",))

@@ -53,7 +53,9 @@ def _inexact_dtype(dtype: Any) -> bool:
 
 
 def is_inexact_array(x: object) -> bool:
-    """True for floating-point and complex arrays: the leaves `tc.grad` differentiates.
+    """True for floating-point and complex arrays: the array leaves that can be trainable
+    parameters (`tc.grad` also differentiates Python floats, and nothing under a field
+    declared `trainable=False`).
 
     **Arguments**
 

@@ -16,8 +16,8 @@ from treeclass._walk import is_array
 
 
 def is_treeclass(x: Any) -> bool:
-    """Returns True for a treeclass (a class decorated with `@treeclass`) or an instance
-    of one.
+    """Returns True for a treeclass (a `tc.TreeClass` subclass, or a class decorated with
+    `@tc.treeclass`) or an instance of one.
 
     **Arguments**
 
@@ -33,8 +33,7 @@ def is_treeclass(x: Any) -> bool:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class P:
+    >>> class P(tc.TreeClass):
     ...     x: float
     >>> tc.is_treeclass(P), tc.is_treeclass(P(1.0)), tc.is_treeclass((1.0,))
     (True, True, False)
@@ -60,8 +59,7 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class Neuron:
+    >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: tc.Static[float] = 20.0
     >>> [(f.name, f.metadata["static"]) for f in tc.fields(Neuron)]
@@ -99,8 +97,7 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
 
     **Example**
 
-    >>> @tc.treeclass
-    ... class P:
+    >>> class P(tc.TreeClass):
     ...     x: jax.Array
     ...     tag: str = tc.static(default="a")
     >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2)))

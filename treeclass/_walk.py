@@ -110,6 +110,14 @@ def node_def(x: Any) -> Any:
 def children(x: Any) -> list[tuple[Any, Any]] | None:
     """One level of the pytree `x`: its `(key entry, child)` pairs in flatten order;
     None if `x` is a leaf. (None and empty containers are nodes with no children.)"""
+    # The common cases answered without asking JAX: arrays and Python numbers are leaves
+    # (no pytree registration can change that), None is an empty node.
+    if isinstance(x, jax.Array) or type(x) is np.ndarray or type(x) in PYTHON_SCALARS:
+        return None
+    if x is None:
+        return []
+    if type(x) is tuple or type(x) is list:
+        return [(jax.tree_util.SequenceKey(i), child) for i, child in enumerate(x)]
     # Every value below x counts as a leaf, so JAX flattens exactly one level.
     pairs, _ = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if len(pairs) == 1 and pairs[0][0] == ():
@@ -165,8 +173,7 @@ def walk(tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None
     **Example**
 
     >>> from treeclass._walk import walk
-    >>> @tc.treeclass
-    ... class Layer:
+    >>> class Layer(tc.TreeClass):
     ...     w: jax.Array
     ...     act: tc.Static[str] = "relu"
     >>> for v in walk({"layers": (Layer(jnp.ones(2)),)}):

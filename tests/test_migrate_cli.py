@@ -1,0 +1,302 @@
+"""`python -m treeclass.migrate`: output (diff, class lines, --json, the summary),
+--write, --check, --form decorator, imports, comments and formatting, and bad input
+(a missing path, a file that does not parse or is not UTF-8, a read-only file)."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from migrate_corpus import load
+
+pytest.importorskip("libcst")
+
+from treeclass import migrate
+from treeclass.migrate._cli import main
+
+SIMPLE = textwrap.dedent(
+    '''\
+    """A module."""
+
+    import jax.numpy as jnp
+    from jax.tree_util import register_pytree_node_class
+
+
+    # a layer  (a comment above the class stays)
+    @register_pytree_node_class
+    class Linear:
+        """A linear layer."""
+
+        def __init__(self, w, b, act="relu"):
+            self.w = w
+            self.b = b
+            self.act = act
+
+        def tree_flatten(self):
+            return (self.w, self.b), self.act
+
+        @classmethod
+        def tree_unflatten(cls, act, children):
+            return cls(*children, act=act)
+
+        def __call__(self, x):
+            return x @ self.w + self.b  # the forward pass
+
+
+    def   untouched( x ) :   # odd formatting, kept
+        return x
+    '''
+)
+
+REFUSED = textwrap.dedent(
+    """\
+    from jax.tree_util import register_pytree_node_class
+
+
+    @register_pytree_node_class
+    class Steps:
+        def __init__(self, x, n):
+            self.x, self.n = x, n
+
+        def tree_flatten(self):
+            if isinstance(self.n, int):
+                return (self.x,), self.n
+            return (self.x, self.n), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(children[0], aux)
+    """
+)
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(a) for a in args], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def simple(tmp_path: Path) -> Path:
+    path = tmp_path / "model.py"
+    path.write_text(SIMPLE, encoding="utf-8")
+    return path
+
+
+def test_diff_by_default_and_nothing_written(simple: Path):
+    code, out, _ = run(simple)
+    assert code == 0
+    assert simple.read_text(encoding="utf-8") == SIMPLE
+    assert out.startswith(f"--- {simple}\n+++ {simple}\n@@ ")
+    assert "-@register_pytree_node_class\n-class Linear:\n+class Linear(tc.TreeClass, eq=False):\n" in out
+    assert f"{simple}:9: Linear: converted: key paths change" in out
+    assert out.endswith("converted 1, refused 0\n")
+
+
+def test_write_rewrites_in_place(simple: Path):
+    code, _, _ = run("--write", simple)
+    assert code == 0
+    new = simple.read_text(encoding="utf-8")
+    assert new == textwrap.dedent(
+        '''\
+        """A module."""
+
+        import jax.numpy as jnp
+        import treeclass as tc
+        from typing import Any
+
+
+        # a layer  (a comment above the class stays)
+        class Linear(tc.TreeClass, eq=False):
+            """A linear layer."""
+
+            w: Any
+            b: Any
+            act: tc.Static[Any] = "relu"
+
+            def __call__(self, x):
+                return x @ self.w + self.b  # the forward pass
+
+
+        def   untouched( x ) :   # odd formatting, kept
+            return x
+        '''
+    )
+    # ... and a second run changes nothing.
+    assert run("--check", simple)[0] == 0
+    assert run("--write", simple)[0] == 0
+    assert simple.read_text(encoding="utf-8") == new
+
+
+def test_converted_module_behaves_as_before(simple: Path, tmp_path: Path):
+    old = load(simple, "cli_before")
+    run("--write", simple)
+    new = load(simple, "cli_after")
+    a, b = old.Linear(jnp.ones((3, 2)), jnp.zeros(2)), new.Linear(jnp.ones((3, 2)), jnp.zeros(2))
+    migrate.check(a, b)
+    x = jnp.arange(3.0)
+    assert jax.jit(lambda m: m(x))(a).tolist() == jax.jit(lambda m: m(x))(b).tolist()
+
+
+def test_check_exit_codes(simple: Path, tmp_path: Path):
+    assert run("--check", simple)[0] == 1  # would change
+    refused = tmp_path / "refused.py"
+    refused.write_text(REFUSED, encoding="utf-8")
+    code, out, _ = run("--check", refused)
+    assert code == 0  # a refusal changes nothing
+    assert out.endswith("converted 0, refused 1\n")
+    assert refused.read_text(encoding="utf-8") == REFUSED
+
+
+def test_json_one_object_per_class(simple: Path, tmp_path: Path):
+    refused = tmp_path / "refused.py"
+    refused.write_text(REFUSED, encoding="utf-8")
+    code, out, _ = run("--json", simple, refused)
+    assert code == 0
+    *lines, summary = out.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert [set(o) for o in objects] == [{"path", "line", "class", "status", "reason"}] * 2
+    assert objects[0] == {
+        "path": str(simple),
+        "line": 9,
+        "class": "Linear",
+        "status": "converted",
+        "reason": objects[0]["reason"],
+    }
+    assert "[<flat index 0>] -> .w" in objects[0]["reason"]
+    assert objects[1]["class"] == "Steps"
+    assert objects[1]["status"] == "refused"
+    assert objects[1]["reason"].startswith("its structure depends on values: an `if` in tree_flatten (line 10)")
+    assert summary == "converted 1, refused 1"
+
+
+def test_decorator_form(simple: Path):
+    old = load(simple, "cli_before_decorator")
+    code, _, _ = run("--write", "--form", "decorator", simple)
+    assert code == 0
+    text = simple.read_text(encoding="utf-8")
+    assert "@tc.treeclass(eq=False)\nclass Linear:\n" in text
+    new = load(simple, "cli_after_decorator")
+    migrate.check(old.Linear(jnp.ones(2), jnp.ones(2), "tanh"), new.Linear(jnp.ones(2), jnp.ones(2), "tanh"))
+
+
+def test_directories_are_searched(tmp_path: Path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "model.py").write_text(SIMPLE, encoding="utf-8")
+    (package / ".hidden").mkdir()
+    (package / ".hidden" / "model.py").write_text(SIMPLE, encoding="utf-8")
+    code, out, _ = run("--json", package)
+    assert code == 0
+    assert [json.loads(line)["path"] for line in out.splitlines()[:-1]] == [str(package / "sub" / "model.py")]
+
+
+def test_imports_kept_where_still_used(tmp_path: Path):
+    path = tmp_path / "two.py"
+    path.write_text(SIMPLE + "\n\n" + REFUSED.split("\n\n\n", 1)[1], encoding="utf-8")
+    run("--write", path)
+    text = path.read_text(encoding="utf-8")
+    assert "from jax.tree_util import register_pytree_node_class\n" in text  # Steps still uses it
+    assert "import treeclass as tc\n" in text
+
+
+def test_existing_treeclass_import_is_reused(tmp_path: Path):
+    path = tmp_path / "m.py"
+    path.write_text(SIMPLE.replace("import jax.numpy as jnp\n", "import jax.numpy as jnp\nimport treeclass\n"), encoding="utf-8")
+    run("--write", path)
+    text = path.read_text(encoding="utf-8")
+    assert "class Linear(treeclass.TreeClass, eq=False):" in text
+    assert "import treeclass as tc" not in text
+
+
+# --- bad input: a clear message, nothing changed on disk ----------------------------------
+
+
+def test_missing_path_changes_nothing(simple: Path, tmp_path: Path):
+    code, out, err = run("--write", simple, tmp_path / "nope.py")
+    assert code == 2
+    assert err == f"treeclass.migrate: {tmp_path / 'nope.py'}: no such file or directory; nothing was changed\n"
+    assert out == ""
+    assert simple.read_text(encoding="utf-8") == SIMPLE
+
+
+def test_file_that_does_not_parse_is_reported_others_processed(simple: Path, tmp_path: Path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n    pass\n", encoding="utf-8")
+    code, out, err = run("--write", broken, simple)
+    assert code == 2
+    assert err == f"treeclass.migrate: {broken}:1: does not parse (invalid syntax); left unchanged\n"
+    assert out.endswith("converted 1, refused 0\n")
+    assert broken.read_text(encoding="utf-8") == "def f(:\n    pass\n"
+    assert "tc.TreeClass" in simple.read_text(encoding="utf-8")
+
+
+def test_file_that_is_not_utf8_is_reported(simple: Path, tmp_path: Path):
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# caf\xe9\nx = 1\n")
+    code, _, err = run("--write", latin, simple)
+    assert code == 2
+    assert err == f"treeclass.migrate: {latin}: not UTF-8 (invalid continuation byte at byte 5); left unchanged\n"
+    assert latin.read_bytes() == b"# caf\xe9\nx = 1\n"
+
+
+def test_read_only_file_is_not_written(simple: Path):
+    simple.chmod(stat.S_IRUSR | stat.S_IRGRP)
+    try:
+        code, _, err = run("--write", simple)
+    finally:
+        simple.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert code == 2
+    assert err == f"treeclass.migrate: {simple}: read-only; left unchanged\n"
+    assert simple.read_text(encoding="utf-8") == SIMPLE
+
+
+def test_crlf_line_endings_are_kept(tmp_path: Path):
+    path = tmp_path / "dos.py"
+    path.write_bytes(SIMPLE.replace("\n", "\r\n").encode())
+    run("--write", path)
+    data = path.read_bytes()
+    assert b"class Linear(tc.TreeClass, eq=False):\r\n" in data
+    assert b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_module_and_console_script(simple: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "treeclass.migrate", "--check", str(simple)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout.endswith("converted 1, refused 0\n")
+    script = Path(sys.executable).with_name("treeclass-migrate")
+    if script.exists():  # installed with the package (pyproject's [project.scripts])
+        help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True).stdout
+        assert "--namedtuples" in help_text
+
+
+def test_core_imports_without_libcst():
+    # `import treeclass` never loads the migration tool, and check() needs only jax.
+    code = (
+        "import sys; sys.modules['libcst'] = None\n"
+        "import treeclass, treeclass.migrate\n"
+        "assert 'treeclass.migrate._cli' not in sys.modules\n"
+        "from treeclass.migrate import check\n"
+        "import jax.numpy as jnp\n"
+        "class A(treeclass.TreeClass):\n    x: object\n"
+        "check(A(jnp.ones(2)), A(jnp.ones(2)))\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.stdout == "ok\n", result.stderr
+    plain = subprocess.run(
+        [sys.executable, "-c", "import sys, treeclass; print('libcst' in sys.modules, 'treeclass.migrate' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    )
+    assert plain.stdout == "False False\n"

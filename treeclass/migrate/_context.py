@@ -1,0 +1,37 @@
+"""What the analysis of one class may look at: its module, the whole run's facts, and
+the plans already made for its bases."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from treeclass.migrate._facts import Facts
+from treeclass.migrate._find import Found
+from treeclass.migrate._plan import Plan
+
+__all__ = ["Context"]
+
+
+@dataclasses.dataclass
+class Context:
+    path: str
+    source: str
+    tree: ast.Module
+    names: dict[str, str]  # local name -> qualified name (_names.aliases)
+    found: Found
+    facts: Facts
+    tc: str  # how the module will name treeclass: "tc" or "treeclass"
+    found_in_module: list[Found]  # every top-level class of the module
+    # The plan for each base that is converted in this run (a subclass extends it),
+    # and each base's Found (for inherited flatten methods), by the base's position.
+    base_plans: dict[int, tuple[Found, Plan]] = dataclasses.field(default_factory=dict[int, tuple[Found, Plan]])
+    base_found: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])
+
+    def code(self, node: ast.AST) -> str:
+        """The source text of `node`, as written."""
+        return ast.get_source_segment(self.source, node) or ast.unparse(node)
+
+    def functions(self) -> dict[str, ast.FunctionDef]:
+        """The module's top-level functions by name (the last definition wins)."""
+        return {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}

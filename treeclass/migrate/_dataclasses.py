@@ -1,0 +1,197 @@
+"""Plans for the classes that declare their fields already: flax.struct, chex,
+`register_dataclass`, NamedTuple, and a `@dataclass` with a hand-written flatten.
+
+Their fields stay where they are; what changes is how each says it is static
+(`struct.field(pytree_node=False)`, `metadata=dict(static=True)`, a `meta_fields` list,
+an aux tuple) -> `tc.static(...)` or `tc.Static[T]`, the decorators and bases that
+registered the class, and `dataclasses.field(...)` -> `tc.field(...)`. The leaf order
+must already be the declaration order (chex sorts by name: refused unless sorted).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from treeclass.migrate import _messages, _names
+from treeclass.migrate._context import Context
+from treeclass.migrate._flatten_code import Refused
+from treeclass.migrate._plan import Family, Field, Plan
+
+__all__ = ["DeclaredField", "declared_fields", "plan_dataclass", "rewrite_fields"]
+
+# dataclasses.field / flax struct.field keywords that tc.field and tc.static take.
+_KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
+_FIELD_CALLS = {"dataclasses.field", "flax.struct.field"}
+# Decorator and class keywords: what treeclass does the same way, what it cannot do.
+_SAME = {"frozen": "True", "init": "True", "order": "False", "unsafe_hash": "False", "slots": "False", "match_args": "True"}
+_OPTIONS = ("kw_only", "repr", "eq")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredField:
+    name: str
+    stmt: ast.AnnAssign
+    call: ast.Call | None  # a field(...) call on the right-hand side
+    static_marked: bool  # pytree_node=False or metadata static=True
+
+
+def _is_static_metadata(node: ast.expr) -> bool:
+    if isinstance(node, ast.Dict):
+        return any(isinstance(k, ast.Constant) and k.value == "static" for k in node.keys)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        return any(kw.arg == "static" for kw in node.keywords)
+    return False
+
+
+def declared_fields(ctx: Context) -> list[DeclaredField]:
+    """The annotated fields of the class body, in order (ClassVar excluded)."""
+    out: list[DeclaredField] = []
+    for stmt in ctx.found.node.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        if (_names.dotted(stmt.annotation, ctx.names) or "").endswith("ClassVar") or "ClassVar" in ctx.code(stmt.annotation)[:9]:
+            continue
+        call = stmt.value if isinstance(stmt.value, ast.Call) and _names.dotted(stmt.value.func, ctx.names) in _FIELD_CALLS else None
+        static = False
+        if call is not None:
+            for kw in call.keywords:
+                if kw.arg == "pytree_node" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                    static = True
+                if kw.arg == "metadata" and _is_static_metadata(kw.value):
+                    static = True
+        out.append(DeclaredField(stmt.target.id, stmt, call, static))
+    return out
+
+
+def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> list[Field]:
+    """The new annotation and right-hand side of each field."""
+    out: list[Field] = []
+    for f in fields:
+        static = f.name in statics
+        if f.call is None:
+            annotation = f"{ctx.tc}.Static[{ctx.code(f.stmt.annotation)}]" if static else None
+            out.append(Field(f.name, static, annotation, None))
+            continue
+        kept: list[str] = []
+        for kw in f.call.keywords:
+            if kw.arg == "pytree_node" or (kw.arg == "metadata" and _is_static_metadata(kw.value) and _only_static(kw.value)):
+                continue
+            if kw.arg not in _KEPT:
+                raise Refused(_messages.FIELD_SPEC.format(code=f"{kw.arg}=" if kw.arg else "**", attr=f.name))
+            kept.append(ctx.code(kw))
+        if f.call.args:
+            raise Refused(_messages.FIELD_SPEC.format(code=ctx.code(f.call), attr=f.name))
+        value = f"{ctx.tc}.{'static' if static else 'field'}({', '.join(kept)})"
+        out.append(Field(f.name, static, None, value))
+    return out
+
+
+def _only_static(node: ast.expr) -> bool:
+    if isinstance(node, ast.Dict):
+        return len(node.keys) == 1
+    return isinstance(node, ast.Call) and len(node.keywords) == 1 and not node.args
+
+
+def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for decorator in decorators:
+        if not isinstance(decorator, ast.Call):
+            continue
+        for kw in decorator.keywords:
+            value = ctx.code(kw.value)
+            if kw.arg == "mappable_dataclass":
+                if value != "False":
+                    raise Refused(_messages.CHEX_MAPPABLE)
+            elif kw.arg in _OPTIONS:
+                if value not in ("True", "False"):
+                    raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="not a constant"))
+                if value != {"kw_only": "False", "repr": "True", "eq": "True"}[kw.arg]:
+                    options[kw.arg] = value
+            elif kw.arg in _SAME and value == _SAME[kw.arg]:
+                continue
+            elif not (kw.arg == "frozen" and value == "False"):
+                raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="a treeclass is a frozen dataclass with these defaults"))
+    if refuse_mappable and not any(
+        isinstance(d, ast.Call) and any(kw.arg == "mappable_dataclass" for kw in d.keywords) for d in decorators
+    ):
+        raise Refused(_messages.CHEX_MAPPABLE)
+    return options
+
+
+def _register_dataclass_fields(ctx: Context, call: ast.Call | None) -> tuple[list[str] | None, set[str] | None]:
+    """data_fields and meta_fields of a `register_dataclass(Cls, ...)` call."""
+    if call is None:
+        return None, None
+    given: dict[str, ast.expr] = dict(zip(("nodetype", "data_fields", "meta_fields", "drop_fields"), call.args, strict=False))
+    given.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
+    lists: dict[str, list[str]] = {}
+    for key in ("data_fields", "meta_fields", "drop_fields"):
+        node = given.get(key)
+        if node is None:
+            continue
+        if not isinstance(node, ast.List | ast.Tuple) or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            raise Refused(_messages.OPTION.format(code=ctx.code(node), why="the tool reads literal lists of names only"))
+        lists[key] = [e.value for e in node.elts]  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+    if lists.get("drop_fields"):
+        raise Refused(_messages.OPTION.format(code="drop_fields=", why="a treeclass flattens every field"))
+    return lists.get("data_fields"), set(lists.get("meta_fields", []))
+
+
+def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None, children: list[str] | None = None) -> Plan:
+    """The plan for a class whose body declares its fields (`statics`/`children`: what a
+    hand-written flatten of a `@dataclass` says)."""
+    node, found = ctx.found.node, ctx.found
+    fields = declared_fields(ctx)
+    names = [f.name for f in fields]
+    remove_decorators = []
+    dataclass_decorators: list[ast.expr] = []
+    for i, d in enumerate(node.decorator_list):
+        qualified = _names.dotted(d, ctx.names)
+        if i == found.decorator or qualified in _names.DATACLASS:
+            remove_decorators.append(i)
+            dataclass_decorators.append(d)
+    # flax.struct.PyTreeNode takes the dataclass options as class keywords.
+    keywords = ast.Call(ast.Name("dataclass"), [], list(node.keywords)) if family == "flax.struct" else None
+    options = _options(ctx, [*dataclass_decorators, *([keywords] if keywords else [])], refuse_mappable=family == "chex.dataclass")
+    remove_bases = tuple(
+        i for i, b in enumerate(found.bases) if b in _names.FLAX_BASE or b in _names.NAMEDTUPLE or b in ("object",)
+    )
+    for kw in [] if keywords else node.keywords:
+        raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="class keywords of the old base"))
+    if family == "chex.dataclass":
+        if names != sorted(names):
+            raise Refused(_messages.CHEX_ORDER.format(sorted=", ".join(sorted(names)), declared=", ".join(names)))
+        if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in node.body):
+            raise Refused(_messages.OWNED.format(cls=found.name, name="__post_init__", why="chex runs it at every unflatten, a treeclass at construction only"))
+        statics = set()
+    elif family == "flax.struct":
+        statics = {f.name for f in fields if f.static_marked}
+    elif family == "register_dataclass":
+        data, meta = _register_dataclass_fields(ctx, found.registration)
+        statics = meta if meta is not None else {f.name for f in fields if f.static_marked}
+        declared = [n for n in names if n not in statics]
+        if data is not None and data != declared:
+            raise Refused(_messages.DATA_FIELDS_ORDER.format(given=data, declared=declared))
+    elif family == "NamedTuple":
+        statics = set()
+        for f in fields:
+            value = f.stmt.value
+            if value is not None and not all(isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(value)):
+                raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
+    statics = statics or set()
+    if children is not None and children != [n for n in names if n not in statics]:
+        msg = _messages.PREFIX.format(children=children, base="its declared fields", base_children=[n for n in names if n not in statics])
+        raise Refused(msg)
+    return Plan(
+        found.name,
+        family,
+        rewrite_fields(ctx, fields, statics),
+        declare_fields=False,
+        keep_init=True,
+        remove_decorators=tuple(remove_decorators),
+        drop_keywords=keywords is not None,
+        remove_bases=remove_bases,
+        options=options,
+        remove_registration=found.registration is not None,
+    )

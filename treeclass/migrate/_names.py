@@ -1,0 +1,72 @@
+"""What a module's imports make of a name: `jtu.register_pytree_node_class` ->
+`jax.tree_util.register_pytree_node_class`, so the finder recognises a registration
+however it is spelled (`from jax import tree_util`, `import jax.tree_util as jtu`, an
+alias of the function itself)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Final
+
+__all__ = [
+    "CHEX_DATACLASS",
+    "DATACLASS",
+    "FLAX_BASE",
+    "FLAX_DATACLASS",
+    "NAMEDTUPLE",
+    "REGISTER_CLASS",
+    "REGISTER_DATACLASS",
+    "REGISTER_FUNCTION",
+    "aliases",
+    "dotted",
+]
+
+REGISTER_CLASS: Final = {
+    "jax.tree_util.register_pytree_node_class": "register_pytree_node_class",
+    "jax.tree_util.register_pytree_with_keys_class": "register_pytree_with_keys_class",
+}
+REGISTER_FUNCTION: Final = {
+    "jax.tree_util.register_pytree_node": "register_pytree_node",
+    "jax.tree_util.register_pytree_with_keys": "register_pytree_with_keys",
+}
+REGISTER_DATACLASS: Final = {"jax.tree_util.register_dataclass"}
+FLAX_DATACLASS: Final = {"flax.struct.dataclass"}
+FLAX_BASE: Final = {"flax.struct.PyTreeNode"}
+CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
+NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
+DATACLASS: Final = {"dataclasses.dataclass"}
+
+
+def aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the qualified name its top-level import binds."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    found[alias.asname] = alias.name
+                else:  # `import jax.tree_util` binds `jax`
+                    top = alias.name.split(".")[0]
+                    found[top] = top
+        elif isinstance(node, ast.ImportFrom):
+            # `from . import x` -> ".x", `from .m import x` -> ".m.x"
+            module = "." * node.level + (f"{node.module}." if node.module else "")
+            for alias in node.names:
+                if alias.name != "*":
+                    found[alias.asname or alias.name] = module + alias.name
+    return found
+
+
+def dotted(node: ast.expr, names: dict[str, str]) -> str | None:
+    """The qualified name of a name, an attribute chain, or a call of one (a
+    decorator with arguments); None for anything else."""
+    if isinstance(node, ast.Call):
+        return dotted(node.func, names)
+    if isinstance(node, ast.Name):
+        return names.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value, names)
+        return None if base is None else f"{base}.{node.attr}"
+    if isinstance(node, ast.Subscript):  # Generic[T]
+        return dotted(node.value, names)
+    return None
