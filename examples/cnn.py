@@ -398,8 +398,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config = QUICK if args.quick else FULL
-    if args.steps is not None:
-        config = dataclasses.replace(config, steps=args.steps)
+    if args.steps is not None:  # fine-tuning reuses the first training batches
+        tune = min(config.fine_tuning_steps, args.steps)
+        config = dataclasses.replace(config, steps=args.steps, fine_tuning_steps=tune)
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = pathlib.Path(args.checkpoint or pathlib.Path(tmp) / "cnn.npz")
         out = run(config, checkpoint)
