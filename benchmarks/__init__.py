@@ -25,7 +25,7 @@ Modules, one job each:
 - `example_models.py`: the PLN fit in four containers, the LIF population against
   plain arrays; `multiprocess.py`: one PLN iteration on 1, 2 and 4 processes.
 - `whole_models.py`: `tc.replace_at` against the `replace()` chain and `eqx.tree_at`;
-  one training step through `tc.value_and_grad`, `jax.value_and_grad` and equinox.
+  one training step of examples/cnn.py's CNN, and of the same net in equinox and nnx.
 - `compare.py`: the PLN fit against pyPLNmodels, the LIF population against brainpy.
 - `migrate.py`: `python -m treeclass.migrate` over 10,000 lines.
 """

@@ -6,8 +6,7 @@ go through the jitted method once each; its body, `obj.a0 + obj.a3` (a fresh fun
 object per idiom, so no two share JAX's trace cache), increments a counter while JAX
 traces, which counts the traces. Then one more call is timed. The last row is the
 common trap: `jax.jit(static_argnums=0)` on a plain class's method, so every instance
-is a new cache key, its arrays baked into its own compile. Last, the trace count of a
-`@tc.jit` method for `TRACE_INSTANCES` instances of a class defined afresh.
+is a new cache key, its arrays baked into its own compile.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from benchmarks import contenders, core, peers
 from benchmarks._table import Table
 
 INSTANCES = 200
-TRACE_INSTANCES = 1000
 _TRACES = [0]  # reset before each idiom; its function bodies increment it at trace time
 
 JIT_METHODS = core.Measurement(
@@ -146,32 +144,17 @@ def _access() -> dict[str, core.Setup]:
     return setups
 
 
-def traces(n: int) -> int:
-    """Traces of a `@tc.jit` method, on a class defined afresh, for `n` instances that
-    differ in their array values."""
-    model = treeclass_model(_make_total())
-    _TRACES[0] = 0
-    for obj in _instances(model, n):
-        jax.block_until_ready(obj.total())
-    return _TRACES[0]
-
-
 def run(quick: bool) -> list[Table]:
-    """The section: jitted methods (one call, traces), `obj.method`, and the trace
-    count of a `@tc.jit` method for `TRACE_INSTANCES` instances."""
+    """The section: jitted methods (one call, traces) and `obj.method`. (That a
+    `@tc.jit` method traces once for any number of instances is pinned by
+    tests/test_jit.py, not measured here.)"""
     setups, traced = _jit_methods()
     notes = {
         "tuple: jax.jit(f)(t)": "8 arrays only",
         "plain class: jax.jit(static_argnums=0) method": "self static: one trace per instance, "
         "arrays baked in",
     }
-    n = TRACE_INSTANCES
     return [
         core.measure(JIT_METHODS, setups, quick=quick, notes=notes, extra=("traces", traced)),
         core.measure(ACCESS, _access(), quick=quick),
-        Table(
-            f"@tc.jit method of a class defined afresh, {n} instances differing in values",
-            ("contender", "instances", "traces"),
-            (("treeclass: @tc.jit method", str(n), str(traces(n))),),
-        ),
     ]

@@ -1,24 +1,26 @@
 """Whole models: nested update, and training a model that holds more than parameters.
 
 1. `tc.replace_at` called eagerly against the hand-written chain of `replace()` calls
-   that makes the same change 3 levels down (each table's baseline), and `eqx.tree_at`
-   on the same `where` when equinox is installed: once through three treeclasses,
-   `lambda m: m.block.layer.w`; once through a tuple item, `lambda m: m.layers[i].w`
-   with `i` a closure cell, so the path may differ from call to call.
-2. One jitted adamw training step of the examples/mlp.py model (parameters, a bool
-   mask, a PRNG key and an int32 step counter): `jax.value_and_grad` on parameters split
-   from the rest once, outside the step (the baseline); `tc.value_and_grad` and
-   `tc.apply_updates` on the whole model; `eqx.filter_value_and_grad` under
-   `eqx.filter_jit`. XLA's cost analysis of each compiled step says whether two steps
-   compile to the same program, whatever the timing noise.
+   that makes the same change (each table's baseline), and `eqx.tree_at` on the same
+   `where` when equinox is installed, on the example models: through three treeclasses,
+   `lambda m: m.norm1.stats.mean` (examples/cnn.py); through a tuple item,
+   `lambda m: m.layers[i].w` (examples/mlp.py) with `i` a closure cell, so the path may
+   differ from call to call.
+2. One jitted adamw step of examples/cnn.py's conv net (BatchNorm statistics, a dropout
+   key, a step counter), batch 64: its `train_step` (`tc.value_and_grad` on the whole
+   model); the same step with `jax.value_and_grad` on parameters split from the rest
+   once, outside it (the baseline); the same network in equinox and in flax nnx, each in
+   its documented form. XLA's cost analysis of each compiled step says whether two
+   steps compile to the same program, whatever the timing noise.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]
 
 import treeclass as tc
@@ -32,105 +34,129 @@ except ImportError:  # a peer: its rows are left out
     eqx = None
 
 
-@tc.treeclass
-class Layer:
-    w: jax.Array
-    b: jax.Array
-    act: str = tc.static(default="relu")
-
-
-@tc.treeclass
-class Block:
-    layer: Layer
-    scale: jax.Array
-
-
-@tc.treeclass
-class Model:
-    block: Block
-    layers: tuple[Layer, ...]
-    bias: jax.Array
-
-
-def _indexed(i: int) -> Any:
-    """`lambda m: m.layers[i].w`, `i` a closure cell (the common form in a loop)."""
-    return lambda m: m.layers[i].w
-
-
 def _replace_tables(quick: bool) -> list[Table]:
-    layer = Layer(jnp.ones(3), jnp.zeros(3))
-    m = Model(Block(layer, jnp.ones(())), (layer, layer, layer), jnp.zeros(()))
-    ns: dict[str, Any] = {"m": m, "v": jnp.zeros(3), "tc": tc, "eqx": eqx, "i": 1}
-    cases = {  # title -> (where, the same change by hand)
-        "m.block.layer.w (3 treeclasses)": (
-            lambda m: m.block.layer.w,
-            "m.replace(block=m.block.replace(layer=m.block.layer.replace(w=v)))",
+    cnn = example("cnn").init_model(jax.random.key(0))
+    mlp = example("mlp").init_model(jax.random.key(0))
+    i = 1  # a closure cell of the `where` below, as in a loop
+    cases = {  # title -> (model, where, the same change by hand)
+        "m.norm1.stats.mean (examples/cnn.py, 3 treeclasses)": (
+            cnn,
+            lambda m: m.norm1.stats.mean,
+            "m.replace(norm1=m.norm1.replace(stats=m.norm1.stats.replace(mean=v)))",
         ),
-        "m.layers[i].w (i a closure variable)": (
-            _indexed(1),
+        "m.layers[i].w (examples/mlp.py, i a closure variable)": (
+            mlp,
+            lambda m: m.layers[i].w,
             "m.replace(layers=(*m.layers[:i], m.layers[i].replace(w=v), *m.layers[i + 1 :]))",
         ),
     }
     tables = []
-    for title, (where, chain) in cases.items():
+    for title, (m, where, chain) in cases.items():
         stmts = {"replace chain": chain, "tc.replace_at": "tc.replace_at(m, where, v)"}
         if eqx is not None:
             stmts["eqx.tree_at"] = "eqx.tree_at(where, m, v)"
-        setups = {k: (stmt, {**ns, "where": where}, None) for k, stmt in stmts.items()}
+        ns = {"m": m, "v": where(m), "where": where, "i": i, "tc": tc, "eqx": eqx}
+        setups = {k: (stmt, ns, None) for k, stmt in stmts.items()}
         notes = {"replace chain": chain, "eqx.tree_at": "runs no checks; reaches leaves only"}
         measurement = core.Measurement(f"nested update, eager: {title}", base="chain")
         tables.append(core.measure(measurement, setups, quick=quick, notes=notes))
     return tables
 
 
+def _equinox_step(ex: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any]:
+    """equinox: `eqx.nn` layers on one image (C, H, W) under `jax.vmap`, BatchNorm's
+    statistics in an `eqx.nn.State`, the step under `eqx.filter_jit`."""
+    (c1, c2), (k1, k2, k3) = ex.CHANNELS, jax.random.split(jax.random.key(0), 3)
+    relu = eqx.nn.Lambda(jax.nn.relu)
+    norm = functools.partial(eqx.nn.BatchNorm, axis_name="batch", momentum=0.9, mode="batch")
+    layers = [eqx.nn.Conv2d(1, c1, 3, padding=1, key=k1), norm(c1), relu, eqx.nn.MaxPool2d(2, 2)]
+    layers += [eqx.nn.Conv2d(c1, c2, 3, padding=1, key=k2), norm(c2), relu]
+    layers += [eqx.nn.Lambda(lambda h: h.mean((1, 2))), eqx.nn.Dropout(0.1)]
+    layers += [eqx.nn.Linear(c2, ex.CLASSES, key=k3)]
+    model, state = eqx.nn.make_with_state(eqx.nn.Sequential)(layers)
+
+    def loss(model: Any, state: Any, x: jax.Array, y: jax.Array, key: jax.Array) -> Any:
+        one = lambda x, state, key: model(x, state, key=key)  # noqa: E731
+        batched = jax.vmap(one, axis_name="batch", in_axes=(0, None, 0), out_axes=(0, None))
+        logits, state = batched(x, state, jax.random.split(key, x.shape[0]))
+        return ex.cross_entropy(logits, y), state
+
+    @eqx.filter_jit
+    def step(model: Any, state: Any, opt: Any, x: jax.Array, y: jax.Array, key: jax.Array) -> Any:
+        (_, state), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model, state, x, y, key)
+        params = eqx.filter(model, eqx.is_inexact_array)
+        updates, opt = ex.OPTIMIZER.update(grads, opt, params)
+        return eqx.apply_updates(model, updates), state, opt
+
+    opt = ex.OPTIMIZER.init(eqx.filter(model, eqx.is_inexact_array))
+    return step, (model, state, opt, x.transpose(0, 3, 1, 2), y, jax.random.key(1))
+
+
+def _nnx_steps(ex: Any, x: jax.Array, y: jax.Array) -> dict[str, tuple[Any, Any]]:
+    """flax nnx: the step under `nnx.jit` (its tutorials' form), and under `jax.jit`
+    with `nnx.split` outside and `nnx.merge` inside (its performance guide's form)."""
+    from flax import nnx
+
+    (c1, c2), rngs = ex.CHANNELS, nnx.Rngs(0)
+    norm = functools.partial(nnx.BatchNorm, momentum=0.9, rngs=rngs)
+    pool = functools.partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2))
+
+    def made() -> tuple[Any, Any]:
+        layers = [nnx.Conv(1, c1, kernel_size=(3, 3), rngs=rngs), norm(c1), nnx.relu, pool]
+        layers += [nnx.Conv(c1, c2, kernel_size=(3, 3), rngs=rngs), norm(c2), nnx.relu]
+        layers += [lambda h: h.mean((1, 2)), nnx.Dropout(0.1, rngs=rngs)]
+        model = nnx.Sequential(*layers, nnx.Linear(c2, ex.CLASSES, rngs=rngs))
+        return model, nnx.Optimizer(model, ex.OPTIMIZER, wrt=nnx.Param)
+
+    def update(model: Any, optimizer: Any, x: jax.Array, y: jax.Array) -> Any:
+        loss, grads = nnx.value_and_grad(lambda m: ex.cross_entropy(m(x), y))(model)
+        optimizer.update(model, grads)
+        return loss
+
+    @jax.jit
+    def functional(graphdef: Any, state: Any, x: jax.Array, y: jax.Array) -> Any:
+        model, optimizer = nnx.merge(graphdef, state)
+        update(model, optimizer, x, y)
+        return nnx.state((model, optimizer))
+
+    return {
+        "nnx.jit": (nnx.jit(update), (*made(), x, y)),
+        "nnx split/merge, jax.jit": (functional, (*nnx.split(made()), x, y)),
+    }
+
+
 def _steps() -> dict[str, tuple[Any, Any]]:
-    """name -> (jitted step, its arguments); each step returns what it takes."""
-    ex = example("mlp")
-    model = ex.init_model(jax.random.key(0))
-    x, y = ex.make_data(jax.random.key(1), ex.QUICK.samples)
-    opt = optax.adamw(1e-3)
+    """name -> (jitted step, its arguments), for each library installed."""
+    ex = example("cnn")
+    model, (x, y) = ex.init_model(jax.random.key(0)), ex.make_data(jax.random.key(1), ex.BATCH)
     params, rest = tc.partition(model)
 
     @jax.jit
-    def jax_step(params: Any, rest: Any, opt_state: Any) -> Any:
+    def jax_step(params: Any, rest: Any, opt: Any, x: jax.Array, y: jax.Array) -> Any:
         def f(p: Any) -> Any:
             return ex.loss(tc.combine(p, rest), x, y)
 
-        _, grads = jax.value_and_grad(f)(params)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        params, rest = tc.partition(ex.advance(tc.combine(params, rest)))  # the same state update
-        return params, rest, opt_state
+        (_, updated), grads = jax.value_and_grad(f, has_aux=True)(params)
+        updates, opt = ex.OPTIMIZER.update(grads, opt, params)
+        rest = tc.partition(updated)[1]  # the statistics the forward pass computed
+        return optax.apply_updates(params, updates), rest.replace(step=rest.step + 1), opt
 
-    @jax.jit
-    def tc_step(model: Any, opt_state: Any) -> Any:
-        _, grads = tc.value_and_grad(ex.loss)(model, x, y)
-        updates, opt_state = opt.update(grads, opt_state, tc.partition(model)[0])
-        return ex.advance(tc.apply_updates(model, updates)), opt_state
-
+    opt = ex.OPTIMIZER.init(params)
     steps = {
-        "jax.value_and_grad, split params": (jax_step, (params, rest, opt.init(params))),
-        "tc.value_and_grad": (tc_step, (model, opt.init(params))),
+        "jax.value_and_grad, split params": (jax_step, (params, rest, opt, x, y)),
+        "tc.value_and_grad": (jax.jit(ex.train_step), (model, opt, x, y)),
     }
     if eqx is not None:
-
-        @eqx.filter_jit
-        def eqx_step(model: Any, opt_state: Any) -> Any:
-            _, grads = eqx.filter_value_and_grad(ex.loss)(model, x, y)
-            params = eqx.filter(model, eqx.is_inexact_array)
-            updates, opt_state = opt.update(grads, opt_state, params)
-            return ex.advance(eqx.apply_updates(model, updates)), opt_state
-
-        steps["eqx.filter_value_and_grad + filter_jit"] = (eqx_step, (model, opt.init(params)))
+        steps["eqx.filter_value_and_grad + filter_jit"] = _equinox_step(ex, x, y)
+    with contextlib.suppress(ImportError):  # flax not installed: no nnx rows
+        steps.update(_nnx_steps(ex, x, y))
     return steps
 
 
 def _compiled_cost(step: Any, args: Any) -> str:
     """`flops / bytes accessed` of the compiled step, by XLA's cost analysis."""
-    compiled = step.lower(*args).compile() if hasattr(step, "lower") else None
-    if not hasattr(compiled, "cost_analysis"):
-        return "-"  # eqx.filter_jit's lowering has no cost analysis to ask
-    cost = compiled.cost_analysis()  # type: ignore[union-attr]
+    compiled = step.lower(*args).compile()
+    cost = getattr(compiled, "compiled", compiled).cost_analysis()  # equinox wraps jax's
     return f"{cost.get('flops', 0):.0f} / {cost.get('bytes accessed', 0):.0f}"
 
 
@@ -138,16 +164,13 @@ def _step_table(quick: bool) -> Table:
     setups: dict[str, core.Setup] = {}
     costs = {}
     for name, (step, args) in _steps().items():
-        out = jax.block_until_ready(step(*args))  # compile, and check the step runs
-        jax.tree.map(lambda a, b: None, out, args)  # and returns what it takes
+        jax.block_until_ready(step(*args))  # compile, and check the step runs
         costs[name] = f"{_compiled_cost(step, args)}; {len(jax.tree.leaves(args))} leaves in"
         setups[name] = ("step(*args)", {"step": step, "args": args}, jax.block_until_ready)
-    notes = {
-        "tc.value_and_grad": "whole model in and out",
-        "eqx.filter_value_and_grad + filter_jit": "filter_jit partitions on every call",
-    }
+    notes = {"tc.value_and_grad": "whole model in and out", "nnx.jit": "its tutorials' form"}
+    notes["nnx split/merge, jax.jit"] = "its performance guide's form"
     measurement = core.Measurement(
-        "one jitted adamw training step, MLP with key, mask and step fields",
+        "one jitted adamw training step, examples/cnn.py's CNN with BatchNorm, batch 64",
         base="jax",
         batch_scale=10.0,  # a step is far longer than a statement (RESULTS.md, "training step")
         rounds_scale=0.2,

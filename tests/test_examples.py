@@ -25,6 +25,13 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 # What each example must print in --quick mode. A new example adds its line here.
 KEY_OUTPUT = {
+    "cnn.py": [
+        "CNN.norm1.stats.mean  non-trainable",
+        "60 adamw steps (weight decay 0.01) in one lax.scan",
+        "none for the BatchNorm statistics",
+        "bit for bit the same as without",
+        "frozen:      everything but the head unchanged, bit for bit",
+    ],
     "fit_logistic.py": ["loss:", "accuracy:", "jit:      compiled once for 2 fits"],
     "mlp.py": ["100 adamw steps in one lax.scan", "bit for bit the same as without"],
     "pln.py": [
