@@ -137,9 +137,11 @@ def _rename_redefinitions(source: str) -> str:
     again = {name: rows for name, rows in starts.items() if len(rows) > 1}
     if not again:
         return source
-    out = []
+    out: list[tokenize.TokenInfo] = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.NAME and token.string in again:
+        # `eqx.nn.Linear` is an attribute, not the page's `Linear`: names after a dot stay.
+        after_dot = bool(out) and out[-1].type == tokenize.OP and out[-1].string == "."
+        if token.type == tokenize.NAME and token.string in again and not after_dot:
             version = sum(1 for row in again[token.string] if row <= token.start[0])
             if version > 1:
                 token = token._replace(string=f"{token.string}__{version}")
