@@ -7,6 +7,7 @@ the versions, the command and every table.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import pathlib
@@ -34,12 +35,9 @@ def load_average() -> str:
 def machine() -> dict[str, str]:
     """Facts about the machine and the software, for the results header."""
     cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = (line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-            cpu = next(names, cpu)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:  # Linux only
+        names = (line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+        cpu = next(names, cpu)
     info = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
