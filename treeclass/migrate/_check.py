@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from treeclass._layout import layout_of
+
 __all__ = ["check"]
 
 
@@ -53,7 +55,7 @@ def _statics(obj: Any) -> list[Any]:
     value, a tuple or a dict); none for a NamedTuple or a chex dataclass (whose aux
     data are its field names)."""
     cls = type(obj)
-    if hasattr(cls, "__tc_layout__") or "_flax_dataclass" in vars(cls):
+    if layout_of(cls) is not None or "_flax_dataclass" in vars(cls):
         return [
             getattr(obj, f.name)
             for f in dataclasses.fields(obj)
