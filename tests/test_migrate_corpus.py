@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import traceback
 
 import jax
 import jax.numpy as jnp
@@ -145,10 +146,20 @@ def test_same_behaviour_before_and_after(case):
     for g_old, g_new in zip(_grad(apply, old_module, old), _grad(apply, new_module, new), strict=True):
         _same(g_old, g_new)
     stack = lambda o: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(v) for v in x]), o, o)  # noqa: E731
-    _same(
-        jax.vmap(lambda o: apply(old_module, o))(stack(old)),
-        jax.vmap(lambda o: apply(new_module, o))(stack(new)),
-    )
+    got = jax.vmap(lambda o: apply(new_module, o))(stack(new))
+    raised: TypeError | None = None
+    try:
+        expected = jax.vmap(lambda o: apply(old_module, o))(stack(old))
+    except TypeError as error:
+        raised = error
+    if raised is not None:
+        # Older jax (0.7) rebuilds the batched argument's axis spec with placeholder
+        # leaves; an unflatten that calls the hand-written __init__ then runs it on them
+        # and fails: the trap treeclass removes (its unflatten runs no user code).
+        frames = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(raised.__traceback__)]
+        assert any(name == old_module.__file__ for name in frames), raised
+        return
+    _same(expected, got)
 
 
 def test_every_converted_class_has_a_case():

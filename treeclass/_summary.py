@@ -49,6 +49,12 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
 
 
+def _spec(spec: Any) -> str:
+    """`P('data', None)`: a partition spec as the docs write it (its own str differs by
+    jax version)."""
+    return f"P({', '.join(map(repr, spec))})"
+
+
 def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
     """(dtype, shape, count, bytes, sharding) of a leaf."""
     x = v.value
@@ -60,7 +66,7 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         # A sharding the user chose (tc.shardings, jax.device_put): its spec; the default
         # placement on one device is no sharding to show.
         sharding = getattr(x, "sharding", None)
-        placed = str(sharding.spec) if isinstance(sharding, NamedSharding) else ""
+        placed = _spec(sharding.spec) if isinstance(sharding, NamedSharding) else ""
         return dtype_name(x.dtype), f"[{','.join(map(str, x.shape))}]", count, count * itemsize, placed
     if isinstance(x, bool | int | float | complex):  # a Python number: JAX makes it a scalar
         dtype = jax.dtypes.canonicalize_dtype(type(x))
