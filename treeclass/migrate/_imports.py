@@ -15,7 +15,7 @@ import warnings
 
 import libcst as cst
 
-__all__ = ["fix_imports"]
+__all__ = ["fix_imports", "is_docstring"]
 
 
 def _bound(alias: cst.ImportAlias, *, from_import: bool) -> str:
@@ -58,7 +58,8 @@ def _prune(stmt: cst.SimpleStatementLine, removed: set[str], used: set[str]) -> 
     return stmt.with_changes(body=[small.with_changes(names=keep)])
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
+def is_docstring(stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` is a lone string expression: a module's or a class's docstring."""
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
@@ -101,7 +102,7 @@ def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool,
     if new:
         # After the leading docstring and imports: before any code that uses the names.
         at = 0
-        while at < len(body) and (_is_import(body[at]) or (at == 0 and _is_docstring(body[at]))):
+        while at < len(body) and (_is_import(body[at]) or (at == 0 and is_docstring(body[at]))):
             at += 1
         body[at:at] = [cst.parse_statement(line) for line in new]
     return module.with_changes(body=body)

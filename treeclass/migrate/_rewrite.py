@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from treeclass.migrate import _names
-from treeclass.migrate._imports import fix_imports
+from treeclass.migrate._imports import fix_imports, is_docstring
 from treeclass.migrate._plan import Field, Plan
 
 __all__ = ["rewrite"]
@@ -114,15 +114,6 @@ class _SetAttr(cst.CSTTransformer):
         return cst.FlattenSentinel(lines)
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
-
-
 def _ann_name(stmt: cst.BaseStatement) -> str | None:
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         small = stmt.body[0]
@@ -177,7 +168,7 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
         else:
             body.append(stmt)
     if plan.declare_fields and plan.fields:
-        at = 1 if body and _is_docstring(body[0]) else 0
+        at = 1 if body and is_docstring(body[0]) else 0
         block = [_declaration(f, moved.get(f.name)) for f in plan.fields]
         if at and not block[0].leading_lines:
             block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
