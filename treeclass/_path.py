@@ -22,28 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from jax.tree_util import DictKey, GetAttrKey, SequenceKey
+from jax.tree_util import DictKey, GetAttrKey
 
 from treeclass._checks import closest
 from treeclass._layout import LAYOUT, layout_of
 from treeclass._repr import describe
 from treeclass._walk import path_str
 
-__all__ = [
-    "ATTR",
-    "DICT",
-    "ITEM",
-    "LIST",
-    "NAMEDTUPLE",
-    "TREECLASS",
-    "TUPLE",
-    "Path",
-    "follow",
-    "key_entry",
-    "probe",
-    "record",
-    "show",
-]
+__all__ = ["ATTR", "DICT", "ITEM", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE"]
+__all__ += ["Path", "follow", "probe", "record", "show"]
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
@@ -53,7 +40,7 @@ Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT = range(5)
 Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name or an index)
 
-MSG_NOT_READ: Final = """\
+_MSG_NOT_READ: Final = """\
 {path}: `where` {did}, but it may only read fields and entries.
 
 replace_at records the path that `where` reads (`lambda m: m.layers[1].w`) and replaces
@@ -91,16 +78,10 @@ class _Read:
             # field has a dunder name.
             return object.__getattribute__(self, name)
         root, path = _at(self)
-        node = _new(_Read)
-        _set_at(node, (root, (*path, (name, ATTR))))
-        return node
+        return _read(root, (*path, (name, ATTR)))
 
     def __getitem__(self, key: Any) -> _Read:
         root, path = _at(self)
-        if type(key) is int or type(key) is str:  # the common case, inline
-            node = _new(_Read)
-            _set_at(node, (root, (*path, (key, ITEM))))
-            return node
         if type(key) is _Read:
             key._tc_refuse("used it as an index")
         if isinstance(key, slice):
@@ -116,10 +97,9 @@ class _Read:
         return f"<replace_at path {show(*_at(self))}>"
 
     def _tc_refuse(self, did: str) -> NoReturn:
-        raise TypeError(MSG_NOT_READ.format(path=show(*_at(self)), did=did))
+        raise TypeError(_MSG_NOT_READ.format(path=show(*_at(self)), did=did))
 
 
-_new: Final = object.__new__
 # The slot's own getter and setter, called directly: `__getattribute__` is ours.
 _slot: Any = vars(_Read)["_tc_at"]
 _at: Final[Callable[[_Read], tuple[str, Path]]] = _slot.__get__
@@ -127,7 +107,7 @@ _set_at: Final[Callable[[_Read, tuple[str, Path]], None]] = _slot.__set__
 
 
 def _read(root: str, path: Path) -> _Read:
-    node = _new(_Read)
+    node = object.__new__(_Read)
     _set_at(node, (root, path))
     return node
 
@@ -168,9 +148,9 @@ for _name, _did in _REFUSED.items():
 # --- Following a path --------------------------------------------------------------------
 
 
-class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to _follow
-    """Raised by `_step`; `reason(at)` words it, given the path to the parent (`at`),
-    which `_follow` formats only then: on the way there, no message is built."""
+class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to follow()
+    """Raised by `_step`; `reason(at)` words it given the path to the parent, which
+    `follow` formats only then: on the way there, no message is built."""
 
     def __init__(self, error: type[Exception], reason: Callable[[str], str]) -> None:
         self.error, self.reason = error, reason
@@ -256,6 +236,15 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
     return parents, node
 
 
+def _paths(selected: Any) -> list[Path] | None:
+    """The paths of the nodes in what `where` returned (a node, or a tuple or list of
+    them); None if it returned anything else."""
+    items: list[Any] = list(selected) if isinstance(selected, tuple | list) else [selected]
+    if any(type(s) is not _Read for s in items):
+        return None
+    return [_at(s)[1] for s in items]
+
+
 def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     """The path `where` selects (a tuple of steps), or the paths (a list of them) when
     it returns a tuple or list of nodes; `root` names the root in messages."""
@@ -263,14 +252,14 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     selected = where(stand_in)
     if type(selected) is _Read:  # one node, the common case
         return _at(selected)[1]
-    items: list[Any] = list(selected) if isinstance(selected, tuple | list) else [selected]
-    bad = next((s for s in items if type(s) is not _Read), None)
-    if bad is not None:
+    paths = _paths(selected)
+    if paths is None:
+        items = selected if isinstance(selected, tuple | list) else [selected]
+        bad = next(s for s in items if type(s) is not _Read)
         what = describe(bad, shape=False)
-        if bad is not selected:
-            what = f"a {type(selected).__name__} holding {what}"
+        what = what if bad is selected else f"a {type(selected).__name__} holding {what}"
         raise TypeError(_MSG_RETURN.format(what=what))
-    return [_at(s)[1] for s in items]
+    return paths
 
 
 def probe(where: Callable[[Any], Any], root: str) -> list[Path] | None:
@@ -283,16 +272,4 @@ def probe(where: Callable[[Any], Any], root: str) -> list[Path] | None:
         selected = where(stand_in)
     except Exception:  # noqa: BLE001 - a predicate that cannot run on the stand-in
         return None
-    items: list[Any] = list(selected) if isinstance(selected, tuple | list) else [selected]
-    if not items or any(type(s) is not _Read for s in items):
-        return None
-    return [_at(s)[1] for s in items]
-
-
-def key_entry(kind: int, key: Any) -> Any:
-    """The `jax.tree_util` key entry of a step `follow` found: the one JAX's
-    `tree_flatten_with_path` gives the same child (`GetAttrKey` for a field,
-    `SequenceKey` for an index, `DictKey` for a dict key)."""
-    if kind <= NAMEDTUPLE:
-        return GetAttrKey(key)
-    return DictKey(key) if kind == DICT else SequenceKey(key)
+    return _paths(selected) or None  # an empty tuple selects nothing: not a selector

@@ -22,8 +22,9 @@ from typing import Any, Final
 
 import jax
 import jax.numpy as jnp
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from treeclass._path import follow, key_entry, probe, show
+from treeclass._path import DICT, NAMEDTUPLE, follow, probe, show
 from treeclass._walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
 
 __all__ = ["is_inexact_array", "is_trainable_leaf", "leaf_visits", "mask", "nothing_trainable", "trainable", "why_not"]
@@ -128,6 +129,14 @@ def nothing_trainable(tree: Any, visits: list[Visit], *, narrowed: bool) -> Type
     return TypeError(_MSG_NOTHING.format(what=what, leaves=_listed(visits, root)))
 
 
+def _key_entry(kind: int, key: Any) -> Any:
+    """The `jax.tree_util` key entry of a step `_path.follow` found: the one that JAX's
+    `tree_flatten_with_path` gives the same child."""
+    if kind <= NAMEDTUPLE:
+        return GetAttrKey(key)
+    return DictKey(key) if kind == DICT else SequenceKey(key)
+
+
 def _selected(tree: Any, where: Callable[[Any], Any], visits: list[Visit]) -> list[bool] | None:
     """For a selector, which leaves lie inside the subtrees it selects; None if `where`
     is a predicate on leaves."""
@@ -138,7 +147,7 @@ def _selected(tree: Any, where: Callable[[Any], Any], visits: list[Visit]) -> li
     prefixes: list[KeyPath] = []
     for path in paths:
         parents, _ = follow(tree, path, root)  # names the path where there is no node
-        prefixes.append(tuple(key_entry(kind, key) for _, kind, key in parents))
+        prefixes.append(tuple(_key_entry(kind, key) for _, kind, key in parents))
     inside = [any(v.path[: len(p)] == p for p in prefixes) for v in visits]
     if not any(i and trainable(v) for i, v in zip(inside, visits, strict=True)):
         under = [v for i, v in zip(inside, visits, strict=True) if i]
