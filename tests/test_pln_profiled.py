@@ -173,7 +173,7 @@ def _oaks_like(frame: Any = np.asarray) -> dict[str, Any]:
 def test_oaks_adapter_reads_the_current_loader_shape(pln: ModuleType, frames: str) -> None:
     frame = np.asarray
     if frames == "pandas":
-        pd = pytest.importorskip("pandas", reason="pyPLNmodels returns pandas DataFrames")
+        pd = pytest.importorskip("pandas", reason="pandas is not installed (the real loader returns DataFrames)")
         frame = pd.DataFrame
     oaks = _oaks_like(frame)
     data = pln.oaks_data(oaks)
