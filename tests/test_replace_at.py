@@ -10,6 +10,7 @@ must agree, and a path that depends on a closure variable is never cached.
 
 from __future__ import annotations
 
+import collections
 from typing import Any, NamedTuple
 
 import hypothesis
@@ -194,6 +195,21 @@ def test_subclasses_of_containers_keep_their_type() -> None:
     got = tc.replace_at({"r": Row((1, 2))}, lambda d: d["r"][0], 5)
     assert type(got["r"]) is Row
     assert got["r"] == (5, 2)
+
+
+def test_jax_dict_nodes_keep_their_type_order_and_factory() -> None:
+    ordered = collections.OrderedDict([("b", 1.0), ("a", 2.0)])
+    got = tc.replace_at(ordered, lambda d: d["a"], 3.0)
+    assert type(got) is collections.OrderedDict
+    assert list(got.items()) == [("b", 1.0), ("a", 3.0)]
+    assert jax.tree.structure(got) == jax.tree.structure(ordered)
+
+    counts = collections.defaultdict(list, {"x": 1.0})
+    got_counts = tc.replace_at(counts, lambda d: d["x"], 2.0)
+    assert type(got_counts) is collections.defaultdict
+    assert got_counts.default_factory is list  # part of the treedef: jit would retrace without it
+    assert jax.tree.structure(got_counts) == jax.tree.structure(counts)
+    assert counts == {"x": 1.0}  # the input is not changed
 
 
 # ---------------------------------------------------------------------------------------
