@@ -111,7 +111,7 @@ def test_value_compared_static_accepted_silently(value):
 
 def test_checks_do_not_run_when_jax_rebuilds(monkeypatch):
     # The generated functions of a class share one namespace; the spy goes where they
-    # look the check up (patching treeclass._checks would change nothing they call).
+    # look the check up (patching treeclass._core.checks would change nothing they call).
     calls = []
     namespace = Model.__init__.__globals__
     monkeypatch.setitem(namespace, "_tc_check", lambda *a: calls.append(a[1:]))

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 import treeclass as tc
-from treeclass import _codegen
+from treeclass._core import codegen
 
 
 @tc.treeclass
@@ -19,8 +19,8 @@ class Neuron:
 
 
 def test_sentinels_have_readable_reprs():
-    assert repr(_codegen.FACTORY) == "<factory>"
-    assert repr(_codegen.UNCHANGED) == "<unchanged>"
+    assert repr(codegen.FACTORY) == "<factory>"
+    assert repr(codegen.UNCHANGED) == "<unchanged>"
 
 
 def test_one_namespace_per_class():

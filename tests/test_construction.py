@@ -191,7 +191,7 @@ class Scaled:
 def test_constructor_typo_names_the_class_and_keyword():
     # Python rejects the keyword before the generated __init__ runs, so the hint is
     # Python's own: 3.13 adds "Did you mean 'scale'?"; treeclass does not pay a check
-    # on every construction to add it on older versions (see _init.py).
+    # on every construction to add it on older versions (see treeclass/_core/init.py).
     with pytest.raises(TypeError, match=r"Scaled\.__init__\(\) got an unexpected keyword argument 'sclae'") as info:
         Scaled(jnp.ones(1), sclae=2.0)  # type: ignore[call-arg]
     if sys.version_info >= (3, 13):

@@ -36,8 +36,12 @@ import treeclass
 pytestmark = pytest.mark.usefixtures("jax_defaults")
 ROOT = Path(__file__).parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# Every module of the package, subpackages walked (treeclass.migrate's modules have
+# their own tests).
 MODULES = [treeclass.__name__] + [
-    f"{treeclass.__name__}.{m.name}" for m in pkgutil.iter_modules(treeclass.__path__)
+    m.name
+    for m in pkgutil.walk_packages(treeclass.__path__, prefix=f"{treeclass.__name__}.")
+    if not m.name.startswith(f"{treeclass.__name__}.migrate.")
 ]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -1,4 +1,4 @@
-"""`save` / `load` on `.npz` (treeclass/_npz.py): exact round trips for every dtype
+"""`save` / `load` on `.npz` (treeclass/npz.py): exact round trips for every dtype
 (bit for bit, NaN and -0.0 included), weak types, leaf kinds (jax, numpy, Python
 scalars) and typed PRNG keys; every mismatch a `CheckpointError` naming the field path;
 what `save` refuses, before writing anything. The bytes: a damaged, truncated or
@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from strategies import instances
 
 import treeclass as tc
-from treeclass import _npz
+from treeclass._checkpoint import npz
 
 __all__ = ["path"]  # the fixture, imported for pytest
 
@@ -727,7 +727,7 @@ def test_failed_save_keeps_the_old_file(path: pathlib.Path, monkeypatch: pytest.
     tc.save(path, model(scale=1.0))
     before = path.read_bytes()
     written: list[str] = []
-    real = _npz.write_member
+    real = npz.write_member
 
     def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
         if len(written) == 2:
@@ -736,7 +736,7 @@ def test_failed_save_keeps_the_old_file(path: pathlib.Path, monkeypatch: pytest.
         written.append(name)
         real(zf, name, array)
 
-    monkeypatch.setattr(_npz, "write_member", fail_on_third)
+    monkeypatch.setattr(npz, "write_member", fail_on_third)
     with pytest.raises(OSError, match="disk full"):
         tc.save(path, model(scale=2.0))
     assert path.read_bytes() == before  # the old checkpoint, intact
@@ -748,7 +748,7 @@ def test_interrupted_first_save_leaves_no_file(path: pathlib.Path, monkeypatch: 
     def interrupt(*args: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_npz, "write_member", interrupt)
+    monkeypatch.setattr(npz, "write_member", interrupt)
     with pytest.raises(KeyboardInterrupt):
         tc.save(path, model())
     assert list(path.parent.iterdir()) == []

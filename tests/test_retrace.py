@@ -110,7 +110,7 @@ def test_leaf_in_a_namedtuple_is_named_by_field():
 
 
 def test_trace_log_repr_is_a_summary():
-    # Regression: repr was <treeclass._retrace.TraceLog object at 0x...>.
+    # Regression: repr was <treeclass._jit.retrace.TraceLog object at 0x...>.
     @tc.jit
     def f(x):
         return x

@@ -1,4 +1,4 @@
-"""`treeclass._rules`: logical axis rules as given (a mapping or flax-style pairs),
+"""`treeclass._sharding.rules`: logical axis rules as given (a mapping or flax-style pairs),
 normalised, and the `PartitionSpec` they give one array (`AxisMap.spec`).
 tests/test_sharding.py pins the same through `tc.partition_specs()` on whole trees."""
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from treeclass._rules import AxisMap, partition_spec, rule_table
+from treeclass._sharding.rules import AxisMap, partition_spec, rule_table
 
 
 def test_rule_table_normalises_mappings_and_pairs():

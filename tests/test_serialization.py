@@ -1,4 +1,4 @@
-"""State dicts: `to_state_dict` / `from_state_dict` (treeclass/_serialization.py).
+"""State dicts: `to_state_dict` / `from_state_dict` (treeclass/_checkpoint/state_dict.py).
 
 Leaves pass through as they are (typed PRNG keys included); every mismatch gets a
 `CheckpointError` naming the field path. Interop with orbax and flax.serialization runs

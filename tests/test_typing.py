@@ -201,10 +201,10 @@ MYPY_REVEALS = {
      f'Revealed type is "def (self: pass_classes.Child, x: {_ARRAY}, tau: float =, '
      f'y: {_ARRAY} =, name: str =)"'),
     ("pass_jit.py", "reveal_type(Counter.inc)",
-     'Revealed type is "treeclass._typing.JitFunction[[self: pass_jit.Counter, '
+     'Revealed type is "treeclass._jit.protocols.JitFunction[[self: pass_jit.Counter, '
      f'by: {_ARRAY}], pass_jit.Counter]"'),
     ("pass_jit.py", "reveal_type(Counter(jnp.zeros(3)).inc)",
-     f'Revealed type is "treeclass._typing.JitMethod[[by: {_ARRAY}], pass_jit.Counter]"'),
+     f'Revealed type is "treeclass._jit.protocols.JitMethod[[by: {_ARRAY}], pass_jit.Counter]"'),
     # mypy types each parameter as the field's annotation.
     ("pass_converter.py", "reveal_type(Gaussian.__init__)",
      f'Revealed type is "def (self: pass_converter.Gaussian, mean: {_ARRAY}, std: {_ARRAY} =, '
@@ -395,7 +395,7 @@ def test_pass_files_run(path, jax_defaults):
 
 
 def _declared(protocol: type) -> set[str]:
-    """The attributes a protocol in treeclass/_typing.py promises."""
+    """The attributes a protocol in treeclass/_jit/protocols.py promises."""
     return {n for n in vars(protocol) if not n.startswith("_")} | {
         n for n in ("__call__", "__get__") if n in vars(protocol)
     }
@@ -407,7 +407,7 @@ def test_jit_protocols_describe_the_runtime():
     import jax.numpy as jnp
 
     import treeclass as tc
-    from treeclass._typing import JitFunction, JitMethod
+    from treeclass._jit.protocols import JitFunction, JitMethod
 
     class Counter(tc.TreeClass):
         count: jax.Array

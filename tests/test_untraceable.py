@@ -1,4 +1,4 @@
-"""`treeclass._untraceable`: the error naming `Class.field` for a leaf JAX cannot
+"""`treeclass._jit.untraceable`: the error naming `Class.field` for a leaf JAX cannot
 trace, shared by `tc.jit` (tests/test_jit.py pins it end to end) and `tc.grad`.
 
 JAX's own errors are triggered here, not copied: if a new JAX words its argument
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import treeclass as tc
-from treeclass._untraceable import is_argument_error, untraceable_field
+from treeclass._jit.untraceable import is_argument_error, untraceable_field
 
 
 class Config(tc.TreeClass):

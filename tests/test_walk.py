@@ -1,4 +1,4 @@
-"""`treeclass._walk`: the one walk over treeclass fields inside any pytree, and the
+"""`treeclass._core.walk`: the one walk over treeclass fields inside any pytree, and the
 helpers every walk shares (`is_array`, `array_name`, `path_str`), and `_layout.layout_of`."""
 
 import collections
@@ -12,8 +12,8 @@ from hypothesis import given
 from strategies import Instance, instances
 
 import treeclass as tc
-from treeclass._layout import instance_layout, layout_of
-from treeclass._walk import array_name, children, is_array, path_str, walk
+from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.walk import array_name, children, is_array, path_str, walk
 
 
 @tc.treeclass

@@ -1,36 +1,36 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._bind import BoundMethod as BoundMethod
-from treeclass._bind import bind as bind
-from treeclass._checks import RecompileWarning as RecompileWarning
-from treeclass._field import Static as Static
-from treeclass._field import field as field
-from treeclass._field import static as static
-from treeclass._flatten import prefix as prefix
-from treeclass._grad import apply_updates as apply_updates
-from treeclass._grad import grad as grad
-from treeclass._grad import value_and_grad as value_and_grad
-from treeclass._jit import jit as jit
-from treeclass._npz import load as load
-from treeclass._npz import save as save
-from treeclass._partition import combine as combine
-from treeclass._partition import partition as partition
-from treeclass._replace import replace as replace
-from treeclass._replace_at import replace_at as replace_at
-from treeclass._retrace import RetraceError as RetraceError
-from treeclass._retrace import RetraceWarning as RetraceWarning
-from treeclass._serialization import CheckpointError as CheckpointError
-from treeclass._serialization import from_state_dict as from_state_dict
-from treeclass._serialization import to_state_dict as to_state_dict
-from treeclass._sharding import partition_specs as partition_specs
-from treeclass._sharding import shardings as shardings
-from treeclass._summary import summary as summary
-from treeclass._trainable import is_inexact_array as is_inexact_array
-from treeclass._tree import fields as fields
-from treeclass._tree import is_treeclass as is_treeclass
-from treeclass._tree import tree_equal as tree_equal
-from treeclass._treeclass import TreeClass as TreeClass
-from treeclass._treeclass import treeclass as treeclass
+from treeclass._checkpoint.npz import load as load
+from treeclass._checkpoint.npz import save as save
+from treeclass._checkpoint.state_dict import CheckpointError as CheckpointError
+from treeclass._checkpoint.state_dict import from_state_dict as from_state_dict
+from treeclass._checkpoint.state_dict import to_state_dict as to_state_dict
+from treeclass._core.checks import RecompileWarning as RecompileWarning
+from treeclass._core.decorator import TreeClass as TreeClass
+from treeclass._core.decorator import treeclass as treeclass
+from treeclass._core.fields import Static as Static
+from treeclass._core.fields import field as field
+from treeclass._core.fields import static as static
+from treeclass._core.flatten import prefix as prefix
+from treeclass._core.replace import replace as replace
+from treeclass._core.tree import fields as fields
+from treeclass._core.tree import is_treeclass as is_treeclass
+from treeclass._core.tree import tree_equal as tree_equal
+from treeclass._jit.bind import BoundMethod as BoundMethod
+from treeclass._jit.bind import bind as bind
+from treeclass._jit.jit import jit as jit
+from treeclass._jit.retrace import RetraceError as RetraceError
+from treeclass._jit.retrace import RetraceWarning as RetraceWarning
+from treeclass._paths.replace_at import replace_at as replace_at
+from treeclass._sharding.shardings import partition_specs as partition_specs
+from treeclass._sharding.shardings import shardings as shardings
+from treeclass._train.grad import apply_updates as apply_updates
+from treeclass._train.grad import grad as grad
+from treeclass._train.grad import value_and_grad as value_and_grad
+from treeclass._train.partition import combine as combine
+from treeclass._train.partition import partition as partition
+from treeclass._train.select import is_inexact_array as is_inexact_array
+from treeclass._train.summary import summary as summary
 
 __version__ = "0.1.0.dev0"
 

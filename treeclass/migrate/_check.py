@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import layout_of
+from treeclass._core.layout import layout_of
 
 __all__ = ["check"]
 

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from treeclass._path import DICT, NAMEDTUPLE, follow, probe, show
-from treeclass._walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
+from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
+from treeclass._paths.record import DICT, NAMEDTUPLE, follow, probe, show
 
 __all__ = ["is_inexact_array", "is_trainable_leaf", "leaf_visits", "mask", "nothing_trainable", "trainable", "why_not"]
 

@@ -24,10 +24,10 @@ from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overloa
 
 import jax
 
-from treeclass._partition import combine
-from treeclass._trainable import leaf_visits, mask, nothing_trainable, trainable, why_not
-from treeclass._untraceable import is_traceable, untraceable_field
-from treeclass._walk import path_str
+from treeclass._core.walk import path_str
+from treeclass._jit.untraceable import is_traceable, untraceable_field
+from treeclass._train.partition import combine
+from treeclass._train.select import leaf_visits, mask, nothing_trainable, trainable, why_not
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")

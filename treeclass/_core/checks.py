@@ -18,7 +18,7 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._repr import short_repr
+from treeclass._core.show import short_repr
 
 __all__ = [
     "MSG_FROZEN",

@@ -1,6 +1,6 @@
 """What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
 
-At runtime `tc.jit(fun)` is a plain function (see `_jit.py`) carrying `trace_log`
+At runtime `tc.jit(fun)` is a plain function (see `treeclass/_jit/jit.py`) carrying `trace_log`
 and `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`, and it binds as a
 method through the ordinary function descriptor. A `Callable[P, R]` return type would
 keep the signature but hide those attributes (`Counter.inc.trace_log` would be an
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 if TYPE_CHECKING:
     import jax.stages
 
-    from treeclass._retrace import TraceLog
+    from treeclass._jit.retrace import TraceLog
 
 __all__ = ["JitDecorator", "JitFunction", "JitMethod"]
 

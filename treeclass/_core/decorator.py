@@ -4,8 +4,8 @@
 2. `dataclasses.dataclass(frozen=True)` does the field analysis Python users know:
    defaults, `kw_only`, `InitVar`, `ClassVar`, inheritance, the argument-order checks.
 3. `_layout.analyse` splits the fields into children (dynamic) and treedef (static).
-4. We generate `__init__` (`_init.py`), unflatten (`_flatten.py`) and `replace`
-   (`_replace.py`), install `__setattr__`/`__delattr__`/`__repr__`/`__eq__`/`__hash__`,
+4. We generate `__init__` (`init.py`), unflatten (`flatten.py`) and `replace`
+   (`replace.py`), install `__setattr__`/`__delattr__`/`__repr__`/`__eq__`/`__hash__`,
    and register the class with JAX.
 
 The class returned is the class passed in (no metaclass, no wrapper class).
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
-from treeclass import _checks, _codegen, _flatten, _init, _replace, _repr, _tree
-from treeclass._field import STATIC, STATIC_MARKER, TRAINABLE, field, static
-from treeclass._layout import FLAT, LAYOUT, SET, analyse, layout_of
+from treeclass._core import checks, codegen, flatten, init, replace, show, tree
+from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, field, static
+from treeclass._core.layout import FLAT, LAYOUT, SET, analyse, layout_of
 
 __all__ = ["TreeClass", "process", "treeclass"]
 
@@ -112,7 +112,7 @@ def _mark_static_annotations(cls: type) -> None:
 def _check_names(cls: type) -> None:
     for name, why in _OWNED.items():
         if name in cls.__dict__:
-            msg = _checks.MSG_RESERVED_NAME.format(
+            msg = checks.MSG_RESERVED_NAME.format(
                 cls=cls.__name__, name=name, why=why, what="method"
             )
             raise TypeError(msg)
@@ -128,7 +128,7 @@ def _check_static_defaults(cls: type) -> None:
             and value.metadata.get(STATIC, False)
             and value.default is not dataclasses.MISSING
         ):
-            _checks.check_static(cls, name, value.default)
+            checks.check_static(cls, name, value.default)
 
 
 def _check_fields(cls: type) -> None:
@@ -144,7 +144,7 @@ def _check_fields(cls: type) -> None:
         f.metadata = types.MappingProxyType({**f.metadata, STATIC: static, TRAINABLE: trainable and not static})
         if f.name in _RESERVED or f.name.startswith("_tc_"):
             why = _RESERVED.get(f.name, "generated code uses the _tc_ prefix")
-            msg = _checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
+            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
             raise TypeError(msg)
 
 
@@ -165,7 +165,7 @@ options would not apply them. Decorate the class once, with the options you want
 
 def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInstanceError:
     cls = type(self).__name__
-    msg = _checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
+    msg = checks.MSG_FROZEN.format(verb=verb, cls=cls, name=name)
     layout = layout_of(self)
     if layout is None or name not in layout.names:
         msg += f"\n\n{name!r} is not a field of {cls}; declare it in the class to store it."
@@ -193,14 +193,14 @@ def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
     strict as the static values; `__hash__ = None` written without `__eq__` is kept."""
     own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
     if repr and "__repr__" not in own:
-        _install(cls, __repr__=_repr.tree_repr)
+        _install(cls, __repr__=show.tree_repr)
     if not eq:
         return
     if "__eq__" not in own:
-        _install(cls, __eq__=_tree.eq)
+        _install(cls, __eq__=tree.eq)
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     if not explicit_hash:
-        _install(cls, __hash__=_tree.hash_)
+        _install(cls, __hash__=tree.hash_)
 
 
 def _install(cls: type, **methods: object) -> None:
@@ -223,18 +223,18 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     _check_fields(cls)
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     sources = [
-        _init.finalize_source(layout),
-        _replace.source(layout),
-        _replace.set_source(layout),
-        _flatten.unflatten_source(layout),
+        init.finalize_source(layout),
+        replace.source(layout),
+        replace.set_source(layout),
+        flatten.unflatten_source(layout),
     ]
     if user_init is None:
-        sources.append(_init.init_source(layout))
-    ns = _codegen.compile_class(layout, sources, {**_init.helpers(layout), **_replace.helpers(layout)})
-    replace_fn = _replace.install(layout, ns)
+        sources.append(init.init_source(layout))
+    ns = codegen.compile_class(layout, sources, {**init.helpers(layout), **replace.helpers(layout)})
+    replace_fn = replace.install(layout, ns)
     _install(
         cls,
-        __init__=_init.install(layout, ns),
+        __init__=init.install(layout, ns),
         replace=replace_fn,
         __replace__=replace_fn,
         __setattr__=_setattr,
@@ -243,7 +243,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     )
     _install_dunders(cls, repr=repr, eq=eq)
     setattr(cls, LAYOUT, layout)
-    _flatten.register(layout, ns)
+    flatten.register(layout, ns)
     return cls
 
 

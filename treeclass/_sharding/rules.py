@@ -15,9 +15,9 @@ from typing import Final, TypeAlias, cast
 
 from jax.sharding import PartitionSpec
 
-from treeclass._checks import closest
-from treeclass._repr import short_repr
-from treeclass._walk import PYTHON_SCALARS
+from treeclass._core.checks import closest
+from treeclass._core.show import short_repr
+from treeclass._core.walk import PYTHON_SCALARS
 
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
 """What a logical axis maps to: one mesh axis, several (split over their product), or

@@ -1,7 +1,7 @@
 """The seam for the generated class code: sentinels, the namespace, compiling, linecache.
 
-Each class gets one generated "module": the source of its `__init__` (`_init.py`),
-`replace` (`_replace.py`) and unflatten (`_flatten.py`), concatenated, compiled once
+Each class gets one generated "module": the source of its `__init__` (`init.py`),
+`replace` (`replace.py`) and unflatten (`flatten.py`), concatenated, compiled once
 under one `linecache` filename, and executed in one namespace built here, once, from
 the layout. Generated code reaches everything (builtins included) through `_tc_`
 names, which no field may take, so a field may be called `type`, `object` or `self`.
@@ -16,8 +16,8 @@ import linecache
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from treeclass import _checks
-from treeclass._layout import Layout
+from treeclass._core import checks
+from treeclass._core.layout import Layout
 
 __all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
            "flat_expr", "namespace", "static_check_line", "with_self"]
@@ -61,8 +61,8 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
         "_tc_FACTORY": FACTORY,
         "_tc_UNCHANGED": UNCHANGED,
         "_tc_MISSING": dataclasses.MISSING,
-        "_tc_TRUSTED": _checks.TRUSTED_STATIC_TYPES,
-        "_tc_check": _checks.check_static,
+        "_tc_TRUSTED": checks.TRUSTED_STATIC_TYPES,
+        "_tc_check": checks.check_static,
         "_tc_type": type,
         "_tc_KeyError": KeyError,
         "_tc_object_new": object.__new__,

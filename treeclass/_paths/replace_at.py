@@ -22,8 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
-from treeclass._path import DICT, LIST, NAMEDTUPLE, TREECLASS, TUPLE, Path, follow, record, show
-from treeclass._repr import describe
+from treeclass._core.show import describe
+from treeclass._paths.record import (
+    DICT,
+    LIST,
+    NAMEDTUPLE,
+    TREECLASS,
+    TUPLE,
+    Path,
+    follow,
+    record,
+    show,
+)
 
 __all__ = ["replace_at"]
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import FLAT, instance_layout
+from treeclass._core.layout import FLAT, instance_layout
 
 __all__ = [
     "ARRAY_TYPES",
@@ -145,7 +145,7 @@ class Visit(NamedTuple):
     trainable: bool
     """False at and below a field declared `trainable=False` (at any depth): state,
     never differentiated or optimised. (Whether a leaf is a parameter also depends on
-    its dtype: `_trainable.py`.)"""
+    its dtype: `treeclass/_train/select.py`.)"""
 
     @property
     def field(self) -> str:
@@ -172,7 +172,7 @@ def walk(tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None
 
     **Example**
 
-    >>> from treeclass._walk import walk
+    >>> from treeclass._core.walk import walk
     >>> class Layer(tc.TreeClass):
     ...     w: jax.Array
     ...     act: tc.Static[str] = "relu"

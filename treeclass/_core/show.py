@@ -14,8 +14,8 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._layout import instance_layout
-from treeclass._walk import array_name, is_array
+from treeclass._core.layout import instance_layout
+from treeclass._core.walk import array_name, is_array
 
 _WIDTH: Final = 88
 

@@ -11,8 +11,8 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._layout import FLAT, layout_of
-from treeclass._walk import is_array
+from treeclass._core.layout import FLAT, layout_of
+from treeclass._core.walk import is_array
 
 
 def is_treeclass(x: Any) -> bool:

@@ -23,7 +23,7 @@ and the keyword call makes its unflatten several times a tuple's (benchmarks/RES
 - unflatten is generated per class: it allocates with `object.__new__` and writes the
   instance `__dict__`, so no user code can run, by construction.
 
-For the class in `_init.py` the generated unflatten is
+For the class in `init.py` the generated unflatten is
 
     def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):
         _tc_self = _tc_new(_tc_cls)
@@ -43,9 +43,9 @@ from typing import Any, TypeVar
 
 import jax
 
-from treeclass import _checks
-from treeclass._layout import FLAT, Layout, instance_layout
-from treeclass._walk import node_def
+from treeclass._core import checks
+from treeclass._core.layout import FLAT, Layout, instance_layout
+from treeclass._core.walk import node_def
 
 __all__ = ["prefix", "register", "unflatten_source"]
 
@@ -132,7 +132,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
         raise TypeError(msg)
     unknown = [name for name in fields if name not in layout.dynamic]
     if unknown:
-        raise _checks.unknown_field_error(
+        raise checks.unknown_field_error(
             type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
         )
     # obj's own node, its children as leaves: the treedef holds obj's statics.

@@ -1,5 +1,5 @@
 """State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and `restore()`,
-the walk that fills a template from saved data (a state dict here; `_npz.py` runs
+the walk that fills a template from saved data (a state dict here; `treeclass/_checkpoint/npz.py` runs
 it over a file's manifest through `_npz.FileSource`).
 
 A state dict is the pytree with every container a dict with string keys, as in
@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._repr import describe, short_repr
-from treeclass._walk import PYTHON_SCALARS, KeyPath, children, is_array, node_def, path_str
+from treeclass._core.show import describe, short_repr
+from treeclass._core.walk import PYTHON_SCALARS, KeyPath, children, is_array, node_def, path_str
 
 _T = TypeVar("_T")
 

@@ -5,7 +5,7 @@ Both halves keep the whole structure, statics included, with `None` where the ot
 half holds the leaf: JAX flattens `None` to nothing, so each half is a pytree of
 exactly its own leaves, and `combine` puts them back by position. This is equinox's
 `partition`/`combine`, which users of `eqx.filter_grad` know; `tc.grad` and
-`tc.value_and_grad` (`_grad.py`) are built on it.
+`tc.value_and_grad` (`treeclass/_train/grad.py`) are built on it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import jax
 
-from treeclass._trainable import leaf_visits, mask
+from treeclass._train.select import leaf_visits, mask
 
 _T = TypeVar("_T")
 

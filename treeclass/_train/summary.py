@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
-from treeclass._repr import short_repr
-from treeclass._trainable import trainable
-from treeclass._walk import Visit, dtype_name, is_array, path_str, walk
+from treeclass._core.show import short_repr
+from treeclass._core.walk import Visit, dtype_name, is_array, path_str, walk
+from treeclass._train.select import trainable
 
 __all__ = ["Summary", "summary"]
 

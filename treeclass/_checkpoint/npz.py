@@ -1,5 +1,5 @@
 """`save()` and `load()`: the checkpoint file, an ordinary `.npz` (a zip of `.npy`
-members) holding the manifest and the leaves that `_manifest.py` encodes. The zip is
+members) holding the manifest and the leaves that `treeclass/_checkpoint/manifest.py` encodes. The zip is
 written atomically (`write_atomic`) and read member by member (`Reader`), checking each
 member's dtype and shape before reading its bytes: a damaged or hostile file can neither
 run code (nothing is unpickled) nor make us allocate more than the template expects.
@@ -18,8 +18,15 @@ from typing import IO, Any, NoReturn, TypeVar, cast
 
 import numpy as np
 
-from treeclass._manifest import FORMAT, MANIFEST, VERSION, FileSource, encode_leaf, manifest_entry
-from treeclass._serialization import CheckpointError, check_root, restore, wrong_argument
+from treeclass._checkpoint.manifest import (
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    FileSource,
+    encode_leaf,
+    manifest_entry,
+)
+from treeclass._checkpoint.state_dict import CheckpointError, check_root, restore, wrong_argument
 
 _T = TypeVar("_T")
 

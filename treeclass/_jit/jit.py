@@ -19,7 +19,7 @@ What `tc.jit(fun)` returns is a plain Python function (`call`) wrapping the
 descriptor: `obj.step` costs what any bound method costs, and no per-instance compile
 or cache exists. Its job on each call is a `try` around the jitted call (free unless
 it raises), to turn JAX's "not a valid JAX type" for a treeclass field into an error
-naming `Class.field` (`_untraceable.py`). At trace time only, a `TraceLog` records why it traced.
+naming `Class.field` (`treeclass/_jit/untraceable.py`). At trace time only, a `TraceLog` records why it traced.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 import jax
 
-from treeclass._layout import instance_layout
-from treeclass._retrace import TraceLog
-from treeclass._typing import JitDecorator, JitFunction
-from treeclass._untraceable import concrete_field, is_argument_error, untraceable_field
+from treeclass._core.layout import instance_layout
+from treeclass._jit.protocols import JitDecorator, JitFunction
+from treeclass._jit.retrace import TraceLog
+from treeclass._jit.untraceable import concrete_field, is_argument_error, untraceable_field
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -123,7 +123,7 @@ def _jit_bound(method: types.MethodType, jit_kwargs: dict[str, Any], max_traces:
 
 
 # The overloads keep the wrapped signature and declare `trace_log` & co (see
-# _typing.py). A staticmethod object is callable too, so its overload comes first;
+# treeclass/_jit/protocols.py). A staticmethod object is callable too, so its overload comes first;
 # pyright calls that an overlap, but the first match is the one it uses.
 @overload
 def jit(  # pyright: ignore[reportOverlappingOverload]

@@ -24,10 +24,10 @@ from typing import Any, Final, NoReturn
 
 from jax.tree_util import DictKey, GetAttrKey
 
-from treeclass._checks import closest
-from treeclass._layout import LAYOUT, layout_of
-from treeclass._repr import describe
-from treeclass._walk import path_str
+from treeclass._core.checks import closest
+from treeclass._core.layout import LAYOUT, layout_of
+from treeclass._core.show import describe
+from treeclass._core.walk import path_str
 
 __all__ = ["ATTR", "DICT", "ITEM", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE"]
 __all__ += ["Path", "follow", "probe", "record", "show"]

@@ -17,9 +17,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
-from treeclass._repr import short_repr
-from treeclass._untraceable import root_name
-from treeclass._walk import array_name, is_array, path_str, walk
+from treeclass._core.show import short_repr
+from treeclass._core.walk import array_name, is_array, path_str, walk
+from treeclass._jit.untraceable import root_name
 
 
 class RetraceError(RuntimeError):

@@ -1,11 +1,11 @@
 """The manifest of a checkpoint file, and how each leaf is stored.
 
-`save()` (`_npz.py`) writes an ordinary `.npz`: a `.npy` member per array leaf, named by
+`save()` (`treeclass/_checkpoint/npz.py`) writes an ordinary `.npz`: a `.npy` member per array leaf, named by
 its state-dict key (`layers.0.w.npy`), and `__treeclass__.npy`, the JSON manifest that
 `manifest_entry` builds: the structure, each leaf's dtype, shape and weak type, and the
 static values. `load()` checks the template against the manifest (`FileSource`, through
 `_serialization.restore`) before it reads any array, then reads exactly the bytes the
-template expects. This module holds the manifest and the leaf encodings; `_npz.py` the
+template expects. This module holds the manifest and the leaf encodings; `treeclass/_checkpoint/npz.py` the
 zip file, read without pickle and written atomically.
 """
 
@@ -25,9 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import GetAttrKey
 
-from treeclass._layout import layout_of
-from treeclass._repr import describe, short_repr
-from treeclass._serialization import (
+from treeclass._checkpoint.state_dict import (
     CheckpointError,
     Source,
     arraylike,
@@ -37,10 +35,12 @@ from treeclass._serialization import (
     scalar_fits,
     state_key,
 )
-from treeclass._walk import PYTHON_SCALARS, KeyPath, path_str
+from treeclass._core.layout import layout_of
+from treeclass._core.show import describe, short_repr
+from treeclass._core.walk import PYTHON_SCALARS, KeyPath, path_str
 
 if TYPE_CHECKING:
-    from treeclass._npz import Reader
+    from treeclass._checkpoint.npz import Reader
 
 MANIFEST: Final = "__treeclass__"
 FORMAT: Final = "treeclass.npz"

@@ -3,7 +3,7 @@
 Generated per class with one keyword parameter per field, so Python binds the changes
 in C and the body touches only what changed: a converter or static check runs on a
 changed value only; `__post_init__` (whole-object validation) runs on every replace.
-For `Neuron` (see `_init.py`):
+For `Neuron` (see `init.py`):
 
     def replace(_tc_self, /, *, v=_tc_UNCHANGED, tau=_tc_UNCHANGED, **_tc_unknown):
         if _tc_unknown: _tc_raise_unknown(_tc_unknown)
@@ -27,9 +27,9 @@ import functools
 import inspect
 from typing import Any, Final, TypeVar
 
-from treeclass import _checks
-from treeclass._codegen import field_annotations, flat_expr, static_check_line, with_self
-from treeclass._layout import FLAT, Layout, instance_layout
+from treeclass._core import checks
+from treeclass._core.codegen import field_annotations, flat_expr, static_check_line, with_self
+from treeclass._core.layout import FLAT, Layout, instance_layout
 
 __all__ = ["helpers", "install", "replace", "set_source", "source"]
 
@@ -43,7 +43,7 @@ _MSG_INITVAR: Final = (
 
 def _raise_unknown(layout: Layout, unknown: dict[str, Any]) -> None:
     valid = [*layout.names, *(f.name for f in layout.initvars)]
-    raise _checks.unknown_field_error(layout.cls, unknown, valid)
+    raise checks.unknown_field_error(layout.cls, unknown, valid)
 
 
 def _missing_initvar(cls: type, name: str) -> None:

@@ -21,10 +21,10 @@ from typing import Any, Final, cast
 import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
-from treeclass._field import AXES
-from treeclass._layout import instance_layout, layout_of
-from treeclass._rules import Axes, AxisMap, Rules, partition_spec
-from treeclass._walk import path_str, walk
+from treeclass._core.fields import AXES
+from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.walk import path_str, walk
+from treeclass._sharding.rules import Axes, AxisMap, Rules, partition_spec
 
 __all__ = ["partition_specs", "shardings"]
 

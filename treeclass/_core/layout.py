@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from treeclass._field import CONVERTER, STATIC, TRAINABLE
+from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
 __all__ = ["FLAT", "LAYOUT", "SET", "Layout", "analyse", "instance_layout", "layout_of"]
 
@@ -22,7 +22,7 @@ __all__ = ["FLAT", "LAYOUT", "SET", "Layout", "analyse", "instance_layout", "lay
 FLAT: Final = "__tc_flat__"
 LAYOUT: Final = "__tc_layout__"
 # The class attribute holding `set(self, name, value)`: `self.replace(name=value)` for a
-# field name known only at run time (`replace_at`), generated per class (`_replace.py`).
+# field name known only at run time (`replace_at`), generated per class (`treeclass/_core/replace.py`).
 SET: Final = "__tc_set__"
 
 # `dataclasses.fields()` hides InitVar pseudo-fields, but the generated `__init__` must

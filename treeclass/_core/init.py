@@ -1,7 +1,7 @@
 """The generated `__init__`: the user-facing construction path.
 
 It is the only place (with `replace`) where converters, `__post_init__` and the static
-checks run. JAX never calls it: unflatten (`_flatten.py`) fills the instance directly.
+checks run. JAX never calls it: unflatten (`flatten.py`) fills the instance directly.
 
 For a class
 
@@ -38,9 +38,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, cast
 
-from treeclass import _checks
-from treeclass._codegen import field_annotations, flat_expr, static_check_line
-from treeclass._layout import FLAT, Layout, layout_of
+from treeclass._core import checks
+from treeclass._core.codegen import field_annotations, flat_expr, static_check_line
+from treeclass._core.layout import FLAT, Layout, layout_of
 
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
@@ -49,12 +49,12 @@ def _subclass_check(self: object) -> None:
     cls = type(self)
     if layout_of(cls) is None:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
-        msg = _checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
+        msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
         raise TypeError(msg)
 
 
 def _not_set(layout: Layout, name: str) -> None:
-    template = _checks.MSG_NOT_SET if layout.user_init is None else _checks.MSG_NOT_SET_BY_INIT
+    template = checks.MSG_NOT_SET if layout.user_init is None else checks.MSG_NOT_SET_BY_INIT
     raise TypeError(template.format(cls=layout.cls.__name__, name=name))
 
 

@@ -24,9 +24,9 @@ from typing import Any, Final
 import jax
 from jax.tree_util import DictKey, SequenceKey
 
-from treeclass._layout import instance_layout, layout_of
-from treeclass._repr import describe, short_repr
-from treeclass._walk import PYTHON_SCALARS, KeyPath, is_array, path_str, walk
+from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.show import describe, short_repr
+from treeclass._core.walk import PYTHON_SCALARS, KeyPath, is_array, path_str, walk
 
 __all__ = [
     "concrete_field",
@@ -136,7 +136,7 @@ def untraceable_field(
 
     **Example**
 
-    >>> from treeclass._untraceable import untraceable_field
+    >>> from treeclass._jit.untraceable import untraceable_field
     >>> class Cfg(tc.TreeClass):
     ...     name: str
     >>> print(untraceable_field(lambda x, cfg: x, (1.0, Cfg("a")), {}))

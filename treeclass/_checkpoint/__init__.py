@@ -1,0 +1,1 @@
+"""Checkpoints: state dicts (`tc.to_state_dict` / `tc.from_state_dict`), the `.npz` file format and its manifest (`tc.save` / `tc.load`)."""

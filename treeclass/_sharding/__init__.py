@@ -1,0 +1,1 @@
+"""Scale: logical axis rules and the `PartitionSpec` / `NamedSharding` trees of `tc.shardings`."""
