@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
@@ -36,16 +35,11 @@ import jax
 from treeclass._core.layout import instance_layout
 from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
-from treeclass._jit.untraceable import concrete_field, is_argument_error, untraceable_field
+from treeclass._jit.untraceable import field_error, note_held
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
-
-# Set on an exception that the function's own body raised while JAX traced it, so
-# that `call` never mistakes it for an argument JAX could not interpret.
-_FROM_BODY: Final = "__tc_from_body__"
-
 
 def static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
     """The names and positions that `static_argnames` / `static_argnums` make static."""
@@ -69,7 +63,7 @@ def _make(
         try:
             return fun(*args, **kwargs)
         except TypeError as error:
-            setattr(error, _FROM_BODY, True)
+            note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
 
     jitted = jax.jit(traced, **jit_kwargs)
@@ -79,16 +73,9 @@ def _make(
         try:
             return jitted(*args, **kwargs)
         except TypeError as error:
-            if getattr(error, _FROM_BODY, False):
-                # The body's own error, unchanged, unless it needed the value of a
-                # Python int or bool held in a dynamic field (a shape, a loop length).
-                found = concrete_field(fun, args, kwargs, static)
-            elif is_argument_error(error):
-                found = untraceable_field(fun, args, kwargs, static)
-            else:
-                found = None
+            found = field_error(error, fun, args, kwargs, static)
             if found is None:
-                raise
+                raise  # the body's own error, or JAX's about something else: unchanged
             raise found from error
 
     # What _typing.JitFunction declares for the type checkers; a plain function
@@ -102,23 +89,21 @@ def _make(
     return call
 
 
-# tc.jit(obj.method) for many instances must reuse one compiled function per method.
-_BOUND: weakref.WeakKeyDictionary[Callable[..., Any], dict[Hashable, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+# tc.jit(obj.method) for many instances reuses one compiled function per method and
+# options, kept in an attribute of the function: a cycle (function -> compiled ->
+# function) that dies with the function, where a module-level cache would keep every
+# function and its executables alive.
+_BOUND: Final = "__tc_bound__"
 
 
 def _jit_bound(method: types.MethodType, jit_kwargs: dict[str, Any], max_traces: int | None, explain: bool) -> Any:
-    func = method.__func__
-    key: Hashable = (tuple(sorted(jit_kwargs.items())), max_traces, explain)
+    func, key = method.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
+    cache: dict[Hashable, Callable[..., Any]] = getattr(func, _BOUND, {})
     try:
-        hash(key)
-    except TypeError:
-        return types.MethodType(_make(func, jit_kwargs, max_traces, explain), method.__self__)
-    per_func = _BOUND.setdefault(func, {})
-    call = per_func.get(key)
-    if call is None:
-        call = per_func[key] = _make(func, jit_kwargs, max_traces, explain)
+        call = cache.get(key) or cache.setdefault(key, _make(func, jit_kwargs, max_traces, explain))
+        setattr(func, _BOUND, cache)
+    except (TypeError, AttributeError):  # unhashable options, a function without attributes
+        call = _make(func, jit_kwargs, max_traces, explain)
     return types.MethodType(call, method.__self__)
 
 
