@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
@@ -75,15 +76,15 @@ class RetraceWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RetraceWarning, where users import it
 
 
-def _abstract(x: Any) -> str:
-    """`f32[100]` for an array or a tracer (`{weak}` if weakly typed); the value's
-    short repr for anything else (a static argument, or a leaf JAX would reject)."""
+def _abstract(x: Any) -> str | tuple[str, Any]:
+    """`f32[100]` for an array or a tracer (`{weak}` if weakly typed); for anything else
+    (a static argument's leaf), its short repr and the value, which JAX compares by `==`."""
     aval: Any = getattr(x, "aval", None)
     if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
         return array_name(aval.dtype, aval.shape, getattr(aval, "weak_type", False))
     if is_array(x):
         return array_name(x.dtype, x.shape)
-    return short_repr(x)
+    return short_repr(x), x
 
 
 def _node(x: Any) -> str:
@@ -93,10 +94,12 @@ def _node(x: Any) -> str:
 _PASSED: Final = " (passed)"
 
 
-def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+def signature(
+    sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, str | tuple[str, Any]]:
     """`{path: what JAX keys its cache on}` for one call: every leaf's abstract value,
-    every static field's value, every node's type (a list that became a tuple), and
-    how each argument was passed (JAX keys positional and keyword arguments apart)."""
+    every static value (its repr and itself), every node's type (a list that became a
+    tuple), and how each argument was passed (JAX keys positional and keyword apart)."""
     items: list[tuple[str, Any]]
     try:
         if sig is None:
@@ -107,30 +110,60 @@ def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict
     # A treeclass argument is named by its class (`MLP.layers[0].w`), unless two
     # arguments share the class: then by their parameter names (`a.w`, `b.w`).
     roots = [root_name(name, value) for name, value in items]
-    out: dict[str, str] = {}
+    out: dict[str, str | tuple[str, Any]] = {}
     for (name, value), root in zip(items, roots, strict=True):
         out[name + _PASSED] = "by keyword" if name in kwargs else "positionally"
         root = name if roots.count(root) > 1 else root
         for v in walk(value):
             where = path_str(root, v.path)
             if v.kind == "static":
-                out[f"{where} (static)"] = short_repr(v.value)
+                out[f"{where} (static)"] = (short_repr(v.value), v.value)
             else:
                 out[where] = _abstract(v.value) if v.kind == "leaf" else _node(v.value)
     return out
 
 
-def diff(old: dict[str, str], new: dict[str, str]) -> list[str]:
+def _equal(a: Any, b: Any) -> bool:
+    """`a == b` as JAX's cache compares static values (identity if `==` fails)."""
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # noqa: BLE001 - an == that cannot answer: compared by identity
+        return False
+
+
+def _unequal(old: Any, new: Any, at: str) -> str:
+    """Why `new` compares unequal to `old` although both print alike: the first place
+    that differs inside tuples and NamedTuples alike in type and length (`S.opt.init`)."""
+    if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
+        names: Any = getattr(new, "_fields", None)
+        for i, (o, n) in enumerate(zip(old, new, strict=True)):
+            if not _equal(o, n):
+                return _unequal(o, n, f"{at}.{names[i]}" if names else f"{at}[{i}]")
+    what = f"function {new.__qualname__}" if isinstance(new, types.FunctionType) else type(new).__qualname__
+    if type(new).__eq__ is not object.__eq__:
+        return f"{at} is another {what}, unequal by its __eq__"
+    return f"{at} is another {what}, compared by identity (create it once and reuse it)"
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     absent = "<absent>"
     lines: list[str] = []
     for key in dict.fromkeys([*old, *new]):
         before, after = old.get(key, absent), new.get(key, absent)
-        if before == after:
+        if isinstance(before, tuple) and isinstance(after, tuple):  # static values
+            if _equal(before[1], after[1]):
+                continue
+            if before[0] == after[0]:  # printed alike: say where they differ
+                at = _unequal(before[1], after[1], key.removesuffix(" (static)"))
+                after = (f"one that prints the same but compares unequal: {at}",)
+            lines.append(f"{key}: {before[0]} -> {after[0]}")
+        elif before == after:
             continue
-        if key.endswith(_PASSED):
+        elif key.endswith(_PASSED):
             now, then = (x.replace(absent, "not at all") for x in (after, before))
             lines.append(f"argument {key[: -len(_PASSED)]!r} passed {now} now, {then} before")
         else:
+            before, after = (x[0] if isinstance(x, tuple) else x for x in (before, after))
             lines.append(f"{key}: {before} -> {after}")
     return lines
 
@@ -146,7 +179,7 @@ class TraceLog:
             self._sig = None
         self.max_traces = max_traces
         self.explain = explain
-        self.signatures: list[dict[str, str]] = []
+        self.signatures: list[dict[str, str | tuple[str, Any]]] = []
         self.reasons: list[str] = []
         self._lock = threading.Lock()
 
