@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import treeclass as tc
-from treeclass._jit.untraceable import is_traceable, untraceable_field
+from treeclass._jit.untraceable import field_error, is_traceable, untraceable_field
 
 
 class Config(tc.TreeClass):
@@ -84,3 +84,12 @@ def test_a_bad_leaf_outside_any_treeclass_is_named_by_its_path() -> None:
 def test_every_traceable_leaf_passes() -> None:
     args = (jnp.ones(1), Config(jnp.ones(1), 3), 2.0, None, [1, 2j])
     assert untraceable_field(f, args, {"scale": True}) is None
+
+
+@pytest.mark.parametrize("words", ["", "any wording a new JAX may choose"])
+def test_the_field_is_found_from_the_error_type_and_the_leaves_not_the_words(words: str) -> None:
+    # Regression (issue 27): JAX's English text was matched; a reworded error lost the field.
+    args = (jnp.ones(1), Config(jnp.ones(1), "a"))
+    found = field_error(TypeError(words), f, args, {}, ())
+    assert str(found).startswith("Config.name is a dynamic field holding a str ('a')")
+    assert field_error(TypeError(words), f, (jnp.ones(1), Config(jnp.ones(1), 2.0)), {}, ()) is None
