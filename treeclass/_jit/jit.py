@@ -8,18 +8,13 @@ The trap it removes (from JAX's tutorial on stateful computations):
         def inc(self):
             self.count += 1     # runs once, at trace time; later calls lose it
 
-`self` static means one compile per instance, and the mutation happens only while
-tracing. With `tc.jit` on a treeclass method, `self` is an ordinary traced pytree
-argument of ONE class-level `jax.jit` function, so instances of the same structure
-share a compile, arrays are never baked in as constants, and mutating `self` raises
-`FrozenInstanceError` (instances are frozen) instead of being lost.
-
-What `tc.jit(fun)` returns is a plain Python function (`call`) wrapping the
-`jax.jit` object. Being a plain function it binds like any method, through the C
-descriptor: `obj.step` costs what any bound method costs, and no per-instance compile
-or cache exists. Its job on each call is a `try` around the jitted call (free unless
-it raises), to turn JAX's "not a valid JAX type" for a treeclass field into an error
-naming `Class.field` (`treeclass/_jit/untraceable.py`). At trace time only, a `TraceLog` records why it traced.
+`self` static means one compile per instance and a mutation made only while tracing.
+With `tc.jit` on a treeclass method, `self` is a traced argument of ONE class-level
+`jax.jit` function: instances of the same structure share a compile, arrays are never
+baked in, and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain
+function (`call`) around the `jax.jit` object, so it binds like any method (`obj.step`
+costs what a bound method costs); its `try` is free unless the call raises, and then
+names the field to blame (`untraceable.py`). `TraceLog` records why it traced.
 """
 
 from __future__ import annotations
@@ -41,21 +36,15 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
 
-def static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
-    """The names and positions that `static_argnames` / `static_argnums` make static."""
-    found: set[str | int] = set()
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
-        found.update((value,) if isinstance(value, str | int) else value)
-    return frozenset(found)
-
 
 def _make(
     fun: Callable[..., Any], jit_kwargs: dict[str, Any], max_traces: int | None, explain: bool
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
-
-    static = static_args(jit_kwargs)
+    static: set[str | int] = set()  # the names and positions made static
+    for option in ("static_argnames", "static_argnums"):
+        value: Any = jit_kwargs.get(option, ())
+        static.update((value,) if isinstance(value, str | int) else value)
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -78,14 +67,11 @@ def _make(
                 raise  # the body's own error, or JAX's about something else: unchanged
             raise found from error
 
-    # What _typing.JitFunction declares for the type checkers; a plain function
-    # takes any attribute at runtime.
-    extras: dict[str, Any] = {"__tc_jit__": jitted, "trace_log": log}
+    # What protocols.JitFunction declares for the type checkers.
+    vars(call).update(__tc_jit__=jitted, trace_log=log)
     for name in ("lower", "trace", "eval_shape", "clear_cache"):
         if hasattr(jitted, name):
-            extras[name] = getattr(jitted, name)
-    for name, value in extras.items():
-        setattr(call, name, value)
+            setattr(call, name, getattr(jitted, name))
     return call
 
 
@@ -94,17 +80,6 @@ def _make(
 # function) that dies with the function, where a module-level cache would keep every
 # function and its executables alive.
 _BOUND: Final = "__tc_bound__"
-
-
-def _jit_bound(method: types.MethodType, jit_kwargs: dict[str, Any], max_traces: int | None, explain: bool) -> Any:
-    func, key = method.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
-    cache: dict[Hashable, Callable[..., Any]] = getattr(func, _BOUND, {})
-    try:
-        call = cache.get(key) or cache.setdefault(key, _make(func, jit_kwargs, max_traces, explain))
-        setattr(func, _BOUND, cache)
-    except (TypeError, AttributeError):  # unhashable options, a function without attributes
-        call = _make(func, jit_kwargs, max_traces, explain)
-    return types.MethodType(call, method.__self__)
 
 
 # The overloads keep the wrapped signature and declare `trace_log` & co (see
@@ -202,18 +177,14 @@ def jit(
     >>> Counter.inc.trace_log.count  # five instances, one trace
     1
     """
+    jit_kwargs = dict(
+        static_argnames=static_argnames, donate_argnames=donate_argnames, **jax_jit_kwargs
+    )
     if fun is None:
-        return functools.partial(
-            jit,
-            static_argnames=static_argnames,
-            donate_argnames=donate_argnames,
-            max_traces=max_traces,
-            explain=explain,
-            **jax_jit_kwargs,
-        )
-    jit_kwargs = dict(static_argnames=static_argnames, donate_argnames=donate_argnames, **jax_jit_kwargs)
+        return functools.partial(jit, max_traces=max_traces, explain=explain, **jit_kwargs)
+    make = functools.partial(_make, jit_kwargs=jit_kwargs, max_traces=max_traces, explain=explain)
     if isinstance(fun, staticmethod):
-        return staticmethod(_make(fun.__func__, jit_kwargs, max_traces, explain))
+        return staticmethod(make(fun.__func__))
     if isinstance(fun, classmethod):
         # The class is a hashable constant: make it static, by name.
         # isinstance leaves classmethod's type arguments unknown to pyright.
@@ -221,13 +192,19 @@ def jit(
         cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         jit_kwargs["static_argnames"] = (cls_param, *names)
-        return classmethod(_make(func, jit_kwargs, max_traces, explain))
-    if isinstance(fun, types.MethodType):
-        if hasattr(fun.__func__, "__tc_jit__"):
-            return fun  # already a tc.jit method, bound
-        if instance_layout(fun.__self__) is not None:
-            return _jit_bound(fun, jit_kwargs, max_traces, explain)
+        return classmethod(make(func))
+    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
+        return fun  # already a tc.jit method, bound
+    if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
+        func, key = fun.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
+        cache: dict[Hashable, Callable[..., Any]] = getattr(func, _BOUND, {})
+        try:
+            call = cache.get(key) or cache.setdefault(key, make(func))
+            setattr(func, _BOUND, cache)
+        except (TypeError, AttributeError):  # unhashable options; a function without attributes
+            call = make(func)
+        return types.MethodType(call, fun.__self__)
     if not callable(fun):
         msg = f"tc.jit() takes a function or method; got {fun!r}."
         raise TypeError(msg)
-    return _make(fun, jit_kwargs, max_traces, explain)
+    return make(fun)

@@ -1,22 +1,14 @@
-"""Which field of the arguments JAX could not trace, or could not trace as a concrete
-value: the errors that name it, found from the exception's type and the arguments'
-leaves, never from JAX's wording and never by running the function again.
+"""The errors naming the field of the arguments that JAX could not trace, or could not
+trace as a concrete value. The field is found from the exception's type and the
+arguments' leaves: never from JAX's wording, never by running the function again.
 
-JAX rejects a string or a function among a traced argument's leaves with a pathless
-`TypeError` before the function runs. `untraceable_field()` finds the first leaf that
-`jax.typeof` rejects and builds the error users need instead: `Class.field`, the value
-found, and the two fixes (make the field static, or store an array). `tc.jit` asks for
-it on a `TypeError` raised before its body ran; `tc.grad` asks before it
-differentiates, as its split of the model leaves such leaves where JAX would not look.
-
-A Python int or bool in a dynamic field is traced as an array too, so a body that needs
-its value (a shape, a loop length, an `if`) fails with JAX's ConcretizationTypeError or
-a shape TypeError that does not say which field. While the trace is still open,
-`note_held()` records which arguments' tracers the frame that raised holds (the values
-the failing operation was given); `field_error()` names the fields among them that hold
-a Python int or bool, with the fix (`tc.Static[int]`). Where that frame holds none (a
-value computed from the field), a ConcretizationTypeError names every such field, as
-candidates.
+- A leaf `jax.typeof` rejects (a string, a function) makes JAX raise a pathless
+  `TypeError` before the body runs: `untraceable_field()` names it and the two fixes
+  (make the field static, or store an array). `tc.grad` asks before it differentiates.
+- A Python int or bool in a dynamic field is traced as an array, so a body needing its
+  value (a shape, a loop length, an `if`) fails: `note_held()` records, while the trace
+  is open, which arguments' tracers the raising frame holds, and `field_error()` names
+  the int or bool fields among them, with the fix (`tc.Static[int]`).
 """
 
 from __future__ import annotations
@@ -85,7 +77,10 @@ def root_name(label: str, value: object) -> str:
 
 
 def labelled_arguments(
-    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int] = ()
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    static: Collection[str | int] = (),
 ) -> list[tuple[str, Any, KeyPath]]:
     """The traced arguments, labelled by parameter name (`args[i]` past the named
     positional parameters, e.g. into `*rest`): those neither named nor numbered in
@@ -114,23 +109,10 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The error naming `Class.field` for the first leaf of a traced argument that JAX
-    cannot trace (or naming its path, outside every treeclass field); None if there is
-    none.
-
-    **Arguments**
-
-    - `fun`, `args`, `kwargs`: the function and the call's arguments; `fun`'s
-      signature names the arguments in the message.
-    - `static`: names and positions of static arguments (`static_argnames`,
-      `static_argnums`): never traced, so never blamed.
-
-    **Returns**
-
-    A `TypeError` saying which field holds what, where, and the two fixes (make it
-    static, or store an array); None if every leaf can be traced.
-
-    **Example**
+    """The `TypeError` naming `Class.field` (or the path, outside every treeclass field)
+    for the first leaf of a traced argument that JAX cannot trace, with the two fixes;
+    None if there is none. `fun`'s signature names the arguments; `static` holds the
+    names and positions of static arguments, never traced, so never blamed.
 
     >>> from treeclass._jit.untraceable import untraceable_field
     >>> class Cfg(tc.TreeClass):
@@ -147,10 +129,14 @@ def untraceable_field(
             kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
             what = f"{describe(v.value)} ({short_repr(v.value)})"
             if v.owner is None:
-                return TypeError(_MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind))
+                return TypeError(
+                    _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
+                )
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
-            msg = _MSG_UNTRACEABLE_FIELD.format(field=v.field, what=what, where=where, name=v.name, type=hint)
+            msg = _MSG_UNTRACEABLE_FIELD.format(
+                field=v.field, what=what, where=where, name=v.name, type=hint
+            )
             return TypeError(msg)
     return None
 
@@ -175,64 +161,59 @@ _HELD: Final = "__tc_held__"
 
 def note_held(error: BaseException, tree: Any) -> None:
     """Marks `error`, raised by a function's body while JAX traced it with the tracers
-    in `tree` (its arguments), with the positions among `tree`'s leaves of the tracers
-    that the frame which raised it holds: the values the failing operation was given.
-    It reads the traceback, not the message, and runs nothing again."""
+    in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
+    which raised it holds: the values the failing operation was given. It reads the
+    traceback, not the message, and runs nothing again."""
     if hasattr(error, _HELD):  # already marked by an inner tc.jit
         return
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    tracers = {id(x): i for i, x in enumerate(jax.tree.leaves(tree)) if isinstance(x, jax.core.Tracer)}
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
     values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
-    setattr(error, _HELD, frozenset(tracers[id(y)] for y in values if id(y) in tracers))
+    setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
 
 
 def field_error(
-    error: TypeError, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int]
-) -> TypeError | None:
-    """The error naming the field behind `error`, a `TypeError` from calling `tc.jit`'s
-    `jax.jit` function with `args` and `kwargs`; None when no field is to blame. Raised
-    before the body ran (unmarked): a leaf JAX cannot trace. Raised by the body
-    (marked by `note_held`): a Python int or bool whose value it needed."""
-    if hasattr(error, _HELD):
-        return _concrete_field(error, fun, args, kwargs, static)
-    return untraceable_field(fun, args, kwargs, static)
-
-
-def _concrete_field(
-    error: BaseException,
+    error: TypeError,
     fun: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    static: Collection[str | int] = (),
+    static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the dynamic fields that hold a Python int or bool the body
-    needed as a concrete value, for a `TypeError` the body raised while `tc.jit` traced
-    it (marked by `note_held`); None when no such field caused it.
+    """The error naming the field behind `error`, a `TypeError` from calling `tc.jit`'s
+    `jax.jit` function with `args` and `kwargs`; None when no field is to blame.
 
-    Named are the fields whose tracer the frame that raised holds; when it holds none of
-    the arguments' tracers (a value computed from them), a ConcretizationTypeError names
-    every such field, as candidates."""
-    held: frozenset[int] = getattr(error, _HELD, frozenset())
+    Raised before the body ran (not marked by `note_held`): the first leaf JAX cannot
+    trace. Raised by the body: the dynamic fields holding a Python int or bool whose
+    tracer the raising frame holds; if it holds none of the arguments' tracers (a value
+    computed from them), a ConcretizationTypeError names every such field, as candidates."""
+    if not hasattr(error, _HELD):
+        return untraceable_field(fun, args, kwargs, static)
+    held: set[KeyPath] = getattr(error, _HELD)
     if not held and not isinstance(error, _NEEDS_VALUE):
         return None
-    index = {path: i for i, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path((args, kwargs))[0])}
-    found: dict[int, tuple[str, str, str]] = {}  # flat index -> (the leaf's path, its fix, its type)
+    found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)
     for label, value, root in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
-            if v.kind == "leaf" and v.owner is not None and type(v.value) in (int, bool):
+            concrete = v.kind == "leaf" and v.owner is not None and type(v.value) in (int, bool)
+            if concrete and (not held or (*root, *v.path) in held):
                 kind = type(v.value).__name__
                 at = f"{path_str(root_name(label, value), v.path)} ({v.value!r})"
-                fix = f"    {v.name}: tc.Static[{kind}]   # in {v.owner.__name__}"
-                found[index[(*root, *v.path)]] = (at, fix, kind)
-    needed = [found[i] for i in found if i in held] if held else list(found.values())
-    if not needed:
+                found.append(
+                    (at, f"    {v.name}: tc.Static[{kind}]   # in {v.owner.__name__}", kind)
+                )
+    if not found:
         return None
-    one = len(needed) == 1
-    fields = ", ".join(at for at, _, _ in needed) + (" is" if one else " are each")
-    whose = ("its value" if one else "their values") if held else f"a value computed from {'it' if one else 'one of them'}"
-    kinds = " or ".join(sorted({kind for _, _, kind in needed}))
-    fixes = "\n".join(dict.fromkeys(fix for _, fix, _ in needed))
-    return TypeError(_MSG_CONCRETE.format(fields=fields, kinds=kinds, whose=whose, fixes=fixes))
+    one = len(found) == 1
+    whose = "its value" if one else "their values"
+    return TypeError(
+        _MSG_CONCRETE.format(
+            fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
+            kinds=" or ".join(sorted({kind for _, _, kind in found})),
+            whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
+            fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
+        )
+    )
