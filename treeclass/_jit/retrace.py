@@ -119,22 +119,20 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-def _unequal(old: Any, new: Any, at: str) -> str:
-    """Why `new` compares unequal to `old` although both print alike: the first place
-    that differs inside tuples and NamedTuples alike in type and length (`S.opt.init`)."""
+def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
+    """Where `new` first differs from `old` inside tuples and NamedTuples alike in type
+    and length (`S.opt.init is another function ...`), and whether that place compares
+    by identity (so that a new object of the same repr is unequal)."""
     if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
         names: Any = getattr(new, "_fields", None)
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
             if not _equal(o, n):
                 return _unequal(o, n, f"{at}.{names[i]}" if names else f"{at}[{i}]")
-    what = (
-        f"function {new.__qualname__}"
-        if isinstance(new, types.FunctionType)
-        else type(new).__qualname__
-    )
+    fn = isinstance(new, types.FunctionType)
+    what = f"{at} is another {f'function {new.__qualname__}' if fn else type(new).__qualname__}"
     if type(new).__eq__ is not object.__eq__:
-        return f"{at} is another {what}, unequal by its __eq__"
-    return f"{at} is another {what}, compared by identity (create it once and reuse it)"
+        return f"{what}, unequal by its __eq__", False
+    return f"{what}, compared by identity: create it once and reuse it", True
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -143,10 +141,11 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for key in dict.fromkeys([*old, *new]):
         before, after = old.get(key, "<absent>"), new.get(key, "<absent>")
         if isinstance(before, tuple) and isinstance(after, tuple):  # static values
-            if not _equal(before[1], after[1]):
-                at = _unequal(before[1], after[1], key.removesuffix(" (static)"))
-                same = f"one that prints the same but compares unequal: {at}"
-                lines.append(f"{key}: {before[0]} -> {same if before[0] == after[0] else after[0]}")
+            if _equal(before[1], after[1]):
+                continue
+            why, identity = _unequal(before[1], after[1], key.removesuffix(" (static)"))
+            note = f" ({why})" if identity or before[0] == after[0] else ""  # what repr hides
+            lines.append(f"{key}: {before[0]} -> {after[0]}{note}")
         elif key.endswith(_PASSED) and before != after:
             now, then = (x.replace("<absent>", "not at all") for x in (after, before))
             lines.append(f"argument {key.removesuffix(_PASSED)!r} passed {now} now, {then} before")
