@@ -128,9 +128,10 @@ def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
             if not _equal(o, n):
                 return _unequal(o, n, f"{at}.{names[i]}" if names else f"{at}[{i}]")
+    cls: type[object] = type(new)
     fn = isinstance(new, types.FunctionType)
-    what = f"{at} is another {f'function {new.__qualname__}' if fn else type(new).__qualname__}"
-    if type(new).__eq__ is not object.__eq__:
+    what = f"{at} is another {f'function {new.__qualname__}' if fn else cls.__qualname__}"
+    if cls.__eq__ is not object.__eq__:
         return f"{what}, unequal by its __eq__", False
     return f"{what}, compared by identity: create it once and reuse it", True
 
@@ -147,7 +148,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             note = f" ({why})" if identity or before[0] == after[0] else ""  # what repr hides
             lines.append(f"{key}: {before[0]} -> {after[0]}{note}")
         elif key.endswith(_PASSED) and before != after:
-            now, then = (x.replace("<absent>", "not at all") for x in (after, before))
+            now, then = (str(x).replace("<absent>", "not at all") for x in (after, before))
             lines.append(f"argument {key.removesuffix(_PASSED)!r} passed {now} now, {then} before")
         elif before != after:
             before, after = (x[0] if isinstance(x, tuple) else x for x in (before, after))

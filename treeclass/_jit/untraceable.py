@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 from typing import Any, Final
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 from jax.tree_util import DictKey, SequenceKey
 
 from treeclass._core.layout import instance_layout, layout_of
@@ -198,13 +199,13 @@ def field_error(
     found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)
     for label, value, root in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
-            concrete = v.kind == "leaf" and v.owner is not None and type(v.value) in (int, bool)
-            if concrete and (not held or (*root, *v.path) in held):
-                kind = type(v.value).__name__
+            owner, kind = v.owner, type(v.value).__name__
+            if v.kind != "leaf" or owner is None or type(v.value) not in (int, bool):
+                continue
+            if not held or (*root, *v.path) in held:
                 at = f"{path_str(root_name(label, value), v.path)} ({v.value!r})"
-                found.append(
-                    (at, f"    {v.name}: tc.Static[{kind}]   # in {v.owner.__name__}", kind)
-                )
+                fix = f"    {v.name}: tc.Static[{kind}]   # in {owner.__name__}"
+                found.append((at, fix, kind))
     if not found:
         return None
     one = len(found) == 1
