@@ -164,9 +164,8 @@ def note_held(error: BaseException, tree: Any) -> None:
     """Marks `error`, raised by a function's body while JAX traced it with the tracers
     in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
     which raised it holds: the values the failing operation was given. It reads the
-    traceback, not the message, and runs nothing again."""
-    if hasattr(error, _HELD):  # already marked by an inner tc.jit
-        return
+    traceback, not the message, and runs nothing again. (Each tc.jit marks it anew: an
+    inner one's paths are into its own arguments.)"""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
