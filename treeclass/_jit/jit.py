@@ -197,11 +197,10 @@ def jit(
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
         func, key = fun.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
-        cache: dict[Hashable, Callable[..., Any]] = getattr(func, _BOUND, {})
         try:
+            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault(_BOUND, {})
             call = cache.get(key) or cache.setdefault(key, make(func))
-            setattr(func, _BOUND, cache)
-        except (TypeError, AttributeError):  # unhashable options; a function without attributes
+        except TypeError:  # a callable without a __dict__; unhashable options
             call = make(func)
         return types.MethodType(call, fun.__self__)
     if not callable(fun):
