@@ -4,16 +4,17 @@ trainable leaves of a model that also holds state, keys, integers, masks and str
 `jax.grad(loss)(model)` refuses a model holding a bool mask or an int counter, with
 `allow_int=True` returns `float0` gradients that optax cannot add, and differentiates
 BatchNorm's running statistics as if they were weights. So, as equinox's
-`filter_value_and_grad` does, we split the first argument in two, differentiate the
-trainable half only (`_trainable.mask`: floating-point leaves outside fields declared
-`trainable=False`, narrowed by `where=`), and rebuild the model inside:
+`filter_value_and_grad` does, we split the first argument in two by `tc.partition`'s
+rule (`treeclass/_train/select.py`), differentiate the selected half only, and rebuild
+the model inside:
 
-    params, rest = partition(model)
+    params, rest = partition(model, where, filter=filter)
     jax.value_and_grad(lambda params, rest, *args: fun(combine(params, rest), *args))
 
-All of this is Python that runs while JAX traces: inside `jax.jit` the compiled program
-is the one `jax.value_and_grad` on hand-split parameters would compile, and a call
-costs the same (benchmarks/RESULTS.md, the jitted training step).
+The gradient therefore has the structure of `tc.partition(model, where,
+filter=filter)[0]`, which optax's state is built on. All of this is Python that runs
+while JAX traces: inside `jax.jit` the compiled program is the one `jax.value_and_grad`
+on hand-split parameters would compile (benchmarks/RESULTS.md, the jitted training step).
 """
 
 from __future__ import annotations
@@ -23,19 +24,18 @@ from collections.abc import Callable
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
 import jax
+import jax.numpy as jnp
 
 from treeclass._core.walk import path_str
 from treeclass._jit.untraceable import is_traceable, untraceable_field
-from treeclass._train.partition import combine
-from treeclass._train.select import leaf_visits, mask, nothing_trainable, trainable, why_not
+from treeclass._train.partition import combine, halves
+from treeclass._train.select import leaf_visits, nothing_trainable, select, trainable, why_not
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _A = TypeVar("_A")
 _P = ParamSpec("_P")
-
-Where = Callable[[Any], Any]
-"""`where=`: a predicate on leaves, or a selector in `tc.replace_at`'s form."""
+Filter = Callable[[Any], bool]
 
 _MSG_UPDATE_NOT_TRAINABLE: Final = """\
 {path}: an update for a leaf that is not trainable ({what}).
@@ -47,18 +47,17 @@ tc.partition(model) (or on tc.grad's gradients), which holds None here:
     updates, state = optimizer.update(grads, state, params)"""
 
 
-def _split(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
-    """`jax.value_and_grad` of `fun` with its first argument split in two, to call as
-    `vg(params, rest, *args, **kwargs)`: only `params` is differentiated."""
-
+def _value_and_grad(
+    fun: Callable[..., Any],
+    *,
+    has_aux: bool,
+    where: Callable[[Any], Any] | None,
+    filter: Filter | None,  # noqa: A002
+) -> Callable[..., Any]:
     def merged(params: Any, rest: Any, *args: Any, **kwargs: Any) -> Any:
         return fun(combine(params, rest), *args, **kwargs)
 
-    return jax.value_and_grad(merged, has_aux=has_aux)
-
-
-def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool, where: Where | None) -> Callable[..., Any]:
-    vg = _split(fun, has_aux=has_aux)
+    vg = jax.value_and_grad(merged, has_aux=has_aux)  # of the selected half only
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -70,28 +69,36 @@ def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool, where: Where | No
             found = untraceable_field(fun, (x,), {})
             if found is not None:
                 raise found
-        chosen = mask(x, where, visits, predicate_alone=False)
+        chosen = select(x, visits, where, filter, only_trainable=True)
         if not any(chosen):  # never a tree of None in silence
-            raise nothing_trainable(x, visits, narrowed=where is not None)
-        leaves = [v.value for v in visits]
-        treedef: Any = jax.tree.structure(x)  # a PyTreeDef: jaxlib ships no stubs
-        params = treedef.unflatten([a if c else None for a, c in zip(leaves, chosen, strict=True)])
-        rest = treedef.unflatten([None if c else a for a, c in zip(leaves, chosen, strict=True)])
-        return vg(params, rest, *args, **kwargs)
+            raise nothing_trainable(x, visits, narrowed=where is not None or filter is not None)
+        return vg(*halves(x, visits, chosen), *args, **kwargs)
 
     return call
 
 
 @overload
 def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], _R], *, has_aux: Literal[False] = False, where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], _R],
+    *,
+    where: Callable[[_T], Any] | None = None,
+    filter: Filter | None = None,
+    has_aux: Literal[False] = False,
 ) -> Callable[Concatenate[_T, _P], tuple[_R, _T]]: ...
 @overload
 def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]], *, has_aux: Literal[True], where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]],
+    *,
+    where: Callable[[_T], Any] | None = None,
+    filter: Filter | None = None,
+    has_aux: Literal[True],
 ) -> Callable[Concatenate[_T, _P], tuple[tuple[_R, _A], _T]]: ...
 def value_and_grad(
-    fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None
+    fun: Callable[..., Any],
+    *,
+    where: Callable[[Any], Any] | None = None,
+    filter: Filter | None = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    has_aux: bool = False,
 ) -> Callable[..., Any]:
     """`jax.value_and_grad` with respect to the trainable leaves of the first argument,
     whatever else it holds.
@@ -100,27 +107,26 @@ def value_and_grad(
 
     - `fun`: a function whose first argument is a pytree (a model) and which returns a
       scalar, or `(scalar, aux)` with `has_aux=True`.
+    - `where`: a selector in `tc.replace_at`'s form (`lambda m: m.head`, or a tuple of
+      such reads): only the trainable leaves inside it are differentiated (fine-tuning).
+    - `filter`: a predicate on the trainable leaves (`lambda x: x.ndim == 2`): only those
+      it accepts are differentiated.
     - `has_aux`: as in `jax.value_and_grad`.
-    - `where`: narrows what is differentiated: a selector in `tc.replace_at`'s form
-      (`lambda m: m.head`, or a tuple of such reads: only the trainable leaves inside
-      those subtrees, for fine-tuning), or a predicate on leaves.
 
     **Returns**
 
     A function with `fun`'s parameters returning `(value, grads)` (`((value, aux),
-    grads)` with `has_aux`). `grads` has the first argument's structure and type: the
-    gradient at each trainable leaf (a floating-point or complex array, or a Python
-    float, which gets a scalar array as `jax.grad` gives it; not under a field declared
-    `trainable=False`), `None` at every other leaf. The other arguments are passed
-    through as `jax.value_and_grad` passes them.
+    grads)` with `has_aux`). `grads` has the first argument's structure and type, and
+    that of `tc.partition(model, where, filter=filter)[0]`: the gradient at each
+    selected leaf (a Python float gets a scalar array, as `jax.grad` gives it), `None`
+    at every other leaf. The other arguments are passed through as in `jax.value_and_grad`.
 
     **Raises**
 
-    `TypeError` naming the class when the first argument has nothing to differentiate;
-    `TypeError` naming `Class.field` when a dynamic field holds a value JAX cannot trace
-    (a string, a function); for a selector, the errors of `tc.replace_at` naming the
-    path, and `ValueError` when it selects no trainable leaf; `jax.value_and_grad`'s
-    errors otherwise.
+    `TypeError` naming the class when nothing is selected; `TypeError` naming
+    `Class.field` when a dynamic field holds a value JAX cannot trace (a string, a
+    function); for `where`, the errors of `tc.partition`; `jax.value_and_grad`'s errors
+    otherwise.
 
     **Example**
 
@@ -135,18 +141,32 @@ def value_and_grad(
     >>> float(value), grads.w.tolist(), grads.mask, grads.step
     (4.0, [2.0, 0.0, 2.0], None, None)
     """
-    return _value_and_grad(fun, has_aux=has_aux, where=where)
+    return _value_and_grad(fun, has_aux=has_aux, where=where, filter=filter)
 
 
 @overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], Any], *, has_aux: Literal[False] = False, where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], Any],
+    *,
+    where: Callable[[_T], Any] | None = None,
+    filter: Filter | None = None,
+    has_aux: Literal[False] = False,
 ) -> Callable[Concatenate[_T, _P], _T]: ...
 @overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]], *, has_aux: Literal[True], where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]],
+    *,
+    where: Callable[[_T], Any] | None = None,
+    filter: Filter | None = None,
+    has_aux: Literal[True],
 ) -> Callable[Concatenate[_T, _P], tuple[_T, _A]]: ...
-def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None) -> Callable[..., Any]:
+def grad(
+    fun: Callable[..., Any],
+    *,
+    where: Callable[[Any], Any] | None = None,
+    filter: Filter | None = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    has_aux: bool = False,
+) -> Callable[..., Any]:
     """`jax.grad` with respect to the trainable leaves of the first argument, whatever
     else it holds.
 
@@ -154,15 +174,14 @@ def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None 
 
     - `fun`: a function whose first argument is a pytree (a model) and which returns a
       scalar, or `(scalar, aux)` with `has_aux=True`.
+    - `where`, `filter`: narrow what is differentiated, as in `tc.value_and_grad`.
     - `has_aux`: as in `jax.grad`.
-    - `where`: as in `tc.value_and_grad`: a selector (`lambda m: m.head`) or a
-      predicate on leaves, narrowing what is differentiated.
 
     **Returns**
 
     A function with `fun`'s parameters returning the gradient (`(grads, aux)` with
     `has_aux`): the first argument's structure and type, with the gradient at each
-    trainable leaf and `None` at every other leaf.
+    selected trainable leaf and `None` at every other leaf.
 
     **Raises**
 
@@ -183,8 +202,10 @@ def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None 
     ([1.0, 2.0], 5.0, None, None)
     >>> tc.grad(lambda m: jnp.sum(m.w**2), where=lambda m: m.w)(m).rate is None
     True
+    >>> tc.grad(lambda m: jnp.sum(m.w**2), filter=tc.is_inexact_array)(m).rate is None
+    True
     """
-    vg = _value_and_grad(fun, has_aux=has_aux, where=where)
+    vg = _value_and_grad(fun, has_aux=has_aux, where=where, filter=filter)
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -195,19 +216,31 @@ def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None 
 
 
 def _add(x: Any, u: Any) -> Any:
-    if not hasattr(x, "dtype") or x.dtype == u.dtype:
-        return x + u
-    # Added in the wider of the two dtypes, then stored back in the leaf's own: a
-    # bfloat16 weight with a float32 update rounds once, not twice. Chosen by size, not
-    # by `jnp.promote_types`, which refuses bfloat16 + float32 under
-    # jax_numpy_dtype_promotion="strict".
-    wide = x.dtype if x.dtype.itemsize >= u.dtype.itemsize else u.dtype
-    return (x.astype(wide) + u.astype(wide)).astype(x.dtype)
+    x, u = jnp.asarray(x), jnp.asarray(u)  # a Python float: the weak scalar JAX traces
+    if x.dtype == u.dtype:
+        new = x + u
+    else:
+        # Added in the wider of the two dtypes, then stored back in the leaf's own: a
+        # bfloat16 weight with a float32 update rounds once, not twice. Chosen by size,
+        # not by `jnp.promote_types`, which refuses bfloat16 + float32 under
+        # jax_numpy_dtype_promotion="strict".
+        wide = x.dtype if x.dtype.itemsize >= u.dtype.itemsize else u.dtype
+        new = (x.astype(wide) + u.astype(wide)).astype(x.dtype)
+    if not jax.dtypes.is_weakly_typed(x):
+        return new
+    # A weak leaf stays weak, or the next step's arguments differ and it compiles again.
+    # JAX has no public "make this weakly typed"; `lax.full_like` keeps its template's
+    # weak type and takes a scalar fill, so it is mapped over every axis: the program
+    # holds one convert_element_type, where `x.at[...].add(u)` would hold a scatter.
+    fill = jax.lax.full_like
+    for _ in range(x.ndim):
+        fill = jax.vmap(fill)
+    return fill(x, new)
 
 
 def apply_updates(tree: _T, updates: Any) -> _T:
     """Adds `updates` to `tree`'s trainable leaves where an update is not `None`,
-    keeping each leaf's dtype: the step after `optimizer.update`.
+    keeping each leaf's dtype and weak type: the step after `optimizer.update`.
 
     **Arguments**
 
@@ -219,8 +252,10 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     **Returns**
 
     A tree of `tree`'s structure and type (whatever the type of `updates`, such as
-    optax's): `leaf + update` (in the leaf's dtype) where the update is not `None`, the
-    leaf itself elsewhere (shared, not copied).
+    optax's): `leaf + update` where the update is not `None`, in the leaf's dtype and
+    weakly typed if the leaf was (a Python float gives a weakly typed scalar array, as
+    JAX traces it), so a jitted step does not compile again; the leaf itself elsewhere
+    (shared, not copied).
 
     **Raises**
 
@@ -240,6 +275,8 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     Array([1.5, 1.5], dtype=bfloat16)
     >>> new.step is m.step
     True
+    >>> tc.apply_updates(jnp.asarray(1.0), jnp.float32(0.5))  # weak stays weak
+    Array(1.5, dtype=float32, weak_type=True)
     >>> tc.apply_updates(m, Model(None, jnp.array(1)))
     Traceback (most recent call last):
     ValueError: Model.step: an update for a leaf that is not trainable (i32[], not floating-point).

@@ -15,30 +15,37 @@ from typing import Any, TypeVar
 
 import jax
 
-from treeclass._train.select import leaf_visits, mask
+from treeclass._core.walk import Visit
+from treeclass._train.select import leaf_visits, select
 
 _T = TypeVar("_T")
 
 
-
 def partition(
     tree: _T,
-    where: Callable[[Any], Any] | None = None,
+    where: Callable[[_T], Any] | None = None,
     *,
-    is_leaf: Callable[[Any], bool] | None = None,
+    filter: Callable[[Any], bool] | None = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    only_trainable: bool = True,
 ) -> tuple[_T, _T]:
-    """Splits `tree`'s leaves in two: those `where` selects, and the rest.
+    """Splits `tree`'s leaves in two: those selected, and the rest.
+
+    A leaf is selected when it is trainable, lies inside what `where` selects, and
+    `filter(leaf)` is true: the rule of `tc.grad` and `tc.value_and_grad`, so an
+    optimizer's state built on the first half matches their gradients.
 
     **Arguments**
 
     - `tree`: any pytree, such as a treeclass model.
-    - `where`: what to select. By default the trainable leaves: floating-point (and
-      complex) arrays and Python floats, except under fields declared
-      `trainable=False` (the parameters an optimizer updates). A predicate on leaves
-      (`tc.is_inexact_array`) selects the leaves it accepts. A selector in
-      `tc.replace_at`'s form (`lambda m: m.head`, or a tuple of such reads) selects
-      the trainable leaves inside the subtrees it reads (fine-tuning a part).
-    - `is_leaf`: as in `jax.tree.flatten`, to treat some subtrees as leaves.
+    - `where`: a selector in `tc.replace_at`'s form (`lambda m: m.head`, or a tuple of
+      such reads: `lambda m: (m.encoder, m.head.w)`): only leaves inside the subtrees it
+      reads are selected (fine-tuning a part). Default: the whole tree.
+    - `filter`: a predicate on leaves (`tc.is_inexact_array`, `lambda x: x.ndim == 2`),
+      asked of the leaves the other two conditions keep. Default: every leaf.
+    - `only_trainable`: `False` drops the first condition: the trainable leaves are
+      floating-point (and complex) arrays and Python floats under no field declared
+      `trainable=False`; without it, `tc.partition(tree, filter=pred,
+      only_trainable=False)` is equinox's `eqx.partition(tree, pred)`.
 
     **Returns**
 
@@ -48,8 +55,10 @@ def partition(
 
     **Raises**
 
-    For a selector: the errors of `tc.replace_at` for a read with no node, naming the
-    path, and `ValueError` naming the selection when it holds no trainable leaf.
+    For `where`: the errors of `tc.replace_at` naming the path, for a read with no node
+    or a `where` that computes, slices or calls; `TypeError` pointing to `filter=` for a
+    predicate on leaves passed as `where`; `ValueError` naming the selection when it
+    holds no leaf to select.
 
     **Example**
 
@@ -71,14 +80,21 @@ def partition(
     >>> head_params, frozen = tc.partition(net, lambda n: n.head)
     >>> head_params.encoder.w is None, head_params.head.w.shape
     (True, (3,))
+    >>> ints, _ = tc.partition(net, filter=lambda x: x.dtype == jnp.int32, only_trainable=False)
+    >>> ints.encoder.step is net.encoder.step, ints.encoder.w
+    (True, None)
     """
-    visits = leaf_visits(tree, is_leaf)
-    chosen = mask(tree, where, visits, predicate_alone=True)
+    visits = leaf_visits(tree)
+    return halves(tree, visits, select(tree, visits, where, filter, only_trainable=only_trainable))
+
+
+def halves(tree: _T, visits: list[Visit], chosen: list[bool]) -> tuple[_T, _T]:
+    """`(selected, rest)`: `tree` with `None` at the leaves not `chosen`, and at those."""
+    treedef: Any = jax.tree.structure(tree)  # a PyTreeDef: jaxlib ships no stubs
     leaves = [v.value for v in visits]
-    treedef = jax.tree.structure(tree, is_leaf=is_leaf)
     selected = [x if c else None for x, c in zip(leaves, chosen, strict=True)]
     rest = [None if c else x for x, c in zip(leaves, chosen, strict=True)]
-    return jax.tree.unflatten(treedef, selected), jax.tree.unflatten(treedef, rest)
+    return treedef.unflatten(selected), treedef.unflatten(rest)
 
 
 def _is_none(x: object) -> bool:

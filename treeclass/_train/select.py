@@ -1,17 +1,19 @@
-"""Which leaves of a model are its trainable parameters, and `where=`, which narrows them.
+"""Which leaves of a model are its trainable parameters, and the one rule by which
+`tc.partition`, `tc.grad`, `tc.value_and_grad` (and `tc.summary`'s kinds) select leaves.
 
 A leaf is trainable when it is inexact (a floating-point or complex array, or a Python
 float or complex, which JAX differentiates as it differentiates a float argument) and
 no field above it, at any depth, is declared `trainable=False`. That flag lives on the
 field, so it needs no variable type, index object or filter at the call site, and it
 holds for every instance of the class through every transform: `jit`, `vmap`, `scan`,
-`replace`, checkpoints. `tc.partition`, `tc.grad`, `tc.value_and_grad` and
-`tc.apply_updates` all ask `mask()`.
+`replace`, checkpoints.
 
-`where=` is either a predicate on leaves (`tc.is_inexact_array`) or a selector in
-`tc.replace_at`'s form (`lambda m: (m.encoder, m.head.w)`). The two are told apart by
-calling `where` once on `replace_at`'s recording stand-in (`_path.probe`): a selector
-returns nodes read from it; a predicate returns a bool or fails on the stand-in.
+A leaf is selected when it is trainable (unless `only_trainable=False`), lies inside
+what `where` selects, and `filter(leaf)` is true. `where` is always a selector in
+`tc.replace_at`'s form, recorded and followed by `treeclass/_paths/record.py`, and never
+told apart from a predicate by running it: equinox-style code that passes a predicate
+positionally (`tc.partition(model, tc.is_inexact_array)`) is refused with the pointer
+to `filter=`, where guessing would select BatchNorm statistics in silence.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import jax
 import jax.numpy as jnp
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
+from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
-from treeclass._paths.record import DICT, NAMEDTUPLE, follow, probe, show
+from treeclass._paths.record import DICT, NAMEDTUPLE, TREECLASS, Path, follow, record, show
 
-__all__ = ["is_inexact_array", "is_trainable_leaf", "leaf_visits", "mask", "nothing_trainable", "trainable", "why_not"]
+__all__ = ["is_inexact_array", "leaf_visits", "nothing_trainable", "select", "trainable", "why_not"]
 
 _MSG_NOTHING: Final = """\
 {what} has nothing to differentiate: none of its leaves is trainable.
@@ -39,11 +42,22 @@ Store the parameters as float arrays (jnp.asarray(x, jnp.float32)), or, if nothi
 should be trained, call the loss without tc.grad."""
 
 _MSG_SELECTS_NOTHING: Final = """\
-`where` selects {paths}, which hold{s} no trainable leaf: {leaves}.
+`where` selects {paths}, which hold{s} no {trainable}leaf: {leaves}.
 
 Trainable leaves are floating-point (or complex) arrays and Python floats that no field
 above them declares trainable=False; select the part of the model to train, e.g.
 where=lambda m: m.head"""
+
+_MSG_FILTER: Final = """\
+{at}: `where` {did}, as a predicate on leaves does. `where` selects parts of the tree,
+as in tc.replace_at (where=lambda m: m.head); pass a predicate on leaves as filter=:
+
+    tc.partition(model, filter=tc.is_inexact_array)
+    tc.grad(loss, filter=lambda x: x.ndim == 2)"""
+
+# What leaves have and treeclasses and containers do not: a `where` that reads one of
+# these (and finds no field of that name) is a predicate on leaves.
+_LEAF_ONLY: Final = frozenset({"shape", "dtype", "ndim", "size"})
 
 
 @functools.cache
@@ -56,7 +70,8 @@ def _inexact_dtype(dtype: Any) -> bool:
 def is_inexact_array(x: object) -> bool:
     """True for floating-point and complex arrays: the array leaves that can be trainable
     parameters (`tc.grad` also differentiates Python floats, and nothing under a field
-    declared `trainable=False`).
+    declared `trainable=False`). Pass it as `filter=`: `tc.partition(model,
+    filter=tc.is_inexact_array)`.
 
     **Arguments**
 
@@ -78,30 +93,23 @@ def is_inexact_array(x: object) -> bool:
     >>> tc.is_inexact_array(1.0)
     False
     """
-    if not isinstance(x, ARRAY_TYPES):
-        return False
-    return _inexact_dtype(x.dtype)
+    return isinstance(x, ARRAY_TYPES) and _inexact_dtype(x.dtype)
 
 
-def is_trainable_leaf(x: object) -> bool:
-    """True for the leaves that can be parameters: inexact arrays (and their
-    `jax.ShapeDtypeStruct` stand-ins, as `jax.eval_shape` gives), Python floats and
-    complex numbers; not bools or ints (JAX does not differentiate integers)."""
-    if type(x) is float or type(x) is complex:
-        return True
-    if isinstance(x, jax.ShapeDtypeStruct):
-        return _inexact_dtype(x.dtype)
-    return is_inexact_array(x)
-
-
-def leaf_visits(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Visit]:
+def leaf_visits(tree: Any) -> list[Visit]:
     """`walk()`'s visits of the leaves of `tree`, in `jax.tree.leaves` order."""
-    return [v for v in walk(tree, is_leaf=is_leaf) if v.kind == "leaf"]
+    return [v for v in walk(tree) if v.kind == "leaf"]
 
 
 def trainable(v: Visit) -> bool:
-    """Whether a leaf visit is a trainable leaf: inexact, under no `trainable=False`."""
-    return v.trainable and is_trainable_leaf(v.value)
+    """Whether a leaf visit is a trainable leaf: inexact (a `jax.ShapeDtypeStruct` as
+    `jax.eval_shape` gives counts by its dtype), under no `trainable=False`."""
+    x = v.value
+    if type(x) is float or type(x) is complex:
+        return v.trainable
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return v.trainable and _inexact_dtype(x.dtype)
+    return v.trainable and is_inexact_array(x)
 
 
 def why_not(v: Visit) -> str:
@@ -110,75 +118,85 @@ def why_not(v: Visit) -> str:
     return f"{what}, {'under trainable=False' if not v.trainable else 'not floating-point'}"
 
 
-def _shown(v: Visit, root: str) -> str:
-    return f"{path_str(root, v.path)} ({why_not(v) if not trainable(v) else 'trainable'})"
-
-
 def _listed(visits: list[Visit], root: str, limit: int = 4) -> str:
-    shown = [_shown(v, root) for v in visits[:limit]]
+    shown = [
+        f"{path_str(root, v.path)} ({why_not(v) if not trainable(v) else 'trainable'})"
+        for v in visits[:limit]
+    ]
     if len(visits) > limit:
         shown.append(f"and {len(visits) - limit} more")
     return ", ".join(shown) if shown else "none"
 
 
 def nothing_trainable(tree: Any, visits: list[Visit], *, narrowed: bool) -> TypeError:
-    """The error of `tc.grad` for a first argument with no trainable leaf (that
-    `where=` accepts, when `narrowed`)."""
+    """The error of `tc.grad` for a first argument with no selected leaf (none that
+    `where=` and `filter=` keep, when `narrowed`)."""
     root = type(tree).__name__
-    what = f"{root}, narrowed by `where`," if narrowed else root
+    what = f"{root}, narrowed by `where`/`filter`," if narrowed else root
     return TypeError(_MSG_NOTHING.format(what=what, leaves=_listed(visits, root)))
 
 
-def _key_entry(kind: int, key: Any) -> Any:
-    """The `jax.tree_util` key entry of a step `_path.follow` found: the one that JAX's
-    `tree_flatten_with_path` gives the same child."""
-    if kind <= NAMEDTUPLE:
-        return GetAttrKey(key)
-    return DictKey(key) if kind == DICT else SequenceKey(key)
+def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Path], list[KeyPath]]:
+    """The paths `where` reads and the key paths where their leaves' paths start; the
+    pointer to `filter=` where `where` is a predicate on leaves."""
+    returned: list[Any] = []
+
+    def spy(node: Any) -> Any:
+        returned.append(out := where(node))
+        return out
+
+    paths: list[Path] = []
+    try:
+        recorded = record(spy, root)
+        paths = recorded if isinstance(recorded, list) else [recorded]
+        parents = [follow(tree, path, root)[0] for path in paths]
+    except (AttributeError, TypeError) as error:
+        # Never run again to find out: it returned what is not nodes of the tree, or it
+        # read (in a path, or in its code when it failed before returning: `x.ndim == 2`)
+        # what only leaves have.
+        code = getattr(getattr(where, "__code__", None), "co_names", ())
+        read = sorted(
+            _LEAF_ONLY.intersection(k for p in paths for k, item in p if not item)
+            if paths
+            else _LEAF_ONLY.intersection(code)
+        )
+        if returned and not paths:
+            did = f"returned {short_repr(returned[0], 40)}"
+        elif read:
+            did = f"reads .{read[0]}, which only leaves have"
+        else:
+            raise
+        raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
+    # The key entry that JAX's `tree_flatten_with_path` gives each step's child.
+    entry = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}
+    return paths, [tuple(entry.get(kind, SequenceKey)(key) for _, kind, key in p) for p in parents]
 
 
-def _selected(tree: Any, where: Callable[[Any], Any], visits: list[Visit]) -> list[bool] | None:
-    """For a selector, which leaves lie inside the subtrees it selects; None if `where`
-    is a predicate on leaves."""
-    root = type(tree).__name__
-    paths = probe(where, root)
-    if paths is None:
-        return None
-    prefixes: list[KeyPath] = []
-    for path in paths:
-        parents, _ = follow(tree, path, root)  # names the path where there is no node
-        prefixes.append(tuple(_key_entry(kind, key) for _, kind, key in parents))
-    inside = [any(v.path[: len(p)] == p for p in prefixes) for v in visits]
-    if not any(i and trainable(v) for i, v in zip(inside, visits, strict=True)):
-        under = [v for i, v in zip(inside, visits, strict=True) if i]
-        shown = ", ".join(show(root, path) for path in paths)
-        leaves = _listed(under, root) if under else "no leaves at all (a static field, or None)"
-        msg = _MSG_SELECTS_NOTHING.format(paths=shown, s="s" if len(paths) == 1 else "", leaves=leaves)
-        raise ValueError(msg)
-    return inside
-
-
-def mask(
+def select(
     tree: Any,
-    where: Callable[[Any], Any] | None,
     visits: list[Visit],
+    where: Callable[[Any], Any] | None,
+    filter: Callable[[Any], Any] | None,  # noqa: A002 - the public keyword's name (SPEC §10)
     *,
-    predicate_alone: bool,
+    only_trainable: bool,
 ) -> list[bool]:
-    """For each leaf visit of `tree`, whether `where` takes it.
-
-    - `where=None`: the trainable leaves.
-    - a selector: the trainable leaves inside the subtrees it selects; `ValueError`
-      naming the selection when there is none.
-    - a predicate: the leaves it accepts, and only the trainable ones unless
-      `predicate_alone` (`tc.partition` splits by any predicate; `tc.grad` never
-      differentiates what is not trainable).
-    """
-    if where is None:
-        return [trainable(v) for v in visits]
-    inside = _selected(tree, where, visits)
-    if inside is not None:
-        return [i and trainable(v) for i, v in zip(inside, visits, strict=True)]
-    if predicate_alone:
-        return [bool(where(v.value)) for v in visits]
-    return [trainable(v) and bool(where(v.value)) for v in visits]  # asked of parameters only
+    """For each leaf visit of `tree`, whether the one rule selects it: trainable
+    (unless `only_trainable=False`), inside what `where` selects, and `filter` true (asked
+    of those leaves only). `ValueError` naming the selection where `where` holds none."""
+    chosen = [trainable(v) for v in visits] if only_trainable else [True] * len(visits)
+    if where is not None:
+        root = type(tree).__name__
+        paths, starts = _starts(tree, where, root)
+        inside = [any(v.path[: len(p)] == p for p in starts) for v in visits]
+        chosen = [c and i for c, i in zip(chosen, inside, strict=True)]
+        if not any(chosen):
+            under = [v for i, v in zip(inside, visits, strict=True) if i]
+            leaves = _listed(under, root) if under else "no leaves at all (a static field, or None)"
+            shown = ", ".join(show(root, path) for path in paths)
+            s, kind = ("s" if len(paths) == 1 else ""), ("trainable " if only_trainable else "")
+            raise ValueError(
+                _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
+            )
+    if filter is not None:
+        chosen = [c and bool(filter(v.value)) for c, v in zip(chosen, visits, strict=True)]
+    return chosen

@@ -67,7 +67,13 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         # placement on one device is no sharding to show.
         sharding = getattr(x, "sharding", None)
         placed = _spec(sharding.spec) if isinstance(sharding, NamedSharding) else ""
-        return dtype_name(x.dtype), f"[{','.join(map(str, x.shape))}]", count, count * itemsize, placed
+        return (
+            dtype_name(x.dtype),
+            f"[{','.join(map(str, x.shape))}]",
+            count,
+            count * itemsize,
+            placed,
+        )
     if isinstance(x, bool | int | float | complex):  # a Python number: JAX makes it a scalar
         dtype = jax.dtypes.canonicalize_dtype(type(x))
         return type(x).__name__, "[]", 1, np.dtype(dtype).itemsize, ""
