@@ -226,7 +226,7 @@ def _add(x: Any, u: Any) -> Any:
         # jax_numpy_dtype_promotion="strict".
         wide = x.dtype if x.dtype.itemsize >= u.dtype.itemsize else u.dtype
         new = (x.astype(wide) + u.astype(wide)).astype(x.dtype)
-    if not jax.dtypes.is_weakly_typed(x):
+    if not x.weak_type:
         return new
     # A weak leaf stays weak, or the next step's arguments differ and it compiles again.
     # JAX has no public "make this weakly typed"; `lax.full_like` keeps its template's

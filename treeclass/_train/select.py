@@ -55,6 +55,10 @@ as in tc.replace_at (where=lambda m: m.head); pass a predicate on leaves as filt
     tc.partition(model, filter=tc.is_inexact_array)
     tc.grad(loss, filter=lambda x: x.ndim == 2)"""
 
+_NOTE_FILTER: Final = (
+    "`where` is a selector (where=lambda m: m.head); pass a predicate on leaves as filter=."
+)
+
 # What leaves have and treeclasses and containers do not: a `where` that reads one of
 # these (and finds no field of that name) is a predicate on leaves.
 _LEAF_ONLY: Final = frozenset({"shape", "dtype", "ndim", "size"})
@@ -150,7 +154,7 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         recorded = record(spy, root)
         paths = recorded if isinstance(recorded, list) else [recorded]
         parents = [follow(tree, path, root)[0] for path in paths]
-    except (AttributeError, TypeError) as error:
+    except Exception as error:
         # Never run again to find out: it returned what is not nodes of the tree, or it
         # read (in a path, or in its code when it failed before returning: `x.ndim == 2`)
         # what only leaves have.
@@ -165,6 +169,8 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         elif read:
             did = f"reads .{read[0]}, which only leaves have"
         else:
+            if not paths:  # raised by `where` or by the recorder: `where` ran as a selector
+                error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
     # The key entry that JAX's `tree_flatten_with_path` gives each step's child.
