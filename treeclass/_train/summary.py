@@ -1,10 +1,11 @@
 """`summary()`: the table users read to see what a model holds.
 
 One row per leaf and per static field, by path (`CNN.layers[0].w`), with its kind
-(trainable / non-trainable / static), dtype, shape, element count, bytes and, when any
-leaf was placed with a `NamedSharding`, its partition spec; then the totals of trainable
-parameters and of state. It reads shapes and dtypes only, never values (no device
-sync), as `repr` does. The result is a `str` whose repr is the table itself, so it
+(trainable / non-trainable / static: `tc.partition`'s rule), dtype, shape, element count,
+bytes and, when any leaf was placed with a `NamedSharding`, its partition spec; then the
+totals of trainable parameters and of state. With `depth=k`, each subtree at depth `k`
+is one row of subtotals (as `nnx.tabulate(depth=k)`). It reads shapes and dtypes only,
+never values (no device sync), as `repr` does. The result is a `str` whose repr is the table itself, so it
 shows as a table at a REPL prompt and, through `_repr_html_`, in a notebook.
 """
 
@@ -80,22 +81,47 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
     return type(x).__name__, "", 0, 0, ""
 
 
-def summary(tree: Any) -> str:
+def _fold(at: str, node: Any, below: list[tuple[bool, int, int]], statics: int) -> tuple[str, ...]:
+    """The row of a subtree folded at `depth`: its type, kind and subtotals."""
+    kinds = {is_param for is_param, _, _ in below}
+    params = sum(count for is_param, count, _ in below if is_param)
+    both = f"mixed ({params:,} trainable)"
+    kind = (
+        both
+        if len(kinds) == 2
+        else "trainable"
+        if True in kinds
+        else "non-trainable"
+        if kinds
+        else "static"
+    )
+    count, nbytes = sum(c for _, c, _ in below), sum(b for _, _, b in below)
+    return (at, kind, type(node).__name__, "", f"{count:,}", _size(nbytes), "")
+
+
+def summary(tree: Any, depth: int | None = None) -> str:
     """Returns a table of what `tree` holds: one row per leaf and static field.
 
     **Arguments**
 
     - `tree`: a treeclass instance, or any pytree holding some; `jax.ShapeDtypeStruct`
       leaves work (`tc.summary(jax.eval_shape(init))` needs no arrays).
+    - `depth`: `None` expands every nested treeclass and container; `k` folds each
+      subtree at depth `k` (the root is depth 0, its fields depth 1) into one row: its
+      type, kind (`mixed (n trainable)` when it holds both) and subtotals.
 
     **Returns**
 
-    A `str`: a header, one row per path (nested treeclasses and containers expanded)
-    with its kind (`trainable`, `non-trainable`, `static`), dtype, shape, element count
-    and bytes, and a sharding column when any leaf was placed with a `NamedSharding`
-    (`jax.device_put(model, tc.shardings(model, mesh))`); then
-    the totals of trainable parameters and of the rest (state). Its repr is the table,
-    so a REPL and a notebook show it as one; `print()` it in a script.
+    A `str`: a header, one row per path with its kind (`trainable`, `non-trainable`,
+    `static`), dtype, shape, element count and bytes, and a sharding column when any
+    leaf was placed with a `NamedSharding` (`jax.device_put(model, tc.shardings(model,
+    mesh))`); then the totals of trainable parameters and of the rest (state), the same
+    at every depth. Its repr is the table, so a REPL and a notebook show it as one;
+    `print()` it in a script.
+
+    **Raises**
+
+    `ValueError` for a `depth` that is not `None` or an int >= 0.
 
     **Example**
 
@@ -106,41 +132,56 @@ def summary(tree: Any) -> str:
     ...     stats: Stats = tc.field(trainable=False)
     ...     step: jax.Array = tc.field(default_factory=lambda: jnp.array(0))
     ...     act: tc.Static[str] = "relu"
-    >>> tc.summary(Layer(jnp.ones((3, 4)), Stats(jnp.zeros(4))))
+    >>> layer = Layer(jnp.ones((3, 4)), Stats(jnp.zeros(4)))
+    >>> tc.summary(layer)
     path              kind           dtype  shape  count  bytes
     Layer.w           trainable      f32    [3,4]     12   48 B
     Layer.stats.mean  non-trainable  f32    [4]        4   16 B
     Layer.step        non-trainable  i32    []         1    4 B
     Layer.act         static         'relu'
     trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
+    >>> tc.summary({"layer": layer}, depth=1)
+    path            kind                  dtype  shape  count  bytes
+    dict['layer']   mixed (12 trainable)  Layer            17   68 B
+    trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
     """
+    if depth is not None and (type(depth) is not int or depth < 0):
+        msg = f"summary(depth={depth!r}): depth is None (every row) or an int >= 0, e.g. tc.summary(model, depth=1)."
+        raise ValueError(msg)
     root = type(tree).__name__
-    rows: list[tuple[str, ...]] = []
+    rows: list[Any] = []  # a row (a tuple), or a folded subtree to sum up (a list)
     totals = {True: [0, 0], False: [0, 0]}  # trainable? -> [count, bytes]
-    placed = False
     for v in walk(tree):
         at = path_str(root, v.path)
-        if v.kind == "static":
-            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
-        elif v.kind == "leaf":
+        if v.kind == "leaf":
             dtype, shape, count, nbytes, sharding = _leaf(v)
             is_param = trainable(v)
             totals[is_param][0] += count
             totals[is_param][1] += nbytes
-            placed = placed or bool(sharding)
+        if depth is not None and len(v.path) == depth and v.kind == "node":
+            rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
+        elif depth is not None and len(v.path) > depth:
+            if v.kind == "leaf":
+                rows[-1][2].append((is_param, count, nbytes))
+            rows[-1][3] += v.kind == "static"
+        elif v.kind == "static":
+            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
+        elif v.kind == "leaf":
             kind = "trainable" if is_param else "non-trainable"
             rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
-    columns = (*_COLUMNS, "sharding") if placed else _COLUMNS
+    # A subtree of neither leaves nor statics (None, an empty tuple) has no row, folded
+    # or not.
+    rows = [_fold(*row) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
+    columns = (*_COLUMNS, "sharding") if any(row[6] for row in rows) else _COLUMNS
     table = [columns, *(row[: len(columns)] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    right = {"count", "bytes"}
-    lines = []
-    for row in table:
-        cells = [
-            cell.rjust(width) if name in right else cell.ljust(width)
+    lines = [
+        "  ".join(
+            cell.rjust(width) if name in ("count", "bytes") else cell.ljust(width)
             for cell, width, name in zip(row, widths, columns, strict=True)
-        ]
-        lines.append("  ".join(cells).rstrip())
+        ).rstrip()
+        for row in table
+    ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
     lines.append(
         f"trainable: {params:,} parameters, {_size(param_bytes)}; "
