@@ -153,22 +153,23 @@ def summary(tree: Any, depth: int | None = None) -> str:
     totals = {True: [0, 0], False: [0, 0]}  # trainable? -> [count, bytes]
     for v in walk(tree):
         at = path_str(root, v.path)
-        if v.kind == "leaf":
+        folded = depth is not None and len(v.path) > depth  # into the row of `rows[-1]`
+        if depth is not None and len(v.path) == depth and v.kind == "node":
+            rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
+        elif v.kind == "static" and folded:
+            rows[-1][3] += 1
+        elif v.kind == "static":
+            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
+        elif v.kind == "leaf":
             dtype, shape, count, nbytes, sharding = _leaf(v)
             is_param = trainable(v)
             totals[is_param][0] += count
             totals[is_param][1] += nbytes
-        if depth is not None and len(v.path) == depth and v.kind == "node":
-            rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
-        elif depth is not None and len(v.path) > depth:
-            if v.kind == "leaf":
+            if folded:
                 rows[-1][2].append((is_param, count, nbytes))
-            rows[-1][3] += v.kind == "static"
-        elif v.kind == "static":
-            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
-        elif v.kind == "leaf":
-            kind = "trainable" if is_param else "non-trainable"
-            rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
+            else:
+                kind = "trainable" if is_param else "non-trainable"
+                rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
     # A subtree of neither leaves nor statics (None, an empty tuple) has no row, folded
     # or not.
     rows = [_fold(*row) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
