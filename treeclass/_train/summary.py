@@ -1,12 +1,12 @@
 """`summary()`: the table users read to see what a model holds.
 
 One row per leaf and per static field, by path (`CNN.layers[0].w`), with its kind
-(trainable / non-trainable / static: `tc.partition`'s rule), dtype, shape, element count,
-bytes and, when any leaf was placed with a `NamedSharding`, its partition spec; then the
-totals of trainable parameters and of state. With `depth=k`, each subtree at depth `k`
-is one row of subtotals (as `nnx.tabulate(depth=k)`). It reads shapes and dtypes only,
-never values (no device sync), as `repr` does. The result is a `str` whose repr is the table itself, so it
-shows as a table at a REPL prompt and, through `_repr_html_`, in a notebook.
+(trainable / non-trainable / static), dtype, shape, element count, bytes and, when any
+leaf was placed with a `NamedSharding`, its partition spec; then the totals of trainable
+parameters and of state. With `depth=k`, each subtree at depth `k` is one row of
+subtotals (as `nnx.tabulate(depth=k)`). It reads shapes and dtypes, never values (no
+device sync), as `repr` does. The result is a `str` whose repr is the table itself: a
+table at a REPL prompt and, through `_repr_html_`, in a notebook.
 """
 
 from __future__ import annotations
@@ -50,12 +50,6 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
 
 
-def _spec(spec: Any) -> str:
-    """`P('data', None)`: a partition spec as the docs write it (its own str differs by
-    jax version)."""
-    return f"P({', '.join(map(repr, spec))})"
-
-
 def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
     """(dtype, shape, count, bytes, sharding) of a leaf."""
     x = v.value
@@ -64,37 +58,29 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         itemsize = 0 if jnp.issubdtype(x.dtype, jax.dtypes.extended) else np.dtype(x.dtype).itemsize
         if itemsize == 0:  # a typed PRNG key: its key data's bytes
             itemsize = math.prod(jax.eval_shape(jax.random.key_data, x).shape[x.ndim :]) * 4
-        # A sharding the user chose (tc.shardings, jax.device_put): its spec; the default
-        # placement on one device is no sharding to show.
+        # A sharding the user chose (tc.shardings, jax.device_put): its spec, written as
+        # the docs write it (its own str differs by jax version); the default placement
+        # on one device is no sharding to show.
         sharding = getattr(x, "sharding", None)
-        placed = _spec(sharding.spec) if isinstance(sharding, NamedSharding) else ""
-        return (
-            dtype_name(x.dtype),
-            f"[{','.join(map(str, x.shape))}]",
-            count,
-            count * itemsize,
-            placed,
-        )
+        spec = ", ".join(map(repr, sharding.spec)) if isinstance(sharding, NamedSharding) else None
+        placed, shape = "" if spec is None else f"P({spec})", f"[{','.join(map(str, x.shape))}]"
+        return dtype_name(x.dtype), shape, count, count * itemsize, placed
     if isinstance(x, bool | int | float | complex):  # a Python number: JAX makes it a scalar
         dtype = jax.dtypes.canonicalize_dtype(type(x))
         return type(x).__name__, "[]", 1, np.dtype(dtype).itemsize, ""
     return type(x).__name__, "", 0, 0, ""
 
 
-def _fold(at: str, node: Any, below: list[tuple[bool, int, int]], statics: int) -> tuple[str, ...]:
+def _fold(at: str, node: Any, below: list[tuple[bool, int, int]]) -> tuple[str, ...]:
     """The row of a subtree folded at `depth`: its type, kind and subtotals."""
-    kinds = {is_param for is_param, _, _ in below}
+    kinds = frozenset(is_param for is_param, _, _ in below)
     params = sum(count for is_param, count, _ in below if is_param)
-    both = f"mixed ({params:,} trainable)"
-    kind = (
-        both
-        if len(kinds) == 2
-        else "trainable"
-        if True in kinds
-        else "non-trainable"
-        if kinds
-        else "static"
-    )
+    names = {
+        frozenset(): "static",
+        frozenset({True}): "trainable",
+        frozenset({False}): "non-trainable",
+    }
+    kind = names.get(kinds, f"mixed ({params:,} trainable)")
     count, nbytes = sum(c for _, c, _ in below), sum(b for _, _, b in below)
     return (at, kind, type(node).__name__, "", f"{count:,}", _size(nbytes), "")
 
@@ -172,20 +158,17 @@ def summary(tree: Any, depth: int | None = None) -> str:
                 rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
     # A subtree of neither leaves nor statics (None, an empty tuple) has no row, folded
     # or not.
-    rows = [_fold(*row) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
+    rows = [_fold(*row[:3]) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
     columns = (*_COLUMNS, "sharding") if any(row[6] for row in rows) else _COLUMNS
     table = [columns, *(row[: len(columns)] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    right = [name in ("count", "bytes") for name in columns]
     lines = [
         "  ".join(
-            cell.rjust(width) if name in ("count", "bytes") else cell.ljust(width)
-            for cell, width, name in zip(row, widths, columns, strict=True)
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)
         ).rstrip()
         for row in table
     ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
-    lines.append(
-        f"trainable: {params:,} parameters, {_size(param_bytes)}; "
-        f"non-trainable: {state:,} elements, {_size(state_bytes)}"
-    )
-    return Summary("\n".join(lines))
+    total = f"trainable: {params:,} parameters, {_size(param_bytes)}; non-trainable: {state:,} elements, {_size(state_bytes)}"
+    return Summary("\n".join([*lines, total]))
