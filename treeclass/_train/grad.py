@@ -1,12 +1,9 @@
-"""`grad()`, `value_and_grad()` and `apply_updates()`: differentiate and optimise the
-trainable leaves of a model that also holds state, keys, integers, masks and strings.
-
-`jax.grad(loss)(model)` refuses a bool mask or an int counter, with `allow_int=True`
-gives `float0` gradients that optax cannot add, and differentiates BatchNorm's running
-statistics. So, as equinox's `filter_value_and_grad`, we differentiate only the half
-`tc.partition` selects, `jax.value_and_grad(lambda params, rest, *args:
-fun(combine(params, rest), *args))`: the gradient has the structure optax's state is
-built on, and under `jax.jit` the program of hand-split parameters (benchmarks/RESULTS.md).
+"""`grad()`, `value_and_grad()` and `apply_updates()` for models that also hold state,
+keys, integers, masks and strings, which `jax.grad` refuses (or, with `allow_int`, gives
+`float0` for, which optax cannot add) or differentiates (BatchNorm statistics). As
+equinox's `filter_value_and_grad`, they differentiate only the half that `tc.partition`
+selects: the gradient has the structure optax's state is built on, and under `jax.jit`
+the program of hand-split parameters (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -78,10 +75,8 @@ def value_and_grad(
 
     - `fun`: a function of a pytree (a model) first, returning a scalar, or `(scalar,
       aux)` with `has_aux=True` (as in `jax.value_and_grad`).
-    - `where`: a selector in `tc.replace_at`'s form (`lambda m: m.head`, or a tuple of
-      reads): only the trainable leaves inside it are differentiated (fine-tuning).
-    - `filter`: a predicate on leaves (`lambda x: x.ndim == 2`): only the trainable
-      leaves it accepts are differentiated.
+    - `where`, `filter`: as in `tc.partition`, a selector (`lambda m: m.head`) and a
+      predicate on leaves (`lambda x: x.ndim == 2`) narrowing the trainable leaves.
 
     **Returns**
 
@@ -101,8 +96,7 @@ def value_and_grad(
     >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     mask: jax.Array
-    >>> def loss(m, x):
-    ...     return jnp.sum(jnp.where(m.mask, m.w * x, 0.0))
+    >>> loss = lambda m, x: jnp.sum(jnp.where(m.mask, m.w * x, 0.0))
     >>> m = Model(jnp.ones(3), jnp.array([True, False, True]))
     >>> value, grads = tc.value_and_grad(loss)(m, jnp.full(3, 2.0))
     >>> float(value), grads.w.tolist(), grads.mask
@@ -182,7 +176,8 @@ def grad(
     >>> tc.grad(lambda m: jnp.sum(m.w**2), filter=tc.is_inexact_array)(m).rate is None
     True
     """
-    with_aux = fun if has_aux else lambda *args, **kwargs: (fun(*args, **kwargs), None)
+    # Wrapped, so that errors name `fun`'s parameters (`tc.jit`'s "argument 'm'").
+    with_aux = fun if has_aux else functools.wraps(fun)(lambda *a, **k: (fun(*a, **k), None))
     vg = value_and_grad(with_aux, where=where, filter=filter, has_aux=True)
 
     @functools.wraps(fun)

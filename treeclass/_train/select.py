@@ -129,11 +129,8 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         # read (in a path, or in its code when it failed before returning: `x.ndim == 2`)
         # what only leaves have.
         code = getattr(getattr(where, "__code__", None), "co_names", ())
-        read = sorted(
-            _LEAF_ONLY.intersection(
-                [k for p in paths for k, item in p if not item] if paths else code
-            )
-        )
+        names = [k for p in paths for k, item in p if not item] if paths else code
+        read = sorted(_LEAF_ONLY.intersection(names))
         if returned and not paths:
             did = f"returned {short_repr(returned[0], 40)}"
         elif read:
@@ -170,9 +167,8 @@ def select(
             leaves = listed(under, root) if under else "no leaves at all (a static field, or None)"
             shown = ", ".join(show(root, path) for path in paths)
             s, kind = ("s" if len(paths) == 1 else ""), ("trainable " if only_trainable else "")
-            raise ValueError(
-                _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
-            )
+            msg = _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
+            raise ValueError(msg)
     if filter is not None:
         chosen = [c and bool(filter(v.value)) for c, v in zip(chosen, visits, strict=True)]
     return chosen

@@ -1,12 +1,7 @@
-"""`summary()`: the table users read to see what a model holds.
-
-One row per leaf and per static field, by path (`CNN.layers[0].w`), with its kind
-(trainable / non-trainable / static), dtype, shape, element count, bytes and, when any
-leaf was placed with a `NamedSharding`, its partition spec; then the totals of trainable
-parameters and of state. With `depth=k`, each subtree at depth `k` is one row of
-subtotals (as `nnx.tabulate(depth=k)`). It reads shapes and dtypes, never values (no
-device sync), as `repr` does. The result is a `str` whose repr is the table itself: a
-table at a REPL prompt and, through `_repr_html_`, in a notebook.
+"""`summary()`: the table users read to see what a model holds, one row per leaf and
+static field by path (`CNN.layers[0].w`), or per subtree at `depth` (as `nnx.tabulate`).
+It reads shapes and dtypes, never values (no device sync), as `repr` does, and returns a
+`str` whose repr is the table: a table at a REPL prompt and, via `_repr_html_`, in a notebook.
 """
 
 from __future__ import annotations
@@ -90,20 +85,17 @@ def summary(tree: Any, depth: int | None = None) -> str:
 
     **Arguments**
 
-    - `tree`: a treeclass instance, or any pytree holding some; `jax.ShapeDtypeStruct`
-      leaves work (`tc.summary(jax.eval_shape(init))` needs no arrays).
+    - `tree`: any pytree (`jax.ShapeDtypeStruct` leaves too: `jax.eval_shape(init)`).
     - `depth`: `None` expands every nested treeclass and container; `k` folds each
-      subtree at depth `k` (the root is depth 0, its fields depth 1) into one row: its
-      type, kind (`mixed (n trainable)` when it holds both) and subtotals.
+      subtree at depth `k` (the root is 0, its fields 1) into one row: its type, kind
+      (`mixed (n trainable)` when it holds both) and subtotals.
 
     **Returns**
 
-    A `str`: a header, one row per path with its kind (`trainable`, `non-trainable`,
-    `static`), dtype, shape, element count and bytes, and a sharding column when any
-    leaf was placed with a `NamedSharding` (`jax.device_put(model, tc.shardings(model,
-    mesh))`); then the totals of trainable parameters and of the rest (state), the same
-    at every depth. Its repr is the table, so a REPL and a notebook show it as one;
-    `print()` it in a script.
+    A `str`: one row per path with its kind (`trainable`, `non-trainable`, `static`),
+    dtype, shape, element count and bytes (and the partition spec of a leaf placed with a
+    `NamedSharding`), then the totals of trainable parameters and of state, the same at
+    every depth. `print()` it in a script.
 
     **Raises**
 
