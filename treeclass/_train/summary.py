@@ -68,14 +68,10 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
 
 def _fold(at: str, node: Any, below: list[tuple[bool, int, int]]) -> tuple[str, ...]:
     """The row of a subtree folded at `depth`: its type, kind and subtotals."""
-    kinds = frozenset(is_param for is_param, _, _ in below)
-    params = sum(count for is_param, count, _ in below if is_param)
-    names = {
-        frozenset(): "static",
-        frozenset({True}): "trainable",
-        frozenset({False}): "non-trainable",
-    }
-    kind = names.get(kinds, f"mixed ({params:,} trainable)")
+    kinds = {is_param for is_param, _, _ in below}
+    kind = "trainable" if kinds == {True} else "non-trainable" if kinds == {False} else "static"
+    if len(kinds) == 2:
+        kind = f"mixed ({sum(count for is_param, count, _ in below if is_param):,} trainable)"
     count, nbytes = sum(c for _, c, _ in below), sum(b for _, _, b in below)
     return (at, kind, type(node).__name__, "", f"{count:,}", _size(nbytes), "")
 
