@@ -11,7 +11,9 @@ import json
 import os
 import pathlib
 import pickle
+import re
 import zipfile
+import zlib
 from typing import Any, NamedTuple
 
 import jax
@@ -186,6 +188,42 @@ def test_load_into_eval_shape_template(path: pathlib.Path):
     assert int(restored.count) == 3
 
 
+@given(
+    st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, width=64),
+        st.complex_numbers(allow_nan=False),
+    )
+)
+@settings(max_examples=60)
+def test_load_into_eval_shape_template_never_wraps_or_overflows(
+    tmp_path_factory: Any, value: int | float | complex
+):
+    """A Python number loads into what jax.eval_shape makes of it (int32, float32,
+    complex64) exactly as JAX converts it, or is refused naming the field: never
+    wrapped around, never turned into inf."""
+
+    @tc.treeclass
+    class Opt:
+        x: Any
+
+    path = tmp_path_factory.mktemp("fit") / "o.npz"
+    tc.save(path, Opt(value))
+    template = jax.eval_shape(lambda: Opt(type(value)(1)))
+    dtype = template.x.dtype
+    try:
+        restored = tc.load(path, template).x
+    except tc.CheckpointError as e:
+        shown = rf"the {type(value).__name__} .* in the file does not fit {dtype}, the template's dtype"
+        assert re.match(rf"^Opt\.x: {shown}\n\(it would (wrap around|become inf)\)", str(e))
+        with np.errstate(over="ignore"):
+            converted = np.asarray(value).astype(dtype)
+        assert (converted != value) if dtype == jnp.int32 else not np.all(np.isfinite(converted))
+        return
+    assert restored.dtype == dtype
+    assert restored == jnp.asarray(value, dtype)
+
+
 def test_load_keeps_the_template_placement(path: pathlib.Path):
     device = jax.devices()[0]
     m = jax.device_put(model(), device)
@@ -227,6 +265,8 @@ def test_file_is_an_ordinary_npz(path: pathlib.Path):
     assert manifest["format"] == "treeclass.npz"
     assert manifest["version"] == 1
     pair = manifest["tree"]["children"]["extras"]["children"]["pair"]["children"]["0"]
+    with zipfile.ZipFile(path) as zf:  # the CRC-32 of the member's bytes, as stored
+        assert pair.pop("crc32") == zlib.crc32(zf.read("extras.pair.0.npy"))
     assert pair == {"leaf": "extras.pair.0", "dtype": "bfloat16", "shape": [2], "weak_type": False}
     assert manifest["tree"]["static"] == {"scale": 1.0}
 
@@ -544,6 +584,7 @@ def test_typed_keys_round_trip_in_files(path: pathlib.Path, impl: str | None, n:
 def test_typed_key_in_the_manifest(path: pathlib.Path):
     tc.save(path, keyed(1, "rbg"))
     entry = manifest_of(path)["tree"]["children"]["key"]
+    assert type(entry.pop("crc32")) is int
     assert entry == {
         "leaf": "key",
         "dtype": "key<rbg>",
@@ -729,12 +770,12 @@ def test_failed_save_keeps_the_old_file(path: pathlib.Path, monkeypatch: pytest.
     written: list[str] = []
     real = npz.write_member
 
-    def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
+    def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> int:
         if len(written) == 2:
             msg = "disk full"
             raise OSError(msg)
         written.append(name)
-        real(zf, name, array)
+        return real(zf, name, array)
 
     monkeypatch.setattr(npz, "write_member", fail_on_third)
     with pytest.raises(OSError, match="disk full"):

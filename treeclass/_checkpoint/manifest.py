@@ -11,13 +11,14 @@ zip file, read without pickle and written atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
 import re
 import types
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NoReturn, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
@@ -38,9 +39,6 @@ from treeclass._checkpoint.state_dict import (
 from treeclass._core.layout import layout_of
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import PYTHON_SCALARS, KeyPath, path_str
-
-if TYPE_CHECKING:
-    from treeclass._checkpoint.npz import Reader
 
 MANIFEST: Final = "__treeclass__"
 FORMAT: Final = "treeclass.npz"
@@ -185,28 +183,39 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
 
 
 # Static values: only JSON is stored, and nothing is rebuilt from it: load() takes them
-# from the template and compares encodings. A value that is not JSON (a function, a
-# dtype, an enum member) is stored as a description, so `act: Callable =
-# tc.static(default=jax.nn.relu)` can still be checkpointed, checked as well as described:
+# from the template and compares encodings, so an encoding must not depend on the
+# process: sets are sorted and dicts ordered at any depth, inside tuples, NamedTuples
+# and dataclasses too (their repr follows string hashing, PYTHONHASHSEED). A value with
+# no such structure (a function, a dtype, an enum member) is stored as a description,
+# so `act: Callable = tc.static(default=jax.nn.relu)` can still be checkpointed:
 # `module.qualname` for functions and classes, else `repr` without memory addresses
 # (`<Foo object at 0x7f...>` would never match in another process).
 _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def encode_static(value: object) -> Any:
+def _name(t: Any) -> str:
+    module, qualname = getattr(t, "__module__", "?"), getattr(t, "__qualname__", "?")
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
+def encode_static(value: Any) -> Any:
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
         return value if math.isfinite(value) else {"float": repr(value)}
-    if type(value) in (tuple, frozenset):
-        items = [encode_static(item) for item in cast("Iterable[object]", value)]
-        # A frozenset's repr order depends on string hashing, which differs by process.
-        return items if type(value) is tuple else {"frozenset": sorted(items, key=canonical)}
+    if isinstance(value, tuple | list | set | frozenset | dict):
+        items = [encode_static(v) for v in (value.items() if isinstance(value, dict) else value)]
+        if type(value) is tuple:
+            return items
+        if isinstance(value, set | frozenset | dict):
+            items.sort(key=canonical)
+        return {_name(type(value)): items}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {_name(type(value)): {f.name: encode_static(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
         callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
     ):
-        module, qualname = getattr(value, "__module__", "?"), getattr(value, "__qualname__", "?")
-        return {"repr": f"{module}.{qualname}"}
+        return {"repr": _name(value)}
     return {"repr": _ADDRESS.sub("", repr(value))}
 
 
@@ -223,15 +232,19 @@ def show_static(encoded: Any) -> str:
         ((tag, inner),) = encoded.items()
         if tag in ("repr", "float") and isinstance(inner, str):
             return inner
-        if tag == "frozenset" and isinstance(inner, list):
-            return "frozenset({" + ", ".join(map(show_static, inner)) + "})"
-    if encoded is None or isinstance(encoded, bool | int | float | str):
-        return repr(encoded)
-    return canonical(encoded)
+        if isinstance(inner, list):
+            shown = ", ".join(map(show_static, cast("list[Any]", inner)))
+            return f"{tag}({{{shown}}})" if "set" in tag else f"{tag}({shown})"
+    return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
 
 
-def manifest_entry(x: Any, root: str, path: KeyPath, members: dict[str, tuple[Any, str]]) -> Any:
-    """The manifest entry for `x`; collects the leaves to write into `members`."""
+Members = dict[str, tuple[Any, str, dict[str, Any]]]
+"""The leaves `save()` writes: member name -> (leaf, its path, its manifest record)."""
+
+
+def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
+    """The manifest entry for `x`; collects the leaves to write into `members`. `save()`
+    adds each leaf's `crc32`, the CRC-32 of its member as stored, once written."""
     where = path_str(root, path)
     pairs = None if x is None else keyed(x, lambda: where)
     if pairs is not None:
@@ -255,11 +268,16 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: dict[str, tuple[An
             f"{member}.npy in the file; rename a dict key."
         )
         raise ValueError(msg)
-    members[member] = (x, where)
-    record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
+    record: dict[str, Any] = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     if is_key(x):  # for readers of the file; load() compares the dtype
         record["impl"] = str(jax.random.key_impl(x))
+    members[member] = (x, where, record)
     return record
+
+
+Read = Callable[[str, tuple[np.dtype[Any], tuple[int, ...]], str, int], np.ndarray[Any, Any]]
+"""`Reader.read` (treeclass/_checkpoint/npz.py): a member's array, checked to have the
+expected dtype, shape and CRC-32."""
 
 
 class FileSource(Source):
@@ -267,12 +285,12 @@ class FileSource(Source):
 
     name = "file"
 
-    def __init__(self, root: str, reader: Reader) -> None:
+    def __init__(self, root: str, read: Read, fail: Callable[[str], NoReturn]) -> None:
         super().__init__(root)
-        self.reader = reader
+        self.read, self.fail = read, fail
 
     def malformed(self, path: KeyPath) -> NoReturn:
-        self.reader.fail(f"its manifest is malformed at {path_str(self.root, path)}")
+        self.fail(f"its manifest is malformed at {path_str(self.root, path)}")
 
     def show(self, saved: Any) -> str:
         if isinstance(saved, dict):  # a manifest entry: a leaf record or a container
@@ -305,18 +323,19 @@ class FileSource(Source):
         dtype, shape, _ = leaf_record(template, where, state_key(path[-1:]))
         if not isinstance(saved, dict) or "leaf" not in saved:
             raise self.mismatch(path, template, saved)
-        entry = cast("dict[str, Any]", saved)
-        member, saved_dtype, saved_shape = entry.get("leaf"), entry.get("dtype"), entry.get("shape")
+        member, saved_dtype, saved_shape, crc = map(saved.get, ("leaf", "dtype", "shape", "crc32"))
         if not (
             isinstance(member, str)
             and isinstance(saved_dtype, str)
+            and type(crc) is int
             and isinstance(saved_shape, list)
             and all(type(n) is int and n >= 0 for n in cast("list[object]", saved_shape))
         ):
             self.malformed(path)
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
-            data = self.reader.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where)
-            return decode_leaf(template, data.astype(template.dtype))
+            data = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc)
+            value = self.fill(path, data.item(), template)
+            return decode_leaf(template, np.asarray(value, template.dtype))
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
-        return decode_leaf(template, self.reader.read(member, stored_like(template), where))
+        return decode_leaf(template, self.read(member, stored_like(template), where, crc))

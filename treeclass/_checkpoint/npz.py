@@ -12,7 +12,9 @@ import json
 import math
 import os
 import secrets
+import socket
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import IO, Any, NoReturn, TypeVar, cast
 
@@ -23,6 +25,7 @@ from treeclass._checkpoint.manifest import (
     MANIFEST,
     VERSION,
     FileSource,
+    Members,
     encode_leaf,
     manifest_entry,
 )
@@ -31,17 +34,19 @@ from treeclass._checkpoint.state_dict import CheckpointError, check_root, restor
 _T = TypeVar("_T")
 
 
-def write_member(zf: zipfile.ZipFile, name: str, array: np.ndarray[Any, Any]) -> None:
-    # What numpy.savez does for each array, minus its pickling of object arrays.
+def write_member(zf: zipfile.ZipFile, name: str, array: np.ndarray[Any, Any]) -> int:
+    """What numpy.savez does for each array, minus its pickling of object arrays;
+    returns the member's CRC-32 (of its bytes as stored, header included)."""
     with zf.open(name + ".npy", mode="w", force_zip64=True) as fp:
         np.lib.format.write_array(fp, array, allow_pickle=False)
+    return zf.getinfo(name + ".npy").CRC
 
 
 def write_atomic(path: str, write_to: Callable[[IO[bytes]], None]) -> None:
     """Writes through `write_to` into a new file beside `path`, then renames it over
     `path`: a failure part-way leaves `path` as it was and no temporary file."""
     directory, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(directory, _temporary(directory, base))
     # os.open with 0o666 rather than tempfile.mkstemp: mkstemp makes the file 0o600, and
     # os.replace would carry that mode to the checkpoint; this way the umask applies.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -63,6 +68,25 @@ def write_atomic(path: str, write_to: Callable[[IO[bytes]], None]) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _temporary(directory: str, base: str) -> str:
+    """A new temporary's name, `.{base}.{host}.{pid}.{random}.tmp`. Temporaries that
+    processes of this host left behind when killed (SIGKILL, a power cut: no `except`
+    runs) are removed first: those whose process is gone. (POSIX only: on Windows,
+    `os.kill(pid, 0)` would end the process.)"""
+    prefix = f".{base}.{zlib.crc32(socket.gethostname().encode()):08x}."
+    for name in os.listdir(directory) if os.name == "posix" else ():
+        pid = name.removeprefix(prefix).partition(".")[0]
+        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:  # (PermissionError: alive, another user's)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
+    return f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
 class Reader:
@@ -110,15 +134,22 @@ class Reader:
         return cast("dict[str, Any]", tree)
 
     def read(
-        self, member: str, expect: tuple[np.dtype[Any], tuple[int, ...]] | None, where: str
+        self,
+        member: str,
+        expect: tuple[np.dtype[Any], tuple[int, ...]] | None,
+        where: str,
+        crc: int | None = None,
     ) -> np.ndarray[Any, Any]:
         """The member's array; with `expect`, it must have that dtype (up to byte
-        order, returned in native order) and shape, checked before the data is read."""
+        order, returned in native order) and shape, checked before the data is read;
+        with `crc`, that CRC-32 (the manifest's), which zipfile checks the bytes against."""
         name = member + ".npy"
         try:
             info = self.zf.getinfo(name)
         except KeyError:
             self.fail(f"{where}: the file has no member {name!r}")
+        if crc is not None and info.CRC != crc:
+            self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
         try:
             with self.zf.open(info) as fp:
                 version = np.lib.format.read_magic(fp)
@@ -139,7 +170,7 @@ class Reader:
                 if size > info.file_size:
                     self.fail(f"{where}: {name} is shorter than its header says")
                 data = fp.read(size)
-                # Reading past the end also makes zipfile check the member's CRC.
+                # Reading to the end makes zipfile check the bytes against the CRC.
                 if len(data) != size or fp.read(1):
                     self.fail(f"{where}: {name} does not hold {size} bytes")
         except CheckpointError:
@@ -198,14 +229,14 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
     """
     path = _fspath(path, "save")
     root = check_root(obj, "save", "obj")
-    members: dict[str, tuple[Any, str]] = {}
+    members: Members = {}
     tree = manifest_entry(obj, root, (), members)  # raises for any bad leaf, before writing
 
     def write(f: IO[bytes]) -> None:
         # Each leaf is encoded as it is written, so only one is on the host at a time.
         with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for name, (x, where) in members.items():
-                write_member(zf, name, encode_leaf(x, where))
+            for name, (x, where, record) in members.items():
+                record["crc32"] = write_member(zf, name, encode_leaf(x, where))
             manifest = {"format": FORMAT, "version": VERSION, "root": root, "tree": tree}
             write_member(zf, MANIFEST, np.asarray(json.dumps(manifest, allow_nan=False)))
 
@@ -264,4 +295,4 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     with open(path, "rb") as f:
         reader = Reader(f, path)
         with reader.zf:
-            return restore(template, reader.tree(), (), FileSource(root, reader))  # type: ignore[no-any-return]
+            return restore(template, reader.tree(), (), FileSource(root, reader.read, reader.fail))  # type: ignore[no-any-return]

@@ -12,7 +12,7 @@ the saved tree so that every mismatch is reported at its field path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import jax
@@ -29,6 +29,14 @@ _MSG_FIX: Final = """
 The template must be built like the object that was saved: the same fields, shapes,
 dtypes and static values. Build it with the saved configuration, e.g. Model(...) or
 jax.eval_shape(lambda: Model(...)), and restore into that."""
+
+_MSG_FITS: Final = """\
+the {kind} {value!r} in the {source} does not fit {dtype}, the template's dtype
+(it would {become}). Restore into a template built concretely, Model(...), which holds
+a Python {kind} here, not into jax.eval_shape(lambda: Model(...)), which makes it {dtype}"""
+
+SCALAR_KINDS: Final = {bool: "b", int: "iu", float: "f", complex: "c"}
+"""The dtype kinds of 0-d arrays that `from_state_dict` accepts for a Python number."""
 
 _MSG_KEYS: Final = """\
 {saved} in the {source}, {template} in the template. Typed PRNG keys
@@ -93,6 +101,17 @@ def scalar_fits(kind: type, template: Any) -> bool:
     unless x64 is on). `jax.eval_shape` turns scalar leaves into such arrays."""
     canonical = jax.dtypes.canonicalize_dtype(kind)
     return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
+
+
+def fits(value: Any, dtype: Any) -> bool:
+    """`value` (a number) converts to `dtype` without wrapping (an int, exactly) or
+    overflowing to inf (a float or complex)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            x = np.asarray(value).astype(dtype)
+        except OverflowError:  # numpy's for a Python int past int64
+            return False
+    return bool(x == value) if x.dtype.kind in "biu" else bool(np.isfinite(x) or not np.isfinite(value))
 
 
 def state_key(path: KeyPath) -> str:
@@ -174,11 +193,20 @@ class Source:
             raise self.mismatch(path, template, saved)
         return saved
 
+    def fill(self, path: KeyPath, value: Any, template: Any) -> Any:
+        """`value`, a Python number, as the template's array leaf (an eval_shape leaf);
+        refused where it would wrap or overflow."""
+        if not fits(value, template.dtype):
+            kind, dtype = type(value).__name__, dtype_str(template.dtype)
+            become = "wrap around" if kind == "int" else "become inf"
+            msg = _MSG_FITS.format(kind=kind, value=value, source=self.name, dtype=dtype, become=become)
+            raise self.error(path, msg)
+        return value
+
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
-        if isinstance(saved, Mapping) or saved is None:
-            raise self.mismatch(path, template, saved)
-        scalar_ok = type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template)
-        if arraylike(template) and not scalar_ok:
+        if type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template):
+            return self.fill(path, saved, template)
+        if arraylike(template):
             if not arraylike(saved):
                 raise self.mismatch(path, template, saved)
             self.compare(
@@ -186,7 +214,25 @@ class Source:
                 (tuple(saved.shape), dtype_str(saved.dtype)),
                 (tuple(template.shape), dtype_str(template.dtype)),
             )
+        elif type(saved) is not type(template) and not (
+            # A Python number comes back from some stores as a 0-d array of its kind.
+            type(template) in PYTHON_SCALARS
+            and arraylike(saved)
+            and saved.shape == ()
+            and np.dtype(saved.dtype).kind in SCALAR_KINDS[type(template)]
+        ):
+            raise self.mismatch(path, template, saved)
         return saved
+
+
+def differences(expected: list[str], given: Iterable[str], source: str) -> str | None:
+    """What differs between the template's keys and the saved ones; None if nothing."""
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in set(expected)]
+    parts = [f"missing from the {source}: {', '.join(map(repr, missing))}"] if missing else []
+    if unexpected:
+        parts.append(f"in the {source} but not the template: {', '.join(map(repr, unexpected))}")
+    return f"structure differs ({'; '.join(parts)})" if parts else None
 
 
 def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
@@ -200,17 +246,9 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
     if pairs is None:
         return source.leaf(template, saved, path)
     given = source.children(template, saved, path)
-    expected = [k for _, k, _ in pairs]
-    missing = [k for k in expected if k not in given]
-    unexpected = [k for k in given if k not in set(expected)]
-    if missing or unexpected:
-        parts: list[str] = []
-        if missing:
-            parts.append(f"missing from the {source.name}: {', '.join(map(repr, missing))}")
-        if unexpected:
-            listed = ", ".join(map(repr, unexpected))
-            parts.append(f"in the {source.name} but not the template: {listed}")
-        raise source.error(path, f"structure differs ({'; '.join(parts)})")
+    differ = differences([k for _, k, _ in pairs], given, source.name)
+    if differ is not None:
+        raise source.error(path, differ)
     values = [restore(child, given[k], (*path, entry), source) for entry, k, child in pairs]
     return jax.tree.unflatten(node_def(template), values)
 
