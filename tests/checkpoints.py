@@ -6,7 +6,7 @@ import json
 import pathlib
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -138,3 +138,23 @@ def keyed(seed: int = 0, impl: str | None = None, n: int | None = None) -> Keyed
 
 def same_keys(a: jax.Array, b: jax.Array) -> bool:
     return a.dtype == b.dtype and same_bits(jax.random.key_data(a), jax.random.key_data(b))
+
+
+class Options(NamedTuple):
+    """A static whose repr follows string hashing (PYTHONHASHSEED): a frozenset of str
+    inside a NamedTuple, and frozensets in nested tuples."""
+
+    names: frozenset[str]
+    groups: tuple[tuple[str, frozenset[str]], ...]
+
+
+@tc.treeclass
+class Tuned:
+    w: jax.Array
+    options: tc.Static[Options]
+
+
+def tuned() -> Tuned:
+    names = frozenset({"relu", "gelu", "tanh", "silu", "elu", "selu", "mish", "swish"})
+    groups = (("a", frozenset({"x", "y", "z", "w", "v"})), ("b", frozenset()))
+    return Tuned(jnp.arange(3.0), Options(names, groups))

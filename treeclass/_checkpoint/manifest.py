@@ -325,7 +325,7 @@ class FileSource(Source):
             raise self.mismatch(path, template, saved)
         member, saved_dtype, saved_shape, crc = map(saved.get, ("leaf", "dtype", "shape", "crc32"))
         if not (
-            isinstance(member, str)
+            member == state_key(path)  # another leaf's record, crc and all: not this one's
             and isinstance(saved_dtype, str)
             and type(crc) is int
             and isinstance(saved_shape, list)
