@@ -1,8 +1,8 @@
 """State dicts: `to_state_dict` / `from_state_dict` (treeclass/_checkpoint/state_dict.py).
 
 Leaves pass through as they are (typed PRNG keys included); every mismatch gets a
-`CheckpointError` naming the field path. Interop with orbax and flax.serialization runs
-where they are installed.
+`CheckpointError` naming the field path. Interop with orbax runs where it is installed
+(flax.serialization: tests/test_flax_serialization.py).
 """
 
 import collections
@@ -292,25 +292,3 @@ def test_orbax_round_trips_typed_keys_into_state_dicts(tmp_path: pathlib.Path):
     assert restored == k
     with pytest.raises(tc.CheckpointError, match=r"^Keyed\.key: dtype key<rbg> in the state dict"):
         tc.from_state_dict(keyed(0, n=2), raw)
-
-
-def test_flax_serialization_needs_registration():
-    serialization = pytest.importorskip("flax.serialization")
-
-    @tc.treeclass
-    class Layer:
-        w: jax.Array
-        act: str = tc.static("relu")
-
-    layer = Layer(jnp.arange(3.0))
-    # treeclass does not register with flax by itself: flax treats the instance as a leaf.
-    assert serialization.to_state_dict(layer) is layer
-    serialization.register_serialization_state(Layer, tc.to_state_dict, tc.from_state_dict)
-    state = serialization.to_state_dict({"model": layer})
-    assert state == {"model": {"w": layer.w}}
-    assert tc.tree_equal(
-        serialization.from_state_dict({"model": Layer(jnp.zeros(3))}, state), {"model": layer}
-    )
-    restored = serialization.from_bytes(Layer(jnp.zeros(3)), serialization.to_bytes(layer))
-    assert restored.act == "relu"
-    assert restored.w.tolist() == [0.0, 1.0, 2.0]
