@@ -109,7 +109,13 @@ def _edit_manifest(manifest: Any, rng: random.Random) -> None:
     places: list[tuple[Any, Any]] = []
 
     def collect(node: Any) -> None:
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else ()
+        )
         for key, value in items:
             places.append((node, key))
             collect(value)
@@ -202,8 +208,15 @@ def fuzz(n: int, seed: int = 0) -> dict[str, Counter[str]]:
 def table(counts: dict[str, Counter[str]], n: int, seed: int) -> Table:
     rows = tuple((kind, *(str(c[o]) for o in OUTCOMES)) for kind, c in counts.items())
     total = tuple(str(sum(c[o] for c in counts.values())) for o in OUTCOMES)
-    note = f"{n} damaged files per kind (seed {seed}); 'another model' and 'other exception' must be 0"
-    return Table("treeclass.load() of damaged checkpoints", ("damage", *OUTCOMES), (*rows, ("all", *total)), note)
+    note = (
+        f"{n} damaged files per kind (seed {seed}); 'another model' and 'other exception' must be 0"
+    )
+    return Table(
+        "treeclass.load() of damaged checkpoints",
+        ("damage", *OUTCOMES),
+        (*rows, ("all", *total)),
+        note,
+    )
 
 
 def run(quick: bool) -> list[Table]:

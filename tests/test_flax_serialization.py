@@ -86,7 +86,10 @@ def test_flax_struct_and_treeclass_nest_both_ways():
             {**tc.to_state_dict(model()), "extra": 1},
             r"^Model at \.: structure differs \(in the state dict but not the template: 'extra'\)",
         ),
-        ({**tc.to_state_dict(model()), "head": 3}, r"^Dense at \./head: a state dict expected, got a int"),
+        (
+            {**tc.to_state_dict(model()), "head": 3},
+            r"^Dense at \./head: a state dict expected, got a int",
+        ),
     ],
 )
 def test_mismatch_names_the_path(state: dict[str, Any], message: str):
@@ -97,7 +100,12 @@ def test_mismatch_names_the_path(state: dict[str, Any], message: str):
 def run_fresh(code: str) -> str:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, check=True, timeout=120, capture_output=True, text=True
+        [sys.executable, "-c", code],
+        env=env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
     )
     return done.stdout
 

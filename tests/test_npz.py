@@ -214,7 +214,9 @@ def test_load_into_eval_shape_template_never_wraps_or_overflows(
     try:
         restored = tc.load(path, template).x
     except tc.CheckpointError as e:
-        shown = rf"the {type(value).__name__} .* in the file does not fit {dtype}, the template's dtype"
+        shown = (
+            rf"the {type(value).__name__} .* in the file does not fit {dtype}, the template's dtype"
+        )
         assert re.match(rf"^Opt\.x: {shown}\n\(it would (wrap around|become inf)\)", str(e))
         with np.errstate(over="ignore"):
             converted = np.asarray(value).astype(dtype)
@@ -659,6 +661,7 @@ def test_typed_keys_round_trip_and_compare_by_data(
 ):
     """Any implementation and batch shape: the file gives the same keys back, and two
     instances are equal exactly when their key data are."""
+
     def make(seed: int) -> Keyed:
         key = jax.random.key(seed, impl=impl)
         return Keyed(jax.random.split(key, shape) if shape else key, jnp.arange(2.0))

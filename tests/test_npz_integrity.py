@@ -34,7 +34,10 @@ def test_member_rewritten_in_a_valid_zip_is_refused(path: pathlib.Path):
     tc.save(path, m)
     # Same shape and dtype, other values, and a zip whose own CRC-32 fits them.
     rewrite(path, {"head.w": np.asarray(m.head.w) + 1}, crc=False)
-    damaged(path, r"Model\.head\.w: head\.w\.npy is not the array the manifest records \(another CRC-32\)")
+    damaged(
+        path,
+        r"Model\.head\.w: head\.w\.npy is not the array the manifest records \(another CRC-32\)",
+    )
 
 
 def test_members_swapped_are_refused(path: pathlib.Path):
@@ -72,7 +75,11 @@ def test_manifest_without_checksums_is_refused(path: pathlib.Path):
 
 
 def run_python(code: str, hash_seed: int) -> None:
-    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": str(hash_seed),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}",
+    }
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 
 
@@ -137,7 +144,9 @@ def test_save_killed_midway_leaves_no_temporary_after_the_next_save(path: pathli
     live.write_bytes(b"")
     other_host.write_bytes(b"")
     tc.save(path, model())
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, live.name, other_host.name])
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, live.name, other_host.name]
+    )
 
 
 # ---------------------------------------------------------------------------------------

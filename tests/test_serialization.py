@@ -108,7 +108,14 @@ SCALAR_KINDS: dict[str, list[Any]] = {
     "float": [0.25, np.float32(0.25), jnp.asarray(0.25), np.asarray(0.25, np.float16)],
     "complex": [1j, np.complex64(1j), jnp.asarray(1j)],
 }
-OTHER_LEAVES = ["abc", jnp.arange(5.0), np.zeros((1,)), jnp.zeros((2, 2), jnp.int32), b"x", object()]
+OTHER_LEAVES = [
+    "abc",
+    jnp.arange(5.0),
+    np.zeros((1,)),
+    jnp.zeros((2, 2), jnp.int32),
+    b"x",
+    object(),
+]
 
 
 @pytest.mark.parametrize("kind", list(SCALAR_KINDS))
@@ -135,10 +142,18 @@ def test_from_state_dict_checks_python_scalar_leaves(kind: str, saved_kind: str)
 @pytest.mark.parametrize(
     ("value", "dtype", "shown"),
     [
-        (2**31 + 5, jnp.int32, r"the int 2147483653 in the state dict does not fit int32, the template's dtype\n\(it would wrap around\)"),
+        (
+            2**31 + 5,
+            jnp.int32,
+            r"the int 2147483653 in the state dict does not fit int32, the template's dtype\n\(it would wrap around\)",
+        ),
         (-(2**31) - 1, jnp.int32, r"the int -2147483649 .* does not fit int32"),
         (2**70, jnp.int32, r"the int 1180591620717411303424 .* does not fit int32"),
-        (1e300, jnp.float32, r"the float 1e\+300 in the state dict does not fit float32, the template's dtype\n\(it would become inf\)"),
+        (
+            1e300,
+            jnp.float32,
+            r"the float 1e\+300 in the state dict does not fit float32, the template's dtype\n\(it would become inf\)",
+        ),
         (complex(0, -1e39), jnp.complex64, r"the complex -1e\+39j .* does not fit complex64"),
     ],
 )

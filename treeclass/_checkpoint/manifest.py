@@ -1,18 +1,12 @@
-"""The manifest of a checkpoint file, and how each leaf is stored.
-
-`save()` (`treeclass/_checkpoint/npz.py`) writes an ordinary `.npz`: a `.npy` member per array leaf, named by
-its state-dict key (`layers.0.w.npy`), and `__treeclass__.npy`, the JSON manifest that
-`manifest_entry` builds: the structure, each leaf's dtype, shape and weak type, and the
-static values. `load()` checks the template against the manifest (`FileSource`, through
-`_serialization.restore`) before it reads any array, then reads exactly the bytes the
-template expects. This module holds the manifest and the leaf encodings; `treeclass/_checkpoint/npz.py` the
-zip file, read without pickle and written atomically.
-"""
+"""A checkpoint's manifest, and how each leaf is stored. `save()` (npz.py) writes a
+`.npy` member per array leaf, named by its state-dict key (`layers.0.w.npy`), and
+`__treeclass__.npy`, the JSON manifest `manifest_entry` builds: the structure, each
+leaf's dtype, shape, weak type and CRC-32, and the static values. `load()` checks it
+against the template (`FileSource`) before it reads the bytes the template expects."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import re
@@ -86,34 +80,26 @@ def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
     return np.dtype(f"{dtype.kind}{dtype.itemsize}") if dtype.kind in "biufc" else None
 
 
-def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
-    """`(dtype name, shape, weak_type)` of a leaf a checkpoint can hold (`python float`
-    for a Python float); `TypeError` naming the field for any other leaf."""
+Stored = tuple[np.dtype[Any], tuple[int, ...]]
+"""The dtype and shape of a leaf's member (a typed key's are its key data's)."""
+
+
+def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool, Stored]:
+    """`(dtype name, shape, weak_type, stored)` of a leaf a checkpoint can hold (`python
+    float` for a Python float); `TypeError` naming the field for any other leaf."""
     if type(x) in PYTHON_SCALARS:
-        return f"python {type(x).__name__}", (), False
+        return f"python {type(x).__name__}", (), False, (np.dtype(SCALAR_STORED[type(x)]), ())
     if is_key(x):
-        return dtype_str(x.dtype), tuple(x.shape), False
-    if arraylike(x):
-        if stored_dtype(np.dtype(x.dtype)) is not None:
-            return dtype_str(x.dtype), tuple(x.shape), bool(getattr(x, "weak_type", False))
-        what = f"an array of dtype {np.dtype(x.dtype)}"
-    else:
-        what = f"a {type(x).__name__} ({short_repr(x)})"
+        data = jax.eval_shape(jax.random.key_data, x)
+        return dtype_str(x.dtype), tuple(x.shape), False, (np.dtype(data.dtype), data.shape)
+    stored = stored_dtype(np.dtype(x.dtype)) if arraylike(x) else None
+    if stored is not None:
+        weak = bool(getattr(x, "weak_type", False))
+        return dtype_str(x.dtype), tuple(x.shape), weak, (stored, tuple(x.shape))
+    what = f"an array of dtype {np.dtype(x.dtype)}" if arraylike(x) else f"a {type(x).__name__}"
+    what += "" if arraylike(x) else f" ({short_repr(x)})"
     msg = _MSG_UNSTORABLE.format(where=where, what=what, field=field, type=type(x).__name__)
     raise TypeError(msg)
-
-
-def stored_like(template: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
-    """The dtype and shape of the member holding a leaf like `template` (one that
-    `leaf_record` accepted); a typed key's are its key data's."""
-    if type(template) in PYTHON_SCALARS:
-        return np.dtype(SCALAR_STORED[type(template)]), ()
-    if is_key(template):
-        data = jax.eval_shape(jax.random.key_data, template)
-        return np.dtype(data.dtype), tuple(data.shape)
-    stored = stored_dtype(np.dtype(template.dtype))
-    assert stored is not None  # leaf_record() accepted the template's dtype
-    return stored, tuple(template.shape)
 
 
 def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
@@ -138,22 +124,6 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
     return np.asarray(array, order="C").view(stored)  # (ascontiguousarray makes 0-d 1-d)
 
 
-# Newer jax rebuilds a key from its dtype, also an abstract template's
-# (`jax.eval_shape`); the floor (jax 0.7) takes only `impl=`, which `key_impl()` reads
-# from a concrete key, and an abstract key's dtype holds as `_impl`.
-_WRAP_TAKES_DTYPE: Final = "dtype" in inspect.signature(jax.random.wrap_key_data).parameters
-
-
-def _wrap_key_data(data: jax.Array, template: Any) -> jax.Array:
-    if _WRAP_TAKES_DTYPE:
-        key: jax.Array = jax.random.wrap_key_data(data, dtype=template.dtype)
-        return key
-    is_concrete = isinstance(template, jax.Array)
-    impl = jax.random.key_impl(template) if is_concrete else template.dtype._impl
-    key = jax.random.wrap_key_data(data, impl=impl)
-    return key
-
-
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     """`stored` (as read) as a leaf of the template's kind: a Python scalar, numpy, or
     a `jax.Array` with the template's weak type and, where the template was placed
@@ -161,7 +131,8 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     if type(template) in PYTHON_SCALARS:
         return type(template)(stored.item())
     if is_key(template):
-        result = _wrap_key_data(jnp.asarray(stored), template)
+        # dtype._impl: what every jax from the floor (0.7) on takes, abstract keys too.
+        result = jax.random.wrap_key_data(jnp.asarray(stored), impl=template.dtype._impl)
     else:
         dtype = np.dtype(template.dtype)
         array = stored.astype(dtype) if stored.dtype.kind == dtype.kind else stored.view(dtype)
@@ -182,14 +153,10 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     return result
 
 
-# Static values: only JSON is stored, and nothing is rebuilt from it: load() takes them
-# from the template and compares encodings, so an encoding must not depend on the
-# process: sets are sorted and dicts ordered at any depth, inside tuples, NamedTuples
-# and dataclasses too (their repr follows string hashing, PYTHONHASHSEED). A value with
-# no such structure (a function, a dtype, an enum member) is stored as a description,
-# so `act: Callable = tc.static(default=jax.nn.relu)` can still be checkpointed:
-# `module.qualname` for functions and classes, else `repr` without memory addresses
-# (`<Foo object at 0x7f...>` would never match in another process).
+# Static values are stored as JSON that load() compares with the template's, so their
+# encoding must not depend on the process: sets sorted and dicts ordered at any depth
+# (a repr follows string hashing, PYTHONHASHSEED); functions and classes by qualified
+# name, other values by repr without memory addresses (`<Foo object at 0x7f...>`).
 _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -211,7 +178,8 @@ def encode_static(value: Any) -> Any:
             items.sort(key=canonical)
         return {_name(type(value)): items}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {_name(type(value)): {f.name: encode_static(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        fields = {f.name: encode_static(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {_name(type(value)): fields}
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
         callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
     ):
@@ -256,7 +224,7 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
         return entry
     if x is None:
         return None
-    dtype, shape, weak = leaf_record(x, where, state_key(path[-1:]))
+    dtype, shape, weak, _ = leaf_record(x, where, state_key(path[-1:]))
     # Shards on other processes' devices (multi-process JAX) cannot be read from here.
     tracer = isinstance(x, jax.core.Tracer)
     if isinstance(x, jax.Array) and not tracer and not x.is_fully_addressable:
@@ -268,16 +236,20 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
             f"{member}.npy in the file; rename a dict key."
         )
         raise ValueError(msg)
-    record: dict[str, Any] = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
+    record: dict[str, Any] = {
+        "leaf": member,
+        "dtype": dtype,
+        "shape": list(shape),
+        "weak_type": weak,
+    }
     if is_key(x):  # for readers of the file; load() compares the dtype
         record["impl"] = str(jax.random.key_impl(x))
     members[member] = (x, where, record)
     return record
 
 
-Read = Callable[[str, tuple[np.dtype[Any], tuple[int, ...]], str, int], np.ndarray[Any, Any]]
-"""`Reader.read` (treeclass/_checkpoint/npz.py): a member's array, checked to have the
-expected dtype, shape and CRC-32."""
+Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]
+"""`Reader.read` (npz.py): a member's array, checked to have that dtype, shape and CRC-32."""
 
 
 class FileSource(Source):
@@ -320,12 +292,12 @@ class FileSource(Source):
 
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
         where = path_str(self.root, path)
-        dtype, shape, _ = leaf_record(template, where, state_key(path[-1:]))
+        dtype, shape, _, stored = leaf_record(template, where, state_key(path[-1:]))
         if not isinstance(saved, dict) or "leaf" not in saved:
             raise self.mismatch(path, template, saved)
         member, saved_dtype, saved_shape, crc = map(saved.get, ("leaf", "dtype", "shape", "crc32"))
         if not (
-            member == state_key(path)  # another leaf's record, crc and all: not this one's
+            member == state_key(path)  # not another leaf's record, CRC-32 and all
             and isinstance(saved_dtype, str)
             and type(crc) is int
             and isinstance(saved_shape, list)
@@ -334,8 +306,9 @@ class FileSource(Source):
             self.malformed(path)
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
-            data = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc)
-            value = self.fill(path, data.item(), template)
-            return decode_leaf(template, np.asarray(value, template.dtype))
+            value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
+            return decode_leaf(
+                template, np.asarray(self.fill(path, value, template), template.dtype)
+            )
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
-        return decode_leaf(template, self.read(member, stored_like(template), where, crc))
+        return decode_leaf(template, self.read(member, stored, where, crc))

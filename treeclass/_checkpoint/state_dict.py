@@ -111,7 +111,11 @@ def fits(value: Any, dtype: Any) -> bool:
             x = np.asarray(value).astype(dtype)
         except OverflowError:  # numpy's for a Python int past int64
             return False
-    return bool(x == value) if x.dtype.kind in "biu" else bool(np.isfinite(x) or not np.isfinite(value))
+    return (
+        bool(x == value)
+        if x.dtype.kind in "biu"
+        else bool(np.isfinite(x) or not np.isfinite(value))
+    )
 
 
 def state_key(path: KeyPath) -> str:
@@ -169,7 +173,10 @@ class Source:
         return self.error(path, what)
 
     def compare(
-        self, path: KeyPath, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
+        self,
+        path: KeyPath,
+        saved: tuple[tuple[int, ...], str],
+        template: tuple[tuple[int, ...], str],
     ) -> None:
         """Checks an array leaf's `(shape, dtype name)` against the template's."""
         if saved[1].startswith("key<") != template[1].startswith("key<"):
@@ -183,7 +190,9 @@ class Source:
             raise self.error(path, msg)
         for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
             if theirs != ours:
-                raise self.error(path, f"{what} {theirs} in the {self.name}, {ours} in the template")
+                raise self.error(
+                    path, f"{what} {theirs} in the {self.name}, {ours} in the template"
+                )
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
@@ -199,7 +208,9 @@ class Source:
         if not fits(value, template.dtype):
             kind, dtype = type(value).__name__, dtype_str(template.dtype)
             become = "wrap around" if kind == "int" else "become inf"
-            msg = _MSG_FITS.format(kind=kind, value=value, source=self.name, dtype=dtype, become=become)
+            msg = _MSG_FITS.format(
+                kind=kind, value=value, source=self.name, dtype=dtype, become=become
+            )
             raise self.error(path, msg)
         return value
 
