@@ -58,14 +58,13 @@ sharded models with orbax, calling it from every process:
     with ocp.StandardCheckpointer() as checkpointer:  # leaving it waits for the write
         checkpointer.save(path, obj)
     # Restore onto the same shardings: a target of shapes, dtypes and shardings.
-    target = jax.tree.map(
-        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-        obj, tc.shardings(obj, mesh))
+    shardings = tc.shardings(obj, mesh)
+    target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), obj, shardings)
     with ocp.StandardCheckpointer() as checkpointer:
         obj = checkpointer.restore(path, target)"""
 
+# How a Python number is written; the manifest says `python float`.
 SCALAR_STORED: Final = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
-"""The dtype a Python scalar leaf is written as; the manifest says `python float`."""
 SCALAR_NAMES: Final = {f"python {t.__name__}": t for t in SCALAR_STORED}
 
 
@@ -80,8 +79,7 @@ def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
     return np.dtype(f"{dtype.kind}{dtype.itemsize}") if dtype.kind in "biufc" else None
 
 
-Stored = tuple[np.dtype[Any], tuple[int, ...]]
-"""The dtype and shape of a leaf's member (a typed key's are its key data's)."""
+Stored = tuple[np.dtype[Any], tuple[int, ...]]  # a member's dtype and shape
 
 
 def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool, Stored]:
@@ -125,9 +123,8 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
 
 
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` (as read) as a leaf of the template's kind: a Python scalar, numpy, or
-    a `jax.Array` with the template's weak type and, where the template was placed
-    explicitly (committed, or a ShapeDtypeStruct with a sharding), its sharding."""
+    """`stored` as a leaf of the template's kind: a Python scalar, numpy, or a `jax.Array`
+    with its weak type and, where it was placed explicitly (committed), its sharding."""
     if type(template) in PYTHON_SCALARS:
         return type(template)(stored.item())
     if is_key(template):
@@ -139,9 +136,7 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
         if isinstance(template, np.ndarray | np.generic):
             return array if isinstance(template, np.ndarray) else array[()]
         result = jnp.asarray(array)
-        if getattr(template, "weak_type", False):
-            # JAX has no public "make this weakly typed"; a weak scalar (from a Python
-            # number) keeps its weak type when broadcast and scattered into.
+        if getattr(template, "weak_type", False):  # a weak scalar stays weak scattered into
             base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))
             if base.dtype == result.dtype and base.weak_type:  # only default dtypes are weak
                 result = jnp.broadcast_to(base, result.shape).at[...].set(result)
@@ -193,21 +188,14 @@ def canonical(encoded: Any) -> str:
 
 def show_static(encoded: Any) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
-    if isinstance(encoded, list):
-        items = [show_static(item) for item in encoded]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if isinstance(encoded, dict) and len(encoded) == 1:
-        ((tag, inner),) = encoded.items()
-        if tag in ("repr", "float") and isinstance(inner, str):
-            return inner
-        if isinstance(inner, list):
-            shown = ", ".join(map(show_static, cast("list[Any]", inner)))
-            return f"{tag}({{{shown}}})" if "set" in tag else f"{tag}({shown})"
-    return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
+    tag, inner = next(iter(encoded.items())) if isinstance(encoded, dict) else ("", encoded)
+    if isinstance(inner, list):
+        items = ", ".join(map(show_static, cast("list[Any]", inner)))
+        return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
+    return inner if tag in ("repr", "float") else canonical(encoded) if tag else repr(encoded)
 
 
-Members = dict[str, tuple[Any, str, dict[str, Any]]]
-"""The leaves `save()` writes: member name -> (leaf, its path, its manifest record)."""
+Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)
 
 
 def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
@@ -225,31 +213,24 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
     if x is None:
         return None
     dtype, shape, weak, _ = leaf_record(x, where, state_key(path[-1:]))
-    # Shards on other processes' devices (multi-process JAX) cannot be read from here.
-    tracer = isinstance(x, jax.core.Tracer)
-    if isinstance(x, jax.Array) and not tracer and not x.is_fully_addressable:
-        raise CheckpointError(_MSG_SPREAD.format(where=where))
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and not x.is_fully_addressable
+    ):
+        raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
         msg = (
-            f"{where}: two leaves (or a leaf and the manifest) would be stored as "
-            f"{member}.npy in the file; rename a dict key."
+            f"{where}: two leaves (or a leaf and the manifest) would be {member}.npy; rename a key."
         )
         raise ValueError(msg)
-    record: dict[str, Any] = {
-        "leaf": member,
-        "dtype": dtype,
-        "shape": list(shape),
-        "weak_type": weak,
-    }
-    if is_key(x):  # for readers of the file; load() compares the dtype
-        record["impl"] = str(jax.random.key_impl(x))
+    record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     members[member] = (x, where, record)
     return record
 
 
-Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]
-"""`Reader.read` (npz.py): a member's array, checked to have that dtype, shape and CRC-32."""
+Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]  # npz.py's Reader.read
 
 
 class FileSource(Source):

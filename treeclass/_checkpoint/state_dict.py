@@ -1,14 +1,9 @@
 """State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and `restore()`,
-the walk that fills a template from saved data (a state dict here; `treeclass/_checkpoint/npz.py` runs
-it over a file's manifest through `_npz.FileSource`).
-
-A state dict is the pytree with every container a dict with string keys, as in
-`flax.serialization`: `{field: ...}` for a treeclass's dynamic fields, `{"0": ...}` for
-a list or tuple, `{str(key): ...}` for a dict: the keys `jax.tree_util.keystr` shows
-for JAX's key paths (`_walk.children`). Static values are not in it: restoring takes
-them from a *template*, an instance built like the saved one, walked side by side with
-the saved tree so that every mismatch is reported at its field path.
-"""
+the walk that fills a template from saved data: a state dict here, a file's manifest in
+npz.py (`FileSource`). A state dict is nested dicts with string keys, as in
+flax.serialization: `{field: ...}`, `{"0": ...}` for a sequence, `{str(key): ...}` for a
+dict. Static values come from the template, walked beside the saved tree so that every
+mismatch is reported at its field path."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ the {kind} {value!r} in the {source} does not fit {dtype}, the template's dtype
 (it would {become}). Restore into a template built concretely, Model(...), which holds
 a Python {kind} here, not into jax.eval_shape(lambda: Model(...)), which makes it {dtype}"""
 
-SCALAR_KINDS: Final = {bool: "b", int: "iu", float: "f", complex: "c"}
-"""The dtype kinds of 0-d arrays that `from_state_dict` accepts for a Python number."""
+SCALAR_KINDS: Final = {bool: "b", int: "iu", float: "f", complex: "c"}  # 0-d arrays taken for them
 
 _MSG_KEYS: Final = """\
 {saved} in the {source}, {template} in the template. Typed PRNG keys
@@ -104,18 +98,13 @@ def scalar_fits(kind: type, template: Any) -> bool:
 
 
 def fits(value: Any, dtype: Any) -> bool:
-    """`value` (a number) converts to `dtype` without wrapping (an int, exactly) or
-    overflowing to inf (a float or complex)."""
+    """`value`, a number, converts to `dtype` without wrapping or overflowing to inf."""
     with np.errstate(over="ignore", invalid="ignore"):
         try:
             x = np.asarray(value).astype(dtype)
         except OverflowError:  # numpy's for a Python int past int64
             return False
-    return (
-        bool(x == value)
-        if x.dtype.kind in "biu"
-        else bool(np.isfinite(x) or not np.isfinite(value))
-    )
+    return bool(x == value if x.dtype.kind in "biu" else np.isfinite(x) or ~np.isfinite(value))
 
 
 def state_key(path: KeyPath) -> str:
@@ -133,10 +122,8 @@ def keyed(x: Any, where: Callable[[], str]) -> list[tuple[Any, str, Any]] | None
     keys = [state_key((entry,)) for entry, _ in pairs]  # w, 0, key
     if len(set(keys)) != len(keys):
         dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
-        msg = (
-            f"{where()}: the keys of this {type(x).__name__} have the same string form "
-            f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
-        )
+        msg = f"{where()}: the keys of this {type(x).__name__} have the same string form "
+        msg += f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
         raise ValueError(msg)
     return [(entry, k, child) for k, (entry, child) in zip(keys, pairs, strict=True)]
 
@@ -154,8 +141,8 @@ def check_root(x: Any, fn: str, arg: str) -> str:
 
 
 class Source:
-    """The saved side of `restore()` when it is a state dict (`_npz.FileSource`: a
-    file). Each method checks one node or leaf of it against the template's."""
+    """The saved side of `restore()`, a state dict (`FileSource`: a file); each method
+    checks one node or leaf of it against the template's."""
 
     name = "state dict"
 
@@ -179,9 +166,7 @@ class Source:
         template: tuple[tuple[int, ...], str],
     ) -> None:
         """Checks an array leaf's `(shape, dtype name)` against the template's."""
-        if saved[1].startswith("key<") != template[1].startswith("key<"):
-            # As a shape and a dtype this would read `shape (2,) ..., ()`, which hides
-            # what differs: a raw uint32 key on one side, a typed key on the other.
+        if saved[1].startswith("key<") != template[1].startswith("key<"):  # not `shape (2,)`
             were, are = (
                 f"a typed PRNG key ({d})" if d.startswith("key<") else f"a {d} array"
                 for d in (saved[1], template[1])
@@ -203,8 +188,7 @@ class Source:
         return saved
 
     def fill(self, path: KeyPath, value: Any, template: Any) -> Any:
-        """`value`, a Python number, as the template's array leaf (an eval_shape leaf);
-        refused where it would wrap or overflow."""
+        """`value`, a number, for an eval_shape leaf: refused where it does not fit."""
         if not fits(value, template.dtype):
             kind, dtype = type(value).__name__, dtype_str(template.dtype)
             become = "wrap around" if kind == "int" else "become inf"
@@ -288,16 +272,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    ...     b: jax.Array
     ...     act: str = tc.static(default="relu")
-    >>> class MLP(tc.TreeClass):
-    ...     layers: list
-    >>> mlp = MLP([Dense(jnp.ones((2, 3)), jnp.zeros(3)), Dense(jnp.ones((3, 1)), jnp.zeros(1))])
+    >>> mlp = [Dense(jnp.ones((2, 3))), Dense(jnp.ones((3, 1)))]
     >>> state = tc.to_state_dict(mlp)
-    >>> sorted(state["layers"]), sorted(state["layers"]["1"])
-    (['0', '1'], ['b', 'w'])
-    >>> state["layers"]["0"]["w"] is mlp.layers[0].w
-    True
+    >>> list(state), list(state["1"]), state["0"]["w"] is mlp[0].w
+    (['0', '1'], ['w'], True)
     """
     root = check_root(obj, "to_state_dict", "obj")
 
@@ -311,10 +290,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     """Returns `template` with its dynamic leaves replaced by those of `state`.
 
-    The inverse of `to_state_dict`. Every key, and the shape and dtype of every array
-    leaf, must match the template's; static values and container types come from the
-    template; leaves are used as they are. A list is accepted for a list or tuple (as
-    orbax restores them).
+    The inverse of `to_state_dict`. Every key, and every leaf's kind, shape and dtype
+    (a Python number's too), must match the template's; a number filling a
+    `jax.eval_shape` leaf must fit its dtype. Static values and container types come
+    from the template; leaves are used as they are. A list is accepted for a list or
+    tuple (as orbax restores them).
 
     **Arguments**
 
@@ -328,18 +308,16 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
 
     **Raises**
 
-    `CheckpointError` naming the field path when a key is missing or unexpected, or a
-    shape or dtype differs; `TypeError` if `template` is not a container or `state`
-    not a mapping.
+    `CheckpointError` naming the field path for any mismatch; `TypeError` if
+    `template` is not a container or `state` not a mapping.
 
     **Example**
 
     >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
-    >>> n = tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)})
-    >>> n.v.tolist(), n.tau
-    ([1.0, 1.0, 1.0], 20.0)
+    >>> tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)}).v.tolist()
+    [1.0, 1.0, 1.0]
     >>> tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(4)})
     Traceback (most recent call last):
     treeclass.CheckpointError: Neuron.v: shape (4,) in the state dict, (3,) in the template
