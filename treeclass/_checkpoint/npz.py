@@ -135,7 +135,7 @@ class Reader:
             info = self.zf.getinfo(name)
         except KeyError:
             self.fail(f"{where}: the file has no member {name!r}")
-        if crc is not None and info.CRC != crc:
+        if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
         try:
             with self.zf.open(info) as fp:
