@@ -188,9 +188,12 @@ def canonical(encoded: Any) -> str:
 
 def show_static(encoded: Any) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
-    tag, inner = next(iter(encoded.items())) if isinstance(encoded, dict) else ("", encoded)
+    pair: tuple[str, Any] = (
+        next(iter(encoded.items())) if isinstance(encoded, dict) else ("", encoded)
+    )
+    tag, inner = pair
     if isinstance(inner, list):
-        items = ", ".join(map(show_static, cast("list[Any]", inner)))
+        items = ", ".join(map(show_static, cast("list[object]", inner)))
         return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
     return inner if tag in ("repr", "float") else canonical(encoded) if tag else repr(encoded)
 
@@ -221,9 +224,8 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
         raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
-        msg = (
-            f"{where}: two leaves (or a leaf and the manifest) would be {member}.npy; rename a key."
-        )
+        msg = f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
+        msg += " in the file; rename a dict key."
         raise ValueError(msg)
     record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     members[member] = (x, where, record)
@@ -276,9 +278,10 @@ class FileSource(Source):
         dtype, shape, _, stored = leaf_record(template, where, state_key(path[-1:]))
         if not isinstance(saved, dict) or "leaf" not in saved:
             raise self.mismatch(path, template, saved)
-        member, saved_dtype, saved_shape, crc = map(saved.get, ("leaf", "dtype", "shape", "crc32"))
+        member = state_key(path)
+        saved_dtype, saved_shape, crc = map(saved.get, ("dtype", "shape", "crc32"))
         if not (
-            member == state_key(path)  # not another leaf's record, CRC-32 and all
+            saved.get("leaf") == member  # not another leaf's record, CRC-32 and all
             and isinstance(saved_dtype, str)
             and type(crc) is int
             and isinstance(saved_shape, list)

@@ -104,7 +104,10 @@ def fits(value: Any, dtype: Any) -> bool:
             x = np.asarray(value).astype(dtype)
         except OverflowError:  # numpy's for a Python int past int64
             return False
-    return bool(x == value if x.dtype.kind in "biu" else np.isfinite(x) or ~np.isfinite(value))
+    if x.dtype.kind in "biu":
+        return bool(x == value)
+    parts = np.real([x, value]), np.imag([x, value])  # (converted, given), each part
+    return all(np.isfinite(p[0]) or not np.isfinite(p[1]) for p in parts)
 
 
 def state_key(path: KeyPath) -> str:
