@@ -143,6 +143,9 @@ def check_root(x: Any, fn: str, arg: str) -> str:
     raise wrong_argument(takes, fn, x, shown)
 
 
+ShapeDtype = tuple[tuple[int, ...], str]  # an array leaf's shape and dtype name
+
+
 class Source:
     """The saved side of `restore()`, a state dict (`FileSource`: a file); each method
     checks one node or leaf of it against the template's."""
@@ -162,12 +165,7 @@ class Source:
         what = f"{describe(template, shape=False)} in the template, {self.show(saved)} in the {self.name}"
         return self.error(path, what)
 
-    def compare(
-        self,
-        path: KeyPath,
-        saved: tuple[tuple[int, ...], str],
-        template: tuple[tuple[int, ...], str],
-    ) -> None:
+    def compare(self, path: KeyPath, saved: ShapeDtype, template: ShapeDtype) -> None:
         """Checks an array leaf's `(shape, dtype name)` against the template's."""
         if saved[1].startswith("key<") != template[1].startswith("key<"):  # not `shape (2,)`
             were, are = (
@@ -178,9 +176,8 @@ class Source:
             raise self.error(path, msg)
         for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
             if theirs != ours:
-                raise self.error(
-                    path, f"{what} {theirs} in the {self.name}, {ours} in the template"
-                )
+                msg = f"{what} {theirs} in the {self.name}, {ours} in the template"
+                raise self.error(path, msg)
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
