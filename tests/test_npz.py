@@ -723,6 +723,11 @@ def test_tampered_manifest_rejected(path: pathlib.Path):
     broken["tree"]["children"]["head"]["children"]["w"]["shape"] = "three"
     rewrite(path, {"__treeclass__": broken})
     damaged(path, r"its manifest is malformed at Model\.head\.w")
+    for static in ({}, {"a": 1, "b": 2}, {"repr": 3}, {"frozenset": 3}):  # shown, not raised on
+        broken = json.loads(json.dumps(good))
+        broken["tree"]["static"]["scale"] = static
+        rewrite(path, {"__treeclass__": broken})
+        mismatch(path, model(), r"^Model\.scale: static value .* in the file, 1\.0 in the template")
     rewrite(path, {"__treeclass__": {**good, "version": 2}})
     with pytest.raises(
         tc.CheckpointError,

@@ -39,15 +39,9 @@ FORMAT: Final = "treeclass.npz"
 VERSION: Final = 1
 
 _MSG_UNSTORABLE: Final = """\
-{where} holds {what}, which a checkpoint cannot store.
-
-Checkpoints hold arrays (jax.Array, numpy.ndarray) of numeric or bool dtype, typed PRNG
-keys, and Python bool, int, float and complex values. Make the field static if it is
-configuration:
-
-    {field}: tc.Static[{type}]
-
-or store it as an array (jnp.asarray(...)) if it is data."""
+{where} holds {what}, which a checkpoint cannot store: it holds arrays of numeric or
+bool dtype, typed PRNG keys, and Python numbers. Make the field static if it is
+configuration, `{field}: tc.Static[{type}]`, or an array (jnp.asarray(...)) if it is data."""
 
 _MSG_SPREAD: Final = """\
 {where} is a jax.Array spread over several processes (not fully addressable from this one).
@@ -188,14 +182,15 @@ def canonical(encoded: Any) -> str:
 
 def show_static(encoded: Any) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
-    pair: tuple[str, Any] = (
-        next(iter(encoded.items())) if isinstance(encoded, dict) else ("", encoded)
-    )
+    one = isinstance(encoded, dict) and len(encoded) == 1  # a tagged value
+    pair: tuple[str, Any] = next(iter(encoded.items())) if one else ("", encoded)
     tag, inner = pair
     if isinstance(inner, list):
         items = ", ".join(map(show_static, cast("list[object]", inner)))
         return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
-    return inner if tag in ("repr", "float") else canonical(encoded) if tag else repr(encoded)
+    if tag in ("repr", "float"):
+        return str(inner)
+    return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
 
 
 Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)

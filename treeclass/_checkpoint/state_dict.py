@@ -40,25 +40,20 @@ jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw 
 
 
 class CheckpointError(ValueError):
-    """A checkpoint does not fit its template (structure, shape, dtype or a static
-    value differs), or its file is damaged or not a treeclass checkpoint. The message
-    starts with the field path (`Model.layers[0].w: ...`) or the file.
-
-    **Raised by**
-
-    `treeclass.load()`, `treeclass.from_state_dict()`, and `treeclass.save()` for an
-    array spread over several processes. A `ValueError`, so code catching that works.
+    """A checkpoint does not fit its template, or its file is damaged or not a treeclass
+    checkpoint; the message starts with the field path (`Model.layers[0].w: ...`) or the
+    file. Raised by `treeclass.load()`, `treeclass.from_state_dict()`, and
+    `treeclass.save()` for an array spread over several processes; a `ValueError`.
 
     **Example**
 
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    >>> state = tc.to_state_dict(Dense(jnp.ones((2, 2))))
     >>> try:
-    ...     tc.from_state_dict(Dense(jnp.ones((3, 3))), state)
+    ...     tc.from_state_dict(Dense(jnp.ones(3)), {"w": jnp.ones(2)})
     ... except tc.CheckpointError as e:
     ...     print(str(e).splitlines()[0])
-    Dense.w: shape (2, 2) in the state dict, (3, 3) in the template
+    Dense.w: shape (2,) in the state dict, (3,) in the template
     """
 
     __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
@@ -81,18 +76,16 @@ def is_key(x: Any) -> bool:
 
 
 def dtype_str(dtype: Any) -> str:
-    """numpy's name for `dtype` (`float32`, `bfloat16`), or JAX's for a typed PRNG key
-    (`key<fry>`: it names the implementation), which numpy cannot name. Checkpoints
-    store and compare these names (repr and messages use `_walk.dtype_name`'s `f32`)."""
+    """numpy's name for `dtype` (`bfloat16`), or JAX's for a typed PRNG key (`key<fry>`:
+    it names the implementation), as checkpoints store and compare them."""
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return str(dtype)
     return str(np.dtype(dtype).name)
 
 
 def scalar_fits(kind: type, template: Any) -> bool:
-    """A Python scalar of type `kind` may fill an array leaf of the template if that is
-    what JAX makes of it: shape `()` and the canonical dtype (float32 for a float,
-    unless x64 is on). `jax.eval_shape` turns scalar leaves into such arrays."""
+    """A Python number of type `kind` may fill the template's leaf if that is what JAX
+    (`jax.eval_shape`) makes of one: shape `()` and the canonical dtype (float32...)."""
     canonical = jax.dtypes.canonicalize_dtype(kind)
     return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
 
@@ -251,9 +244,8 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
 def to_state_dict(obj: Any) -> dict[str, Any]:
     """Returns the state of `obj`: nested dicts of its dynamic leaves, as they are.
 
-    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ..., "1": ...}`, a dict
-    `{str(key): ...}` (as in `flax.serialization`); `None` stays `None`. Static fields
-    are left out: `from_state_dict` takes them from its template.
+    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ...}`, a dict `{str(key):
+    ...}` (as in `flax.serialization`), `None` stays `None`; statics are left out.
 
     **Arguments**
 
