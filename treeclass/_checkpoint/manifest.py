@@ -39,8 +39,8 @@ FORMAT: Final = "treeclass.npz"
 VERSION: Final = 1
 
 _MSG_UNSTORABLE: Final = """\
-{where} holds {what}, which a checkpoint cannot store: it holds arrays of numeric or
-bool dtype, typed PRNG keys, and Python numbers. Make the field static if it is
+{where} holds {what}, which a checkpoint cannot store. It holds arrays of numeric or
+bool dtype, typed PRNG keys and Python numbers: make the field static if it is
 configuration, `{field}: tc.Static[{type}]`, or an array (jnp.asarray(...)) if it is data."""
 
 _MSG_SPREAD: Final = """\
