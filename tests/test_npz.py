@@ -713,6 +713,8 @@ def test_tampered_manifest_rejected(path: pathlib.Path):
     good = manifest_of(path)
     rewrite(path, {"__treeclass__": np.asarray("{not json")})
     damaged(path, r"__treeclass__\.npy is not valid JSON")
+    rewrite(path, {"__treeclass__": np.asarray("[" * 100_000 + "]" * 100_000)})
+    damaged(path, r"__treeclass__\.npy is not valid JSON \(RecursionError")
     rewrite(path, {"__treeclass__": np.zeros(3)})
     damaged(path, r"__treeclass__\.npy is not a treeclass manifest")
     rewrite(path, {"__treeclass__": {**good, "format": "other"}})
@@ -723,7 +725,10 @@ def test_tampered_manifest_rejected(path: pathlib.Path):
     broken["tree"]["children"]["head"]["children"]["w"]["shape"] = "three"
     rewrite(path, {"__treeclass__": broken})
     damaged(path, r"its manifest is malformed at Model\.head\.w")
-    for static in ({}, {"a": 1, "b": 2}, {"repr": 3}, {"frozenset": 3}):  # shown, not raised on
+    deep: Any = 1
+    for _ in range(900):  # JSON's parser takes it; a recursive display would not
+        deep = [deep]
+    for static in ({}, {"a": 1, "b": 2}, {"repr": 3}, {"frozenset": 3}, deep):  # shown
         broken = json.loads(json.dumps(good))
         broken["tree"]["static"]["scale"] = static
         rewrite(path, {"__treeclass__": broken})

@@ -180,13 +180,15 @@ def canonical(encoded: Any) -> str:
     return json.dumps(encoded, sort_keys=True)
 
 
-def show_static(encoded: Any) -> str:
+def show_static(encoded: Any, depth: int = 0) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
+    if depth > 20:  # a damaged file's can be nested past the recursion limit
+        return "..."
     one = isinstance(encoded, dict) and len(encoded) == 1  # a tagged value
     pair: tuple[str, Any] = next(iter(encoded.items())) if one else ("", encoded)
     tag, inner = pair
     if isinstance(inner, list):
-        items = ", ".join(map(show_static, cast("list[object]", inner)))
+        items = ", ".join(show_static(item, depth + 1) for item in cast("list[object]", inner))
         return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
     if tag in ("repr", "float"):
         return str(inner)

@@ -107,7 +107,7 @@ class Reader:
         array = self.read(MANIFEST, None, "the manifest")
         try:
             manifest = json.loads(str(array[()])) if array.dtype.kind == "U" else None
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # (nested past the parser's depth)
             self.fail(f"{MANIFEST}.npy is not valid JSON", e)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             self.fail(f"{MANIFEST}.npy is not a treeclass manifest")
