@@ -38,11 +38,11 @@ __all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
-# Names the generated code or the instance dict use; a field may not take them.
 ON_CLASS: Final[list[Callable[[type], object]]] = []
 """Called with each new treeclass: layers above `_core` subscribe without `_core`
 importing them (treeclass/_checkpoint/flax_state.py, for flax.serialization)."""
 
+# Names the generated code or the instance dict use; a field may not take them.
 _RESERVED: Final = {
     "replace": "the replace() method",
     FLAT: "the flatten cache",
