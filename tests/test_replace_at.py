@@ -158,6 +158,29 @@ def test_replace_semantics_converters_checks_and_post_init_run() -> None:
     assert got.inner.lo.shape == (3,)
 
 
+@pytest.mark.xfail(strict=True, reason="needs core branch")
+def test_post_init_runs_on_a_rebuilt_class_that_writes_its_own_init(form: Any) -> None:
+    # Issue #27, defect 2: the init=False field `y` stayed stale (2.0).
+    @form.decorate
+    class Doubled(*form.bases):
+        x: float
+        y: float = tc.field(init=False)
+
+        def __init__(self, x: float) -> None:
+            object.__setattr__(self, "x", x)
+            self.__post_init__()
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "y", 2 * self.x)
+
+    @form.decorate
+    class Holder(*form.bases):
+        inner: Any
+
+    assert tc.replace_at(Doubled(1.0), lambda d: d.x, 5.0).y == 10.0
+    assert tc.replace_at(Holder(Doubled(1.0)), lambda h: h.inner.x, 5.0).inner.y == 10.0
+
+
 def test_a_closure_variable_is_read_on_every_call() -> None:
     m = mlp()
     for i in range(2):
@@ -250,6 +273,60 @@ def test_jax_dict_nodes_keep_their_type_order_and_factory() -> None:
     assert got_counts.default_factory is list  # part of the treedef: jit would retrace without it
     assert jax.tree.structure(got_counts) == jax.tree.structure(counts)
     assert counts == {"x": 1.0}  # the input is not changed
+
+
+@tc.treeclass
+class DecoratedNode:
+    a: Any
+    b: Any
+
+
+class BaseNode(tc.TreeClass):
+    a: Any
+    b: Any
+
+
+# kind -> (a container of that kind holding (sibling, inner), the step from it to inner,
+# whether replace_at reaches into it: only where JAX flattens it into its entries)
+_CONTAINERS: dict[str, tuple[Any, str, bool]] = {
+    "tuple": (lambda s, x: (s, x), "[1]", True),
+    "list": (lambda s, x: [s, x], "[1]", True),
+    "dict": (lambda s, x: {"s": s, "x": x}, "['x']", True),
+    "OrderedDict": (lambda s, x: collections.OrderedDict(x=x, s=s), "['x']", True),
+    "defaultdict": (lambda s, x: collections.defaultdict(list, s=s, x=x), "['x']", True),
+    "NamedTuple, by name": (lambda s, x: Pair(s, x), ".right", True),
+    "NamedTuple, by index": (lambda s, x: Pair(s, x), "[-1]", True),
+    "@tc.treeclass": (lambda s, x: DecoratedNode(s, x), ".b", True),
+    "tc.TreeClass": (lambda s, x: BaseNode(s, x), ".b", True),
+    "dict subclass": (lambda s, x: Config(s=s, x=x), "['x']", False),
+    "list subclass": (lambda s, x: Stack([s, x]), "[1]", False),
+    "tuple subclass": (lambda s, x: Row((s, x)), "[1]", False),
+    "register_pytree_node": (lambda s, x: Custom(s, x), ".b", False),
+}
+
+
+def _negated(old: Any) -> Any:
+    """`old` with the same structure and new array leaves."""
+    return jax.tree.map(lambda x: -x if isinstance(x, jax.Array) else x, old)
+
+
+@hypothesis.given(st.lists(st.sampled_from(list(_CONTAINERS)), min_size=1, max_size=4), st.integers(0, 4))
+def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], depth: int) -> None:
+    tree: Any = jnp.ones(2)
+    for kind in reversed(kinds):  # kinds[0] is the root
+        tree = _CONTAINERS[kind][0](jnp.zeros(1), tree)
+    steps = kinds[: min(depth, len(kinds))]
+    where = eval("lambda t: t" + "".join(_CONTAINERS[kind][1] for kind in steps))
+    if all(_CONTAINERS[kind][2] for kind in steps):
+        got = tc.replace_at(tree, where, fn=_negated)
+        assert jax.tree.structure(got) == jax.tree.structure(tree)
+        assert type(got) is type(tree)
+        for a, b in zip(jax.tree.leaves(where(got)), jax.tree.leaves(_negated(where(tree))), strict=True):
+            assert bool(jnp.array_equal(a, b)) if isinstance(a, jax.Array) else a is b
+    else:  # refused, naming the path from the root
+        match = rf"^{type(tree).__name__}[.\[].*not their subclasses, which JAX takes for leaves"
+        with pytest.raises(TypeError, match=match):
+            tc.replace_at(tree, where, fn=_negated)
 
 
 # ---------------------------------------------------------------------------------------
