@@ -110,7 +110,10 @@ def test_namedtuple_by_name_and_by_index_is_one_node() -> None:
     m = mlp()
     got = tc.replace_at(m, lambda m: (m.extra["pair"][0], m.extra["pair"].right), (1, 2))
     assert got.extra["pair"] == Pair(1, 2)
-    with pytest.raises(ValueError, match=r"selects MLP.extra\['pair'\]\[0\] and MLP.extra\['pair'\].left: one holds"):
+    with pytest.raises(
+        ValueError,
+        match=r"selects MLP.extra\['pair'\]\[0\] and MLP.extra\['pair'\].left: one holds",
+    ):
         tc.replace_at(m, lambda m: (m.extra["pair"][0], m.extra["pair"].left), (1, 2))
 
 
@@ -209,7 +212,9 @@ def test_dict_keys_of_any_hashable_type() -> None:
     key = ("a", 1)
     got = tc.replace_at({key: [0, 1], 2.5: 0}, lambda d: (d[key][1], d[2.5]), (5, 6))
     assert got == {key: [0, 5], 2.5: 6}
-    with pytest.raises(KeyError, match=r"^\"dict\[\('a', 2\)\]: no such key; the keys are: \('a', 1\), 2.5"):
+    with pytest.raises(
+        KeyError, match=r"^\"dict\[\('a', 2\)\]: no such key; the keys are: \('a', 1\), 2.5"
+    ):
         tc.replace_at(got, lambda d: d[("a", 2)], 0)
 
 
@@ -239,10 +244,18 @@ jax.tree_util.register_pytree_node(Custom, lambda c: ((c.a, c.b), None), lambda 
 @pytest.mark.parametrize(
     ("container", "where", "match"),
     [
-        (Config(lr=1.0), lambda d: d["lr"], r"^Config\['lr'\]: Config holds a Config, and `where` indexed it"),
+        (
+            Config(lr=1.0),
+            lambda d: d["lr"],
+            r"^Config\['lr'\]: Config holds a Config, and `where` indexed it",
+        ),
         (Row((1.0, 2.0)), lambda t: t[0], r"^Row\[0\]: Row holds a Row, and `where` indexed it"),
         (Stack([1.0]), lambda t: t[0], r"^Stack\[0\]: Stack holds a Stack, and `where` indexed it"),
-        (Custom(1.0, 2.0), lambda c: c.a, r"^Custom.a: Custom holds a Custom, and `where` read an attribute"),
+        (
+            Custom(1.0, 2.0),
+            lambda c: c.a,
+            r"^Custom.a: Custom holds a Custom, and `where` read an attribute",
+        ),
     ],
 )
 def test_a_container_that_jax_does_not_flatten_is_replaced_whole_not_entered(
@@ -253,7 +266,10 @@ def test_a_container_that_jax_does_not_flatten_is_replaced_whole_not_entered(
     with pytest.raises(TypeError, match=match):
         tc.replace_at(container, where, 0.0)
     holder = {"c": container}
-    with pytest.raises(TypeError, match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*not their subclasses.*fn=lambda old"):
+    with pytest.raises(
+        TypeError,
+        match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*not their subclasses.*fn=lambda old",
+    ):
         tc.replace_at(holder, lambda h: where(h["c"]), 0.0)
     # Replaced whole, it keeps its place in the structure.
     got = tc.replace_at(holder, lambda h: h["c"], fn=lambda c: c)
@@ -310,7 +326,9 @@ def _negated(old: Any) -> Any:
     return jax.tree.map(lambda x: -x if isinstance(x, jax.Array) else x, old)
 
 
-@hypothesis.given(st.lists(st.sampled_from(list(_CONTAINERS)), min_size=1, max_size=4), st.integers(0, 4))
+@hypothesis.given(
+    st.lists(st.sampled_from(list(_CONTAINERS)), min_size=1, max_size=4), st.integers(0, 4)
+)
 def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], depth: int) -> None:
     tree: Any = jnp.ones(2)
     for kind in reversed(kinds):  # kinds[0] is the root
@@ -321,7 +339,9 @@ def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], dep
         got = tc.replace_at(tree, where, fn=_negated)
         assert jax.tree.structure(got) == jax.tree.structure(tree)
         assert type(got) is type(tree)
-        for a, b in zip(jax.tree.leaves(where(got)), jax.tree.leaves(_negated(where(tree))), strict=True):
+        for a, b in zip(
+            jax.tree.leaves(where(got)), jax.tree.leaves(_negated(where(tree))), strict=True
+        ):
             assert bool(jnp.array_equal(a, b)) if isinstance(a, jax.Array) else a is b
     else:  # refused, naming the path from the root
         match = rf"^{type(tree).__name__}[.\[].*not their subclasses, which JAX takes for leaves"
@@ -336,18 +356,48 @@ def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], dep
 @pytest.mark.parametrize(
     ("where", "error", "match"),
     [
-        (lambda m: m.layers[5], IndexError, r"^MLP.layers\[5\]: index out of range \(MLP.layers has 2"),
-        (lambda m: m.layers[1].weight, AttributeError,
-         r"^MLP.layers\[1\].weight: no such field, did you mean 'w'\? Linear's fields: w, b, act"),
+        (
+            lambda m: m.layers[5],
+            IndexError,
+            r"^MLP.layers\[5\]: index out of range \(MLP.layers has 2",
+        ),
+        (
+            lambda m: m.layers[1].weight,
+            AttributeError,
+            r"^MLP.layers\[1\].weight: no such field, did you mean 'w'\? Linear's fields: w, b, act",
+        ),
         (lambda m: m.layer, AttributeError, r"^MLP.layer: no such field, did you mean 'layers'\?"),
-        (lambda m: m.extra["bias"], KeyError, r"MLP.extra\['bias'\]: no such key; the keys are: 'scale', 'pair'"),
-        (lambda m: m.extra["pair"].middle, AttributeError, r"MLP.extra\['pair'\].middle: no such field"),
-        (lambda m: m.layers["0"], TypeError, r"MLP.layers\['0'\]: MLP.layers is a tuple; index it with an int"),
-        (lambda m: m["layers"], TypeError, r"MLP\['layers'\]: MLP is a treeclass \(MLP\); read its fields"),
-        (lambda m: m.layers[0].w.T, TypeError,
-         r"MLP.layers\[0\].w.T: MLP.layers\[0\].w holds a jax.Array of shape \(2, 3\), and `where` read an "
-         r"attribute of it.*pass fn=lambda x: x.at\[...\].set"),
-        (lambda m: m.layers[0].w[0], TypeError, r"MLP.layers\[0\].w\[0\]: .* and `where` indexed it"),
+        (
+            lambda m: m.extra["bias"],
+            KeyError,
+            r"MLP.extra\['bias'\]: no such key; the keys are: 'scale', 'pair'",
+        ),
+        (
+            lambda m: m.extra["pair"].middle,
+            AttributeError,
+            r"MLP.extra\['pair'\].middle: no such field",
+        ),
+        (
+            lambda m: m.layers["0"],
+            TypeError,
+            r"MLP.layers\['0'\]: MLP.layers is a tuple; index it with an int",
+        ),
+        (
+            lambda m: m["layers"],
+            TypeError,
+            r"MLP\['layers'\]: MLP is a treeclass \(MLP\); read its fields",
+        ),
+        (
+            lambda m: m.layers[0].w.T,
+            TypeError,
+            r"MLP.layers\[0\].w.T: MLP.layers\[0\].w holds a jax.Array of shape \(2, 3\), and `where` read an "
+            r"attribute of it.*pass fn=lambda x: x.at\[...\].set",
+        ),
+        (
+            lambda m: m.layers[0].w[0],
+            TypeError,
+            r"MLP.layers\[0\].w\[0\]: .* and `where` indexed it",
+        ),
         (lambda m: m.layers[0].act.upper, TypeError, r"MLP.layers\[0\].act.upper: .* holds a str"),
     ],
 )
@@ -395,7 +445,9 @@ def test_anything_but_a_read_names_the_read_it_was_applied_to(where: Any, path: 
     # The recorder defines only __getattr__ and __getitem__ (no __getattribute__, no
     # refusing dunders): each of these is Python's TypeError on the stand-in, reworded.
     # (NumPy and JAX may read attributes such as `.dtype` first, as their versions do.)
-    with pytest.raises(TypeError, match=rf"^{re.escape(path)}(\.\w+)*: `where` did more than read it") as info:
+    with pytest.raises(
+        TypeError, match=rf"^{re.escape(path)}(\.\w+)*: `where` did more than read it"
+    ) as info:
         tc.replace_at(mlp(), where, 0)
     assert isinstance(info.value.__cause__, TypeError)  # Python's own, kept as the cause
 
@@ -415,7 +467,9 @@ def test_where_must_return_reads(where: Any, match: str) -> None:
 
 
 def test_every_refusal_shows_the_fn_fix() -> None:
-    with pytest.raises(TypeError, match=r"(?s)may only read fields and entries.*fn=lambda w: w \* 2"):
+    with pytest.raises(
+        TypeError, match=r"(?s)may only read fields and entries.*fn=lambda w: w \* 2"
+    ):
         tc.replace_at(mlp(), lambda m: m.layers[0].w * 2, 0)
 
 
@@ -440,7 +494,13 @@ class Tripwire:
 
 @pytest.mark.parametrize(
     "where",
-    [lambda t: t[0], lambda t: t[0] + 1, lambda t: t[0].attr, lambda t: t[0] if t[0] else t[1], lambda t: t[0][0]],
+    [
+        lambda t: t[0],
+        lambda t: t[0] + 1,
+        lambda t: t[0].attr,
+        lambda t: t[0] if t[0] else t[1],
+        lambda t: t[0][0],
+    ],
 )
 def test_where_never_runs_code_on_the_real_leaves(where: Any) -> None:
     Tripwire.touched.clear()
@@ -453,7 +513,9 @@ def test_where_never_runs_code_on_the_real_leaves(where: Any) -> None:
 def test_a_negative_index_is_the_same_node() -> None:
     m = mlp()
     assert tc.replace_at(m, lambda m: m.layers[-1].act, "tanh").layers[1].act == "tanh"
-    with pytest.raises(ValueError, match=r"selects MLP.layers\[1\] and MLP.layers\[-1\]: one holds the other, or"):
+    with pytest.raises(
+        ValueError, match=r"selects MLP.layers\[1\] and MLP.layers\[-1\]: one holds the other, or"
+    ):
         tc.replace_at(m, lambda m: (m.layers[1], m.layers[-1]), (1, 2))
 
 
@@ -464,7 +526,9 @@ def test_value_must_match_the_nodes_selected() -> None:
         r"values; got a list of length 3",
     ):
         tc.replace_at(mlp(), lambda m: (m.layers[0].b, m.layers[1].b), [1, 2, 3])
-    with pytest.raises(ValueError, match=r"selects MLP.layers\[0\] and MLP.layers\[0\].b: one holds the other"):
+    with pytest.raises(
+        ValueError, match=r"selects MLP.layers\[0\] and MLP.layers\[0\].b: one holds the other"
+    ):
         tc.replace_at(mlp(), lambda m: (m.layers[0], m.layers[0].b), (1, 2))
     with pytest.raises(ValueError, match=r"selects MLP and MLP.layers: one holds the other"):
         tc.replace_at(mlp(), lambda m: (m, m.layers), (1, 2))
@@ -514,13 +578,16 @@ def paths_into(draw: st.DrawFn, obj: Any) -> tuple[list[tuple[Any, bool]], bool]
 
 
 @hypothesis.given(st.data(), instances())
-def test_replace_at_is_the_replace_chain_over_generated_classes(data: st.DataObject, inst: Instance) -> None:
+def test_replace_at_is_the_replace_chain_over_generated_classes(
+    data: st.DataObject, inst: Instance
+) -> None:
     steps, static = data.draw(paths_into(inst.obj), "path")
     hypothesis.assume(steps)
     new = data.draw(static_values if static else dynamic_values, "new value")
     source = "lambda m: m" + "".join(f"[{k!r}]" if item else f".{k}" for k, item in steps)
     where = eval(source)
     expected = _reference(inst.obj, steps, new)
+
     def via_closure(m: Any) -> Any:
         node = m
         for key, item in steps:
@@ -530,5 +597,7 @@ def test_replace_at_is_the_replace_chain_over_generated_classes(data: st.DataObj
     for where_fn in (where, via_closure):
         got = tc.replace_at(inst.obj, where_fn, new)
         assert jax.tree.structure(got) == jax.tree.structure(expected)
-        assert all(a is b for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True))
+        assert all(
+            a is b for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True)
+        )
         assert type(got) is type(inst.obj)

@@ -1,31 +1,24 @@
 """Paths in a tree: what `where` functions read (`lambda m: m.layers[1].w`), and
 following them through an object.
 
-- Recording: `record(where, root)` calls `where` on a stand-in (`_Read`) that records
-  each attribute and item read as one step of a path: `lambda m: m.layers[1].w` gives
-  `(("layers", ATTR), (1, ITEM), ("w", ATTR))`. `where` never sees the object, so it
-  runs no code on its leaves; anything but a read (a call, arithmetic, a comparison,
-  a slice, `bool()`, `len()`, iteration) raises a TypeError naming the read it was
-  applied to.
-- Following: `follow(obj, path, root)` reads the path from the object step by step,
-  through the nodes JAX flattens: fields of a treeclass (static ones too) and of a
-  NamedTuple, entries of a tuple, list, dict, OrderedDict or defaultdict. It returns
-  each step's parent, how the node was read from it and the key, which is what
-  `replace_at` needs to rebuild the parent; where a step has no such node it raises
-  the error that names the path so far (`MLP.layers[5]: index out of range`). A
-  container that JAX treats as a leaf (a subclass of dict, list or tuple, a mapping)
-  or a custom pytree node is a node to replace whole, not to reach into: a rebuilt
-  copy could not keep its type, or JAX's structure, for certain.
-
-Why record on every call, with no cache of paths: a path may depend on more than the
-code of `where` (`lambda m: m.layers[i].w` reads `i` from a closure), and recording
-costs less than the `replace()` calls it leads to (benchmarks/RESULTS.md,
-"whole_models").
+- `record(where, root)` calls `where` on a stand-in that records each attribute and
+  item read: `lambda m: m.layers[1].w` gives `(("layers", ATTR), (1, ITEM), ("w",
+  ATTR))`. `where` never sees the object, so it runs no code on its leaves; anything
+  but a read (a call, arithmetic, a comparison, a slice, `len()`) raises a TypeError
+  naming the read. Recorded on every call: a path may depend on a closure (`i` in
+  `lambda m: m.layers[i].w`).
+- `follow(obj, path, root)` reads the path from the object through the nodes JAX
+  flattens: fields of a treeclass (static ones too) and of a NamedTuple, entries of a
+  tuple, list, dict, OrderedDict or defaultdict, giving each step's parent, kind and
+  key (what `replace_at` rebuilds), or the error that names the path. What JAX takes
+  for a leaf (a dict subclass) or flattens by its own rules (a custom pytree node) is
+  replaced whole, never entered: a rebuilt copy could not keep its type for certain.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
@@ -36,7 +29,8 @@ from treeclass._core.layout import LAYOUT
 from treeclass._core.show import describe
 from treeclass._core.walk import ARRAY_TYPES, path_str
 
-__all__ = ["ATTR", "DICT", "ITEM", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE", "Path", "follow", "probe", "record", "show"]
+__all__ = ["ATTR", "ITEM", "Path", "follow", "record", "show"]
+__all__ += ["DICT", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE", "probe"]
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
@@ -45,18 +39,25 @@ Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 # How a node was read from its parent, which says how `replace_at` rebuilds the parent.
 TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT = range(5)
 Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name or an index)
-_KINDS: Final = {tuple: TUPLE, list: LIST, dict: DICT, collections.OrderedDict: DICT, collections.defaultdict: DICT}
+_DICTS: Final = (dict, collections.OrderedDict, collections.defaultdict)  # what JAX flattens
+_KINDS: Final = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
 
 _MSG_NOT_READ: Final = """\
 {path}: `where` did more than read it; it may only read fields and entries.
 
-`where` selects nodes by the path it reads (lambda m: m.layers[1].w); it never sees
-their values, so it cannot call, compute with, compare, slice, iterate over, or take
-len() or the truth value of them. Select several nodes as a tuple:
-lambda m: (m.layers[0], m.layers[1]); in replace_at, compute a new value from the
-old one with fn=:
+`where` selects nodes by the path it reads; it never sees their values, so it cannot
+call, compute with, compare, slice, iterate over, or take len() or the truth value of
+them. Select several nodes as a tuple: lambda m: (m.layers[0], m.layers[1]); in
+replace_at, compute a new value from the old one with fn=:
 
     tc.replace_at(obj, lambda m: m.layers[1].w, fn=lambda w: w * 2)"""
+
+_MSG_NOT_ENTERED: Final = (
+    "holds {what}, and `where` {did}. `where` reaches into treeclasses, NamedTuples and the "
+    "containers JAX flattens (tuple, list, dict, OrderedDict, defaultdict; not their "
+    "subclasses, which JAX takes for leaves); it replaces anything else whole: pass {fix}"
+)
+_FIX: Final = ("fn=lambda old: <old, changed>", "fn=lambda x: x.at[...].set(...)")
 
 _MSG_RETURN: Final = """\
 `where` returned {what}; it must return a node read from its argument, or a tuple of
@@ -68,46 +69,33 @@ def show(root: str, path: Path) -> str:
     return path_str(root, tuple(DictKey(key) if item else GetAttrKey(key) for key, item in path))
 
 
-# --- Recording ---------------------------------------------------------------------------
-
-
 class _Read:
-    """What `where` receives: the node at `_tc_path`. Reading an attribute or an item
-    gives the node one step further; `_tc_last` (one list per recording) holds the path
-    of the latest read, which is what an operation that fails names.
-
-    It has no other methods, so an operator, a call, `len()` or `<` finds none on the
-    type and raises TypeError; those `object` or the `__getitem__` protocol would
-    answer (`==`, `bool()`, `hash()`, iteration, NumPy's `__array__`) are None, which
-    raises TypeError too. Field names never start with `_tc_` (reserved) or `__`."""
+    """What `where` receives: the node at `_tc_path`. An attribute or item read gives
+    the node one step on; `_tc_last` (one per recording) holds the latest path read.
+    Anything else finds no method and raises TypeError: `==`, `bool()`, `hash()`,
+    iteration and `__array__`, which `object` or `__getitem__` would answer, are None.
+    No field is named `__*__` or `_tc_*`, so none is hidden."""
 
     __slots__ = ("_tc_last", "_tc_path")
     __eq__ = __bool__ = __iter__ = __array__ = None  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> _Read:
-        # Runs only after the normal lookup failed, which costs most of a read on
-        # Python 3.11: so the first read of a name makes it a property of the class,
-        # and every later one finds that. (Probes such as `__array_interface__` find
-        # nothing: no field has a dunder name.)
-        if name[:2] == "__" == name[-2:]:
+        # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
+        # the first read of a name makes it a property, which later reads find.
+        if name[:2] == "__" == name[-2:]:  # probes such as `__array_interface__`
             raise AttributeError(name)
-        step = (name, ATTR)
-        setattr(_Read, name, property(lambda read: _then(read, step)))
-        return _then(self, step)
+        setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
+        return _then((name, ATTR), self)
 
     def __getitem__(self, key: Any) -> _Read:
-        if type(key) is slice or type(key) is _Read:  # a slice of self, or a read used as a key
+        if type(key) is slice or type(key) is _Read:  # a slice of self, or a read as a key
             self._tc_last[0] = key._tc_path if type(key) is _Read else self._tc_path
             raise TypeError  # worded by record()
-        return _then(self, (key, ITEM))
-
-    def __repr__(self) -> str:
-        return f"<where reads {show('m', self._tc_path)}>"
+        return _then((key, ITEM), self)
 
 
-def _then(read: _Read, step: tuple[Any, bool]) -> _Read:
-    """The stand-in one `step` on from `read`."""
+def _then(step: tuple[Any, bool], read: _Read) -> _Read:
     new = _new(_Read)  # not _Read(...): an __init__ call would cost more than the rest
     new._tc_path = read._tc_last[0] = (*read._tc_path, step)
     new._tc_last = read._tc_last
@@ -124,25 +112,23 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     stand_in._tc_path, stand_in._tc_last = (), [()]
     try:
         selected = where(stand_in)
-    except TypeError as error:  # an operation on a stand-in: name the node it read last
+    except TypeError as error:  # an operation on a stand-in: name the latest read
         raise TypeError(_MSG_NOT_READ.format(path=show(root, stand_in._tc_last[0]))) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
-    if not isinstance(selected, tuple | list):
-        raise TypeError(_MSG_RETURN.format(what=describe(selected, shape=False)))
-    bad = [s for s in selected if type(s) is not _Read]
+    many = isinstance(selected, tuple | list)
+    bad = [s for s in selected if type(s) is not _Read] if many else [selected]
     if bad:
-        what = f"a {type(selected).__name__} holding {describe(bad[0], shape=False)}"
-        raise TypeError(_MSG_RETURN.format(what=what))
+        what = describe(bad[0], shape=False)
+        raise TypeError(
+            _MSG_RETURN.format(what=f"a {type(selected).__name__} holding {what}" if many else what)
+        )
     return [s._tc_path for s in selected]
-
-
-# --- Following a path --------------------------------------------------------------------
 
 
 class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to follow()
     """Raised where a step has no node; `reason(at)` words it given the path to the
-    parent, which `follow` formats only then: on the way there, no message is built."""
+    parent, which `follow` formats only then."""
 
     def __init__(self, error: type[Exception], reason: Callable[[str], str]) -> None:
         self.error, self.reason = error, reason
@@ -158,18 +144,18 @@ def _no_field(node: Any, name: str, names: tuple[str, ...]) -> NoReturn:
 def _index(node: Any, key: Any) -> int:
     n = len(node)
     if type(key) is not int:
-        raise _NoNode(TypeError, lambda at: f"{at} is {describe(node, shape=False)}; index it with an int.")
+        what = describe(node, shape=False)
+        raise _NoNode(TypeError, lambda at: f"{at} is {what}; index it with an int.")
     if not -n <= key < n:
         raise _NoNode(IndexError, lambda at: f"index out of range ({at} has {n} entries).")
     return key % n
 
 
 def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
-    """`(kind, key as stored)` for reading `key` from a NamedTuple; for anything else,
-    `_NoNode` with the reason it has no such node."""
+    """`(NAMEDTUPLE, field)` for a NamedTuple; `_NoNode` for anything else. It asks the
+    node's type only, never the node, which may be any leaf."""
     cls = type(node)
-    # Only the node's type is asked here, never the node: it may be a leaf of any kind.
-    fields: tuple[str, ...] | None = getattr(cls, "_fields", None) if issubclass(cls, tuple) else None
+    fields = getattr(cls, "_fields", None) if issubclass(cls, tuple) else None
     if fields is not None:  # a NamedTuple, as JAX tells one: `nt[0]` and `nt.a` are one node
         if item:
             return NAMEDTUPLE, fields[_index(node, key)]
@@ -179,14 +165,12 @@ def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
     if item and LAYOUT in cls.__dict__:
         treeclass = f"a treeclass ({cls.__name__}); read its fields as attributes, not items."
         raise _NoNode(TypeError, lambda at: f"{at} is {treeclass}")
-    did = "indexed it" if item else "read an attribute of it"
+    if item and _KINDS.get(cls) == DICT:  # (only a missing key leads here)
+        keys = ", ".join(repr(k) for k in node)
+        raise _NoNode(KeyError, lambda at: f"no such key; the keys are: {keys}.")
     array = issubclass(cls, ARRAY_TYPES)
-    fix = "fn=lambda x: x.at[...].set(...)" if array else "fn=lambda old: <old, changed>"
-    rest = (
-        f"holds {describe(node, shape=array)}, and `where` {did}. `where` reaches into treeclasses, "
-        "NamedTuples and the containers JAX flattens (tuple, list, dict, OrderedDict, defaultdict; "
-        f"not their subclasses, which JAX takes for leaves); it replaces anything else whole: pass {fix}"
-    )
+    did, fix = "indexed it" if item else "read an attribute of it", _FIX[array]
+    rest = _MSG_NOT_ENTERED.format(what=describe(node, shape=array), did=did, fix=fix)
     raise _NoNode(TypeError, lambda at: f"{at} {rest}")
 
 
@@ -196,21 +180,16 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
     parents: list[Parent] = []
     node, depth = obj, 0
     try:
-        for depth, (key, item) in enumerate(path):  # noqa: B007 - depth is read on error
+        for depth, (key, item) in enumerate(path):  # noqa: B007 - read on error
             cls = type(node)
             layout = None if item else cls.__dict__.get(LAYOUT)  # layout_of(), inline
-            kind = TREECLASS if layout is not None else _KINDS.get(cls) if item else None
+            kind = _KINDS.get(cls) if item else TREECLASS if layout is not None else None
             stored = key
-            if kind is None:
+            if kind is None or (kind == DICT and key not in node):
                 kind, stored = _other(node, key, item)
-            elif kind == TREECLASS:
-                if key not in layout.names:
-                    _no_field(node, key, layout.names)
-            elif kind == DICT:
-                if key not in node:
-                    keys = ", ".join(repr(k) for k in node)
-                    raise _NoNode(KeyError, lambda at: f"no such key; the keys are: {keys}.")
-            else:
+            elif kind == TREECLASS and key not in layout.names:
+                _no_field(node, key, layout.names)
+            elif kind in (TUPLE, LIST):
                 stored = _index(node, key)
             parents.append((node, kind, stored))
             node = getattr(node, stored) if kind <= NAMEDTUPLE else node[stored]
@@ -221,9 +200,8 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
 
 
 def probe(where: Callable[[Any], Any], root: str) -> list[Path] | None:
-    """The paths `where` selects if it is a selector, else None. Kept only for
-    `_train/select.py`, which guesses with it; the helper rewriting select.py drops the
-    call, and this goes with it at merge (issue #27: `where=` is never guessed)."""
+    """The paths `where` selects if it is a selector, else None: only for
+    `_train/select.py`, whose rewrite (issue #27) drops the call; delete at merge."""
     try:
         paths = record(where, root)
     except Exception:  # noqa: BLE001 - a predicate that cannot run on the stand-in

@@ -1,21 +1,14 @@
 """`replace_at()`: nested update along the path(s) that `where` reads.
 
-`record` reads `where` into the path(s) it selects, `follow` reads them from the object
-(checking each step, with errors that name the path), and here each parent on a path
-is rebuilt bottom-up, once, with all of its changes: a treeclass through `replace()`
-(converters, checks on the changed fields, `__post_init__`), a NamedTuple through
-`_replace()`, a tuple, list or dict (OrderedDict and defaultdict keep their type, order
-and factory) by copy. Everything off the path is shared, not copied.
+`record` reads `where` into the path(s) it selects, `follow` reads them from the object,
+and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes: a
+treeclass through `replace()`, a NamedTuple through `_replace()`, a container by copy.
 
 Why not equinox's way (`tree_at` runs `where` on a copy whose leaves are sentinels, then
-finds the sentinels by identity): it runs `where` on the real tree, so on its leaves;
-it reaches only pytree children, so not static fields; it rebuilds every node by
-unflatten, so no check runs and the result can hold what no constructor would accept
-(`Linear.w = 'oops'`); and it flattens, maps and unflattens the whole tree for one
-change.
-
-Under `jax.jit` this runs once, at trace time; its eager cost against the hand-written
-chain of `replace()` calls is in benchmarks/RESULTS.md, "whole_models".
+finds the sentinels by identity): it runs `where` on the real tree; it reaches only
+pytree children, so not static fields; it rebuilds by unflatten, so no check runs; and
+it flattens, maps and unflattens the whole tree for one change. The eager cost of ours
+against the hand-written `replace()` chain: benchmarks/RESULTS.md, "whole_models".
 """
 
 from __future__ import annotations
@@ -24,13 +17,13 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
-from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, Path, follow, record, show
+from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
 
 __all__ = ["replace_at"]
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
-_End = tuple[list[Parent], Path, Any]  # a path's parents (as `follow` found them), the path, the new node
+_End = tuple[list[Parent], tuple[Any, ...], Any]  # a path's parents (from `follow`), path, new node
 
 
 def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
@@ -39,8 +32,8 @@ def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
         return parent.replace(**changes)
     if kind == NAMEDTUPLE:
         return parent._replace(**changes)
-    if kind == DICT:
-        return parent | changes  # a copy of its own type: OrderedDict, defaultdict (its factory too)
+    if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
+        return parent | changes
     items = list(parent)
     for i, value in changes.items():
         items[i] = value
@@ -48,11 +41,11 @@ def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
 
 
 def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
-    """The node at `depth` on the paths of `ends` (one node, down to there), with the
-    new nodes put in: each parent is rebuilt once, with all of its changes, so a
-    `__post_init__` that checks two fields together sees both new ones."""
-    parents, path, new = ends[0]
-    if len(ends) == 1:  # no more branches: the parents below, bottom-up
+    """The node at `depth` on the paths of `ends` (one node, down to there) with the new
+    nodes put in: each parent rebuilt once with all of its changes, so a `__post_init__`
+    that checks two fields together sees both new ones."""
+    parents, _, new = ends[0]
+    if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
         for parent, kind, key in reversed(parents[depth:]):
             new = _put(parent, kind, {key: new})
         return new
@@ -65,8 +58,7 @@ def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
         changes.setdefault(end[0][depth][2], []).append(end)
     for key, group in changes.items():
         changes[key] = _rebuild(group, depth + 1, root)
-    node, kind, _ = parents[depth]
-    return _put(node, kind, changes)
+    return _put(parents[depth][0], parents[depth][1], changes)
 
 
 @overload
@@ -87,25 +79,28 @@ def replace_at(
 
     - `obj`: a treeclass instance (or a tuple, list, dict or NamedTuple holding them).
     - `where`: a function that reads the node(s) to replace from its argument, through
-      fields (static ones too) and entries of tuples, lists, dicts and NamedTuples:
-      `lambda m: m.layers[1].w`, or a tuple of such reads to replace several at once.
+      fields (static ones too) and entries of tuples, lists, dicts (OrderedDict,
+      defaultdict) and NamedTuples: `lambda m: m.layers[1].w`, or a tuple of such reads
+      to replace several at once. It receives a stand-in, never `obj`.
     - `value`: the new node; a tuple of them, one per node, when `where` returns a tuple.
     - `fn`: instead of `value`, a function called on each selected node's current value,
       returning its replacement.
 
     **Returns**
 
-    An object of `obj`'s type. Each treeclass on the path is rebuilt with `replace()`,
-    so converters, static checks and `__post_init__` run on the changed fields; each
-    tuple, list or dict on the path is copied with its entry changed; every other node
-    is shared with `obj`, not copied.
+    An object of `obj`'s type. Each treeclass on the path is rebuilt once with
+    `replace()`, so converters, static checks and `__post_init__` run on the changed
+    fields; each container on the path is copied, of its own type, with its entries
+    changed; every other node is shared with `obj`, not copied.
 
     **Raises**
 
     `AttributeError`, `IndexError` or `KeyError` for a read that `obj` has no node for,
-    `TypeError` when `where` calls, computes or compares instead of reading, each naming
+    `TypeError` when `where` calls, computes, compares or slices instead of reading, or
+    reads into a node that JAX does not flatten (a dict subclass, an array), each naming
     the path (`MLP.layers[1].weight: no such field, did you mean 'w'?`); `ValueError` for
-    a `value` that does not match the nodes selected; whatever `replace()` raises.
+    a `value` that does not match the nodes selected, or nodes selected twice; whatever
+    `replace()` raises.
 
     **Example**
 
@@ -132,18 +127,17 @@ def replace_at(
         raise TypeError(msg)
     root = type(obj).__name__
     selected = record(where, root)
-    one = isinstance(selected, tuple)  # one path, not a list of them
-    paths = [selected] if one else selected
-    if not (one or fn is not None or isinstance(value, tuple | list) and len(value) == len(paths)):
-        length = f" of length {len(value)}" if isinstance(value, tuple | list) else ""
+    paths, news = ([selected], (value,)) if isinstance(selected, tuple) else (selected, value)
+    if fn is None and not (isinstance(news, tuple | list) and len(news) == len(paths)):
+        length = f" of length {len(news)}" if isinstance(news, tuple | list) else ""
         msg = (
             f"`where` selects {len(paths)} nodes ({', '.join(show(root, p) for p in paths)}), "
             f"so value must be a tuple of {len(paths)} new values; got "
-            f"{describe(value, shape=False)}{length}."
+            f"{describe(news, shape=False)}{length}."
         )
         raise ValueError(msg)
     ends: list[_End] = []
     for i, path in enumerate(paths):
         parents, node = follow(obj, path, root)
-        ends.append((parents, path, fn(node) if fn is not None else value if one else value[i]))
+        ends.append((parents, path, news[i] if fn is None else fn(node)))
     return _rebuild(ends, 0, root) if ends else obj  # type: ignore[no-any-return]
