@@ -3,9 +3,10 @@
 Pinned here: the result equals the hand-written chain of `replace()` calls (by hand and
 over hypothesis-generated classes), everything off the path is shared, treeclasses on
 the path are rebuilt through `replace()` (converters, checks, `__post_init__`), static
-fields can be selected, and every misuse of `where` raises an error naming the path.
-The two ways of reading `where` (the compiled constant path and the recording stand-in)
-must agree, and a path that depends on a closure variable is never cached.
+fields can be selected, every misuse of `where` raises an error naming the path (and
+runs no code on the real leaves), a path that depends on a closure variable is never
+cached, and the tree keeps its structure wherever the new value keeps it: containers
+JAX flattens keep their type, those it takes for leaves are replaced whole, not entered.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ __all__ = ["replace_at"]
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
+_SEQUENCES: Final = (tuple, list)
 _End = tuple[list[Parent], tuple[Any, ...], Any]  # a path's parents (from `follow`), path, new node
 
 
@@ -127,17 +128,19 @@ def replace_at(
         raise TypeError(msg)
     root = type(obj).__name__
     selected = record(where, root)
-    paths, news = ([selected], (value,)) if isinstance(selected, tuple) else (selected, value)
-    if fn is None and not (isinstance(news, tuple | list) and len(news) == len(paths)):
-        length = f" of length {len(news)}" if isinstance(news, tuple | list) else ""
+    if type(selected) is tuple:  # one path: the same route, without the checks of many
+        parents, node = follow(obj, selected, root)
+        return _rebuild([(parents, selected, value if fn is None else fn(node))], 0, root)  # type: ignore[no-any-return]
+    if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
+        length = f" of length {len(value)}" if isinstance(value, _SEQUENCES) else ""
         msg = (
-            f"`where` selects {len(paths)} nodes ({', '.join(show(root, p) for p in paths)}), "
-            f"so value must be a tuple of {len(paths)} new values; got "
-            f"{describe(news, shape=False)}{length}."
+            f"`where` selects {len(selected)} nodes ({', '.join(show(root, p) for p in selected)}), "
+            f"so value must be a tuple of {len(selected)} new values; got "
+            f"{describe(value, shape=False)}{length}."
         )
         raise ValueError(msg)
     ends: list[_End] = []
-    for i, path in enumerate(paths):
+    for i, path in enumerate(selected):
         parents, node = follow(obj, path, root)
-        ends.append((parents, path, news[i] if fn is None else fn(node)))
+        ends.append((parents, path, value[i] if fn is None else fn(node)))
     return _rebuild(ends, 0, root) if ends else obj  # type: ignore[no-any-return]
