@@ -39,8 +39,8 @@ Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 # How a node was read from its parent, which says how `replace_at` rebuilds the parent.
 TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT = range(5)
 Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name or an index)
-_DICTS: Final = (dict, collections.OrderedDict, collections.defaultdict)  # what JAX flattens
-_KINDS: Final = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
+_DICTS: Final[tuple[type, ...]] = (dict, collections.OrderedDict, collections.defaultdict)
+_KINDS: Final[dict[type, int]] = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
 
 _MSG_NOT_READ: Final = """\
 {path}: `where` did more than read it; it may only read fields and entries.
@@ -77,14 +77,16 @@ class _Read:
     No field is named `__*__` or `_tc_*`, so none is hidden."""
 
     __slots__ = ("_tc_last", "_tc_path")
-    __eq__ = __bool__ = __iter__ = __array__ = None  # type: ignore[assignment]
-    __hash__ = None  # type: ignore[assignment]
+    _tc_last: list[Path]
+    _tc_path: Path
+    __eq__ = __bool__ = __iter__ = __array__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+    __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
 
     def __getattr__(self, name: str) -> _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
         # the first read of a name makes it a property, which later reads find.
-        if name[:2] == "__" == name[-2:]:  # probes such as `__array_interface__`
-            raise AttributeError(name)
+        if name[:2] == "__" == name[-2:] or name[:4] == "_tc_":  # `__array_interface__`
+            raise AttributeError(name)  # and other probes, and our own slots: not fields
         setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
         return _then((name, ATTR), self)
 
@@ -184,12 +186,13 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
             cls = type(node)
             layout = None if item else cls.__dict__.get(LAYOUT)  # layout_of(), inline
             kind = _KINDS.get(cls) if item else TREECLASS if layout is not None else None
-            stored = key
+            stored: Any = key
             if kind is None or (kind == DICT and key not in node):
                 kind, stored = _other(node, key, item)
-            elif kind == TREECLASS and key not in layout.names:
-                _no_field(node, key, layout.names)
-            elif kind in (TUPLE, LIST):
+            elif layout is not None:
+                if key not in layout.names:
+                    _no_field(node, key, layout.names)
+            elif kind != DICT:
                 stored = _index(node, key)
             parents.append((node, kind, stored))
             node = getattr(node, stored) if kind <= NAMEDTUPLE else node[stored]

@@ -128,7 +128,7 @@ def replace_at(
         raise TypeError(msg)
     root = type(obj).__name__
     selected = record(where, root)
-    if type(selected) is tuple:  # one path: the same route, without the checks of many
+    if isinstance(selected, tuple):  # one path: the same route, without the checks of many
         parents, node = follow(obj, selected, root)
         return _rebuild([(parents, selected, value if fn is None else fn(node))], 0, root)  # type: ignore[no-any-return]
     if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
@@ -143,4 +143,4 @@ def replace_at(
     for i, path in enumerate(selected):
         parents, node = follow(obj, path, root)
         ends.append((parents, path, value[i] if fn is None else fn(node)))
-    return _rebuild(ends, 0, root) if ends else obj  # type: ignore[no-any-return]
+    return _rebuild(ends, 0, root) if ends else obj
