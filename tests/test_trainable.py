@@ -297,7 +297,7 @@ def test_a_field_named_dtype_is_no_leaf_attribute() -> None:
 @pytest.mark.parametrize(
     ("where", "match"),
     [
-        (lambda n: n.history[0:], r"^Net\.history\["),  # a slice: select entries as a tuple
+        (lambda n: n.history[0:], r"^Net\.history: `where` did more than read it"),  # a slice: select entries as a tuple
         (lambda n: n.head * 2, r"^Net\.head\b"),
         (lambda n: n.encoder(), r"^Net\.encoder\b"),
     ],

@@ -30,7 +30,7 @@ from treeclass._core.show import describe
 from treeclass._core.walk import ARRAY_TYPES, path_str
 
 __all__ = ["ATTR", "ITEM", "Path", "follow", "record", "show"]
-__all__ += ["DICT", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE", "probe"]
+__all__ += ["DICT", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE"]
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
@@ -201,12 +201,3 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
         raise bad.error(msg) from None
     return parents, node
 
-
-def probe(where: Callable[[Any], Any], root: str) -> list[Path] | None:
-    """The paths `where` selects if it is a selector, else None: only for
-    `_train/select.py`, whose rewrite (issue #27) drops the call; delete at merge."""
-    try:
-        paths = record(where, root)
-    except Exception:  # noqa: BLE001 - a predicate that cannot run on the stand-in
-        return None
-    return [paths] if isinstance(paths, tuple) else paths or None
