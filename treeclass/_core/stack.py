@@ -100,16 +100,19 @@ def stack(instances: Sequence[T]) -> T:
     if len(instances) == 0:
         raise ValueError(_MSG_EMPTY)
     first, *rest = instances
+    treedef: Any  # a PyTreeDef, whose == mypy cannot see
     leaves, treedef = jax.tree.flatten(first)
     _check_leaves(first)
     columns = [[leaf] for leaf in leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
-        if other_def != treedef or any(map(_differ, leaves, other_leaves)):
+        alike = other_def == treedef and not any(map(_differ, leaves, other_leaves))
+        if not alike:
             _explain(first, other, i)  # raises, naming the field
         for column, leaf in zip(columns, other_leaves, strict=True):
             column.append(leaf)
-    return jax.tree.unflatten(treedef, [jnp.stack(column) for column in columns])
+    stacked: T = jax.tree.unflatten(treedef, [jnp.stack(column) for column in columns])
+    return stacked
 
 
 def unstack(stacked: T) -> list[T]:
