@@ -10,7 +10,8 @@ What it shows:
 - `jax.vmap(init_model)(keys)` builds an ensemble of 8 models as one `Model`, the same
   as `tc.stack` of 8 models built one by one;
 - the ensemble trains with optax's adamw, `jax.vmap` of one training step inside one
-  jitted `lax.scan`; a member trained on its own ends where it ends in the ensemble;
+  jitted `lax.scan`; a member trained on its own follows the loss curve it follows in
+  the ensemble (up to float rounding);
 - `tc.summary(model, depth=1)`: one row per field of the model, the stacked blocks as
   one row with their subtotals.
 
@@ -185,12 +186,16 @@ def main(argv: list[str] | None = None) -> int:
         f"mean of the {MEMBERS} predictions: loss {float(jnp.mean((mean_prediction - y) ** 2)):.4f}"
     )
 
-    # Member 3 alone, unstacked from the ensemble and trained without vmap.
-    alone, alone_losses = train(tc.unstack(ensemble)[3], x, y, config.steps, ensemble=False)
-    same_member = close(alone, tc.unstack(trained)[3], tol=1e-4)
+    # Member 3 alone, unstacked from the ensemble and trained without vmap. Not bit for
+    # bit: vmap batches the matrix products, which rounds differently, and 400 adamw
+    # steps carry that rounding along (measured: 2e-3 of the first loss at most).
+    _, alone_losses = train(tc.unstack(ensemble)[3], x, y, config.steps, ensemble=False)
+    gap = float(jnp.max(jnp.abs(alone_losses - losses[:, 3])) / losses[0, 3])
+    same_member = gap < 1e-2
     print(
-        f"member 3 trained alone: final loss {float(alone_losses[-1]):.4f}; "
-        f"the same as in the ensemble: {same_member}"
+        f"member 3: trained alone, final loss {float(alone_losses[-1]):.4f} "
+        f"({float(losses[-1, 3]):.4f} in the ensemble); the loss curves agree to "
+        f"{gap:.0e} of the first loss: {same_member}"
     )
 
     print(tc.summary(tc.unstack(trained)[0], depth=1))  # depth=: the train branch (SPEC §11)

@@ -50,14 +50,14 @@ KEY_OUTPUT = {
     "neuron_models.py": ["LIF:      I=25, 200 ms: 11 spikes, first at 16.1 ms", "AdEx:"],
     "brainpy_models.py": ["one jax.grad step: True", "linearnet:", "draws equal: False"],
     # Exits 1 unless scan == loop, vmap(init) == stack of inits, and a member trained
-    # alone ends where it ends in the ensemble.
+    # alone follows its loss curve in the ensemble.
     "stacked.py": [
         "Model(embed=f32[8,16], blocks=Block(w=f32[4,16,16], b=f32[4,16]), head=f32[16])",
         "the same as a loop over tc.unstack(blocks): True",
         "blocks=Block(w=f32[8,4,16,16], b=f32[8,4,16])",
         "the same as tc.stack of 8 inits: True",
         "8 members x 60 adamw steps, vmapped, in one lax.scan",
-        "the same as in the ensemble: True",
+        "of the first loss: True",
         # tc.summary(model, depth=1): the stacked blocks are one row.
         "Model.blocks  trainable",
         "trainable: 1,232 parameters",
