@@ -188,7 +188,7 @@ def test_stack_differing_static_rejected() -> None:
     match = (
         r"instances\[0\] and instances\[2\] differ in the static field Dense.act "
         r"\(at Model.blocks\[1\].act\): 'relu' and 'gelu'\.\n"
-        r"(?s:.*)`instances\[2\].replace\(act='relu'\)`"
+        r"(?s:.*)`tc.replace_at\(instances\[2\], lambda x: x.blocks\[1\].act, 'relu'\)`"
     )
     with pytest.raises(ValueError, match=match):
         tc.stack([a, a, b])
@@ -228,7 +228,10 @@ def test_stack_differing_structure_rejected() -> None:
 
 
 def test_stack_non_array_leaf_rejected() -> None:
-    match = r"Dense.layers \(at Dense.layers\[0\]\) holds a str, which cannot be stacked.*`layers: tc.Static\[...\]`"
+    match = (
+        r"Dense.layers \(at Dense.layers\[0\]\) holds a str, which cannot be stacked.*"
+        r"Declare the field static \(`tc.Static\[...\]`\)"
+    )
     with pytest.raises(TypeError, match=match):
         tc.stack([Dense(jnp.zeros(2), ("x",))])
 
@@ -249,7 +252,8 @@ def test_unstack_scalar_leaf_rejected() -> None:
 def test_unstack_differing_leading_axes_rejected() -> None:
     match = (
         r"tc.unstack\(\): Dense.w \(at Model.blocks\[1\].w\) has a leading axis of 4, "
-        r"but Dense.w has 3: every leaf of a stack has the same leading axis"
+        r"but Dense.w \(at Model.blocks\[0\].w\) has 3: every leaf of a stack has the same "
+        r"leading axis"
     )
     with pytest.raises(ValueError, match=match):
         tc.unstack(Model((Dense(jnp.zeros((3, 2))), Dense(jnp.zeros((4, 2))))))

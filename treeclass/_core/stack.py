@@ -28,31 +28,30 @@ T = TypeVar("T")
 
 _MSG_EMPTY: Final = "tc.stack() needs at least one instance to stack; it got an empty sequence."
 _MSG_STATIC: Final = """\
-tc.stack(): instances[0] and instances[{i}] differ in the static field {field} \
-(at {where}): {a} and {b}.
+tc.stack(): instances[0] and instances[{i}] differ in the static field {where}: {a} and {b}.
 A stack holds one copy of each static field (it is part of the structure, not a leaf), \
 so every instance needs the same value. Build them alike, e.g. \
-`instances[{i}].replace({name}={a})`, or make the field dynamic if it should vary per instance."""
+`tc.replace_at(instances[{i}], lambda x: x{path}, {a})`, or make the field dynamic if it \
+should vary per instance."""
 _MSG_LEAF: Final = """\
-tc.stack(): instances[0] and instances[{i}] differ in the {what} of {field} \
-(at {where}): {a} and {b}.
+tc.stack(): instances[0] and instances[{i}] differ in the {what} of {where}: {a} and {b}.
 Stacked leaves need one shape and dtype: build every instance with the same sizes \
 (`jax.vmap(init)(keys)` does)."""
 _MSG_STRUCTURE: Final = """\
 tc.stack(): instances[0] and instances[{i}] differ in structure at {where}: {a} and {b}.
 Only instances of one structure (same classes, containers and statics) stack."""
 _MSG_NOT_ARRAY: Final = """\
-tc.stack(): {field} (at {where}) holds {found}, which cannot be stacked: only arrays \
-and Python numbers become a stacked leaf. Make the field static \
-(`{name}: tc.Static[...]`) if it is configuration."""
+tc.stack(): {where} holds {found}, which cannot be stacked: only arrays and Python \
+numbers become a stacked leaf. Declare the field static (`tc.Static[...]`) if it is \
+configuration."""
 _MSG_NOTHING: Final = """\
 tc.unstack(): {root} has no array leaves, so the number of instances it stacks is unknown."""
 _MSG_SCALAR: Final = """\
-tc.unstack(): {field} (at {where}) is {found}, with no leading axis to unstack along; \
+tc.unstack(): {where} is {found}, with no leading axis to unstack along; \
 a stack made by tc.stack() or jax.vmap(init) has one on every leaf."""
 _MSG_LENGTH: Final = """\
-tc.unstack(): {field} (at {where}) has a leading axis of {b}, but {first} has {a}: \
-every leaf of a stack has the same leading axis."""
+tc.unstack(): {where} has a leading axis of {b}, but {first} has {a}: every leaf of a \
+stack has the same leading axis."""
 
 
 def stack(instances: Sequence[T]) -> T:
@@ -95,7 +94,7 @@ def stack(instances: Sequence[T]) -> T:
     True
     >>> tc.stack([layers[0], Linear(jnp.zeros(3), act="gelu")])
     Traceback (most recent call last):
-    ValueError: tc.stack(): instances[0] and instances[1] differ in the static field Linear.act (at Linear.act): 'relu' and 'gelu'...
+    ValueError: tc.stack(): instances[0] and instances[1] differ in the static field Linear.act: 'relu' and 'gelu'...
     """
     if len(instances) == 0:
         raise ValueError(_MSG_EMPTY)
@@ -145,7 +144,7 @@ def unstack(stacked: T) -> list[T]:
     [(2,), (2,), (2,)]
     >>> tc.unstack(Linear(jnp.zeros((3, 2)), jnp.zeros((4, 2))))
     Traceback (most recent call last):
-    ValueError: tc.unstack(): Linear.b (at Linear.b) has a leading axis of 4, but Linear.w has 3: ...
+    ValueError: tc.unstack(): Linear.b has a leading axis of 4, but Linear.w has 3: ...
     """
     visits = [v for v in walk(stacked) if v.kind == "leaf"]
     root = type(stacked).__name__
@@ -157,17 +156,12 @@ def unstack(stacked: T) -> list[T]:
             found = (
                 describe(v.value) if not is_array(v.value) else f"a 0-d array ({_spec(v.value)})"
             )
-            raise ValueError(
-                _MSG_SCALAR.format(field=_field(v, root), where=path_str(root, v.path), found=found)
-            )
+            raise ValueError(_MSG_SCALAR.format(where=_where(v, root), found=found))
         lengths.append(np.shape(v.value)[0])
         if lengths[-1] != lengths[0]:
+            first = _where(visits[0], root)
             msg = _MSG_LENGTH.format(
-                field=_field(v, root),
-                where=path_str(root, v.path),
-                a=lengths[0],
-                b=lengths[-1],
-                first=_field(visits[0], root),
+                where=_where(v, root), a=lengths[0], b=lengths[-1], first=first
             )
             raise ValueError(msg)
     leaves, treedef = jax.tree.flatten(stacked)
@@ -184,8 +178,10 @@ def _differ(a: Any, b: Any) -> bool:
     return _spec(a) != _spec(b)
 
 
-def _field(v: Visit, root: str) -> str:
-    return v.field or path_str(root, v.path)
+def _where(v: Visit, root: str) -> str:
+    """`Block.w (at Model.blocks[1].w)`: the field, and the path when it says more."""
+    at = path_str(root, v.path)
+    return at if v.field in ("", at) else f"{v.field} (at {at})"
 
 
 def _check_leaves(tree: Any) -> None:
@@ -196,11 +192,7 @@ def _check_leaves(tree: Any) -> None:
             and not is_array(v.value)
             and type(v.value) not in (bool, int, float, complex)
         ):
-            where = path_str(root, v.path)
-            msg = _MSG_NOT_ARRAY.format(
-                field=_field(v, root), where=where, found=describe(v.value), name=v.name
-            )
-            raise TypeError(msg)
+            raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
 
 
 def _explain(first: Any, other: Any, i: int) -> None:
@@ -219,20 +211,16 @@ def _explain(first: Any, other: Any, i: int) -> None:
             shown = [short_repr(values[at]) for values in seen]
             msg = _MSG_STRUCTURE.format(i=i, where=path_str(root, at), a=shown[0], b=shown[1])
             raise ValueError(msg)
-        where = path_str(root, a.path)
+        where = _where(a, root)
         if a.kind == "static" and not (a.value is b.value or a.value == b.value):
             shown = [short_repr(a.value), short_repr(b.value)]
-            msg = _MSG_STATIC.format(
-                i=i, field=a.field, where=where, a=shown[0], b=shown[1], name=a.name
-            )
+            path = jax.tree_util.keystr(a.path)
+            msg = _MSG_STATIC.format(i=i, where=where, a=shown[0], b=shown[1], path=path)
             raise ValueError(msg)
         if a.kind == "leaf" and _differ(a.value, b.value):
             specs = [_spec(a.value), _spec(b.value)]
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
-            field = _field(a, root)
-            raise ValueError(
-                _MSG_LEAF.format(i=i, what=what, field=field, where=where, a=specs[0], b=specs[1])
-            )
+            raise ValueError(_MSG_LEAF.format(i=i, what=what, where=where, a=specs[0], b=specs[1]))
     # The walks agree but JAX's treedefs do not: another library's node whose
     # metadata walk() cannot see.
     shown = [str(jax.tree.structure(first)), str(jax.tree.structure(other))]
