@@ -162,6 +162,26 @@ def test_stack_keeps_statics_and_unflattens_without_user_code(form: Form) -> Non
     assert stacked.name == back[1].name == "dense"
 
 
+def test_stack_of_keys_and_numpy_leaves() -> None:
+    # Typed PRNG keys stack as keys; numpy leaves stay numpy, float64 kept.
+    @tc.treeclass
+    class Sampler:
+        key: jax.Array
+        table: np.ndarray
+
+    members = [Sampler(jax.random.key(i), np.full(2, i, np.float64)) for i in range(3)]
+    stacked = tc.stack(members)
+    assert jax.dtypes.issubdtype(stacked.key.dtype, jax.dtypes.prng_key)
+    assert stacked.key.shape == (3,)
+    assert type(stacked.table) is np.ndarray
+    assert stacked.table.dtype == np.float64
+    back = tc.unstack(stacked)[2]
+    np.testing.assert_array_equal(
+        jax.random.key_data(back.key), jax.random.key_data(members[2].key)
+    )
+    np.testing.assert_array_equal(back.table, members[2].table)
+
+
 # --- errors --------------------------------------------------------------------------
 
 

@@ -72,7 +72,8 @@ def stack(instances: Sequence[T]) -> T:
     **Returns**
 
     One pytree of that structure whose every leaf is `jnp.stack` of the instances'
-    leaves at that place (shape `(len(instances), *shape)`).
+    leaves at that place (shape `(len(instances), *shape)`); `np.stack` where they
+    are all numpy arrays.
 
     **Raises**
 
@@ -110,7 +111,7 @@ def stack(instances: Sequence[T]) -> T:
             _explain(first, other, i)  # raises, naming the field
         for column, leaf in zip(columns, other_leaves, strict=True):
             column.append(leaf)
-    stacked: T = jax.tree.unflatten(treedef, [jnp.stack(column) for column in columns])
+    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in columns])
     return stacked
 
 
@@ -167,6 +168,14 @@ def unstack(stacked: T) -> list[T]:
     leaves, treedef = jax.tree.flatten(stacked)
     slices = [list(leaf) for leaf in leaves]  # one split per leaf, not n indexings
     return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(lengths[0])]
+
+
+def _stack(column: list[Any]) -> Any:
+    """numpy leaves stack as numpy (keeping float64, as the instances held it); all else
+    as a jax.Array (Python numbers too, as `jax.vmap` would give them)."""
+    if all(isinstance(x, np.ndarray | np.generic) for x in column):
+        return np.stack(column)
+    return jnp.stack(column)
 
 
 def _spec(x: Any) -> str:
