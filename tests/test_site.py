@@ -135,3 +135,53 @@ def test_code_blocks_show_code_as_written_and_output_as_output(site: Path) -> No
     )
     api = _code_blocks((site / "api" / "index.html").read_text(encoding="utf-8"))
     assert (True, "Linear(w=f32[4,3], act='relu')\n") in api
+
+
+def test_doctest_blocks_split_into_code_and_output() -> None:
+    # The rewrite itself, without a build: prompts and directives go, outputs get their
+    # own block, a blank line between examples stays, an indented block stays indented.
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location(
+        "doctest_fences", DOCS / "_ext" / "doctest_fences.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (
+        "Text.\n\n"
+        "  ```python requires=optax\n"
+        "  >>> def f(x):  # doctest: +SKIP\n"
+        "  ...     return x\n"
+        "\n"
+        "  >>> f(1)\n"
+        "  1\n"
+        "  >>> print('a\\n')\n"
+        "  a\n"
+        "  <BLANKLINE>\n"
+        "  ```\n"
+        "```python\nx = 1\n```\n"
+    )
+    assert module.split_doctests(page) == (
+        "Text.\n\n"
+        "  ```python requires=optax\n"
+        "  def f(x):\n"
+        "      return x\n"
+        "\n"
+        "  f(1)\n"
+        "  ```\n"
+        "\n"
+        '  ```text title="Output"\n'
+        "  1\n"
+        "  ```\n"
+        "\n"
+        "  ```python requires=optax\n"
+        "  print('a\\n')\n"
+        "  ```\n"
+        "\n"
+        '  ```text title="Output"\n'
+        "  a\n"
+        "\n"
+        "  ```\n"
+        "```python\nx = 1\n```\n"
+    )

@@ -82,7 +82,7 @@ def _blocks(body: str) -> list[tuple[str, str]]:
         code.append(source)
         end = example.lineno + source.count("\n")
         if example.want:
-            pairs.append(("".join(code), example.want))
+            pairs.append(("".join(code), example.want.replace("<BLANKLINE>", "")))
             code = []
             end += example.want.count("\n")
     if code:
