@@ -61,11 +61,3 @@ head_grads, _ = tc.grad(loss, has_aux=True, where=lambda n: n.head)(net, x)
 reveal_type(head_grads)
 assert head_grads.w is None
 assert int(net.step) == 1
-
-# An ensemble: tc.stack and tc.unstack keep the class (SPEC §13).
-nets: list[Net] = [net, net, net]
-ensemble = tc.stack(nets)
-assert_type(ensemble, Net)
-members = tc.unstack(ensemble)
-assert_type(members, list[Net])
-assert members[2].w.shape == net.w.shape
