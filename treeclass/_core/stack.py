@@ -4,8 +4,8 @@ leaves carry a leading axis, and back.
 A stack is what `jax.vmap(init)(keys)` returns and what `jax.lax.scan` walks over, so
 scan-over-layers and ensembles need nothing else. JAX's own route,
 `jax.tree.map(lambda *xs: jnp.stack(xs), *instances)`, names no field when the
-instances differ ("Custom node type mismatch; expected type: <class 'Block'>; value:
-Block(...)"): here every difference is found by walking the instances side by side
+instances differ ("different pytree metadata at key path", then the tuples of all
+statics): here every difference is found by walking the instances side by side
 (`_core/walk.py`), and the message names the field.
 """
 
