@@ -13,6 +13,8 @@ from treeclass._core.fields import field as field
 from treeclass._core.fields import static as static
 from treeclass._core.flatten import prefix as prefix
 from treeclass._core.replace import replace as replace
+from treeclass._core.stack import stack as stack
+from treeclass._core.stack import unstack as unstack
 from treeclass._core.tree import fields as fields
 from treeclass._core.tree import is_treeclass as is_treeclass
 from treeclass._core.tree import tree_equal as tree_equal
@@ -60,10 +62,12 @@ __all__ = [
     "replace_at",
     "save",
     "shardings",
+    "stack",
     "static",
     "summary",
     "to_state_dict",
     "tree_equal",
     "treeclass",
+    "unstack",
     "value_and_grad",
 ]
