@@ -97,7 +97,8 @@ def test_diff_by_default_and_nothing_written(simple: Path):
     assert simple.read_text(encoding="utf-8") == SIMPLE
     assert out.startswith(f"--- {simple}\n+++ {simple}\n@@ ")
     assert "-@register_pytree_node_class\n-class Linear:\n+class Linear(tc.TreeClass, eq=False):\n" in out
-    assert f"{simple}:9: Linear: converted: key paths change" in out
+    assert f"{simple}:9: Linear: converted: instances are frozen now" in out
+    assert "key paths change from flat indices to field names" in out
     assert out.endswith("converted 1, refused 0\n")
 
 

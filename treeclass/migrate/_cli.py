@@ -79,7 +79,7 @@ def _write(file: _engine.File, errors: list[str]) -> None:
         errors.append(f"{path}: read-only; left unchanged")
         return
     try:
-        with path.open("w", encoding="utf-8", newline="") as f:
+        with path.open("w", encoding=file.encoding, newline="") as f:
             f.write(file.new_source)
     except OSError as e:
         errors.append(f"{path}: cannot be written ({e.strerror}); left unchanged")

@@ -25,6 +25,18 @@ _KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
 _FIELD_CALLS = {"dataclasses.field", "flax.struct.field"}
 # Decorator and class keywords: what treeclass does the same way, what it cannot do.
 _SAME = {"frozen": "True", "init": "True", "order": "False", "unsafe_hash": "False", "slots": "False", "match_args": "True"}
+# Annotations and defaults of a static field that cannot hold a hashable value.
+UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "Mapping", "MutableMapping", "MutableSequence", "ndarray", "Array", "ArrayLike", "DataFrame")
+_UNHASHABLE_FACTORIES = ("list", "dict", "set", "collections.defaultdict", "collections.OrderedDict")
+
+
+def unhashable_annotation(code: str) -> bool:
+    """Whether an annotation (source text) names an unhashable type: `dict[str, int]`,
+    `np.ndarray`, `Optional[List[int]]`."""
+    return any(
+        part.split(".")[-1] in UNHASHABLE_TYPES
+        for part in code.replace("[", " ").replace("]", " ").replace(",", " ").replace("|", " ").split()
+    )
 _OPTIONS = ("kw_only", "repr", "eq")
 
 
@@ -93,6 +105,38 @@ def _only_static(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and len(node.keywords) == 1 and not node.args
 
 
+def _unhashable_default(ctx: Context, f: DeclaredField) -> str | None:
+    value = f.stmt.value
+    if f.call is not None:
+        given = {kw.arg: kw.value for kw in f.call.keywords}
+        if "default_factory" in given:
+            factory = given["default_factory"]
+            if isinstance(factory, ast.Lambda):
+                factory = factory.body
+            if isinstance(factory, ast.List | ast.Dict | ast.Set) or _names.dotted(factory, ctx.names) in _UNHASHABLE_FACTORIES:
+                return ctx.code(given["default_factory"])
+        value = given.get("default")
+    if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+        return ctx.code(value)
+    if isinstance(value, ast.Call) and _names.dotted(value.func, ctx.names) in _UNHASHABLE_FACTORIES:
+        return ctx.code(value)
+    return None
+
+
+def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> None:
+    """Refuses a static field declared unhashable: a treeclass checks statics at
+    construction, where flax, chex and register_dataclass never did."""
+    for f in fields:
+        if f.name not in statics:
+            continue
+        annotation = ctx.code(f.stmt.annotation)
+        if unhashable_annotation(annotation):
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`"))
+        default = _unhashable_default(ctx, f)
+        if default is not None:
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given the default `{default}`"))
+
+
 def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) -> dict[str, str]:
     options: dict[str, str] = {}
     for decorator in decorators:
@@ -110,6 +154,8 @@ def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) ->
                     options[kw.arg] = value
             elif kw.arg in _SAME and value == _SAME[kw.arg]:
                 continue
+            elif kw.arg == "unsafe_hash" and value == "True" and options.get("eq") != "False":
+                options["_hash"] = ""  # a treeclass hashes by type and static values already: dropped, noted
             elif not (kw.arg == "frozen" and value == "False"):
                 raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="a treeclass is a frozen dataclass with these defaults"))
     if refuse_mappable and not any(
@@ -162,8 +208,6 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
     if family == "chex.dataclass":
         if names != sorted(names):
             raise Refused(_messages.CHEX_ORDER.format(sorted=", ".join(sorted(names)), declared=", ".join(names)))
-        if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in node.body):
-            raise Refused(_messages.OWNED.format(cls=found.name, name="__post_init__", why="chex runs it at every unflatten, a treeclass at construction only"))
         statics = set()
     elif family == "flax.struct":
         statics = {f.name for f in fields if f.static_marked}
@@ -180,13 +224,17 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
             if value is not None and not all(isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(value)):
                 raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
     statics = statics or set()
+    check_statics(ctx, fields, statics)
     if children is not None and children != [n for n in names if n not in statics]:
         msg = _messages.PREFIX.format(children=children, base="its declared fields", base_children=[n for n in names if n not in statics])
         raise Refused(msg)
+    notes = _notes(ctx, family, options, [f.name for f in fields if f.name in statics], dataclass_decorators, keywords)
+    options.pop("_hash", None)
     return Plan(
         found.name,
         family,
         rewrite_fields(ctx, fields, statics),
+        notes=notes,
         declare_fields=False,
         keep_init=True,
         remove_decorators=tuple(remove_decorators),
@@ -195,3 +243,23 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         options=options,
         remove_registration=found.registration is not None,
     )
+
+
+def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[str], decorators: list[ast.expr], keywords: ast.Call | None) -> list[str]:
+    """What changes for the users of a converted dataclass."""
+    given = {kw.arg: ctx.code(kw.value) for d in [*decorators, *([keywords] if keywords else [])] if isinstance(d, ast.Call) for kw in d.keywords}
+    frozen = family == "flax.struct" or given.get("frozen") == "True"
+    notes = [] if frozen else [_messages.NOTE_FROZEN]
+    if family == "NamedTuple":
+        notes.append(_messages.NOTE_NAMEDTUPLE)
+    if statics:
+        notes.append(_messages.NOTE_STATICS.format(fields=", ".join(statics)))
+    if options.get("eq") != "False":
+        notes.append(_messages.NOTE_DATACLASS_EQ)
+    if "_hash" in options:
+        notes.append(_messages.NOTE_HASH)
+    if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body):
+        notes.append(_messages.NOTE_POST_INIT)
+    if family == "flax.struct":
+        notes.append(_messages.NOTE_FLAX)
+    return notes

@@ -6,14 +6,18 @@ make a conversion change behaviour although the class itself looks mechanical.
   business): the methods go away with the conversion;
 - attributes assigned after construction (`obj.x = ...`, `setattr(obj, "x", ...)`,
   `self.x = ...` in any method but `__init__`) and attributes mutated in place
-  (`obj.cache[k] = v`, `obj.items.append(v)`): a treeclass is frozen, and a mutable
+  (`obj.cache[k] = v`, `obj.items.append(v)` as a statement: a call whose result is
+  used, `s = s.add(v)`, is functional): a treeclass is frozen, and a mutable
   container in a field changes its leaves behind JAX's back;
-- uses of a NamedTuple's tuple API (`._replace`, `._asdict`, `._fields`) and of
-  `flax.serialization`, which the converted classes would no longer support.
+- NamedTuple instances unpacked, indexed or iterated (`a, b = state`, `state[0]`,
+  `for x in state`), uses of a NamedTuple's tuple API (`._replace`, `._asdict`) and of
+  `flax.serialization`.
 
-Attribution is by name: the tool cannot tell which class `obj` is, so a mutation of
-any `.cache` counts against every class with a field `cache`. That refuses too much,
-never too little.
+Attribution is by what is written to (`Event.owner`): `self` in a method of a class,
+a variable annotated or constructed as a class of the run (the class's name), or
+unknown (None: counted against every class with a field of that name, which refuses
+too much, never too little). A receiver known to be something else (a module,
+`jax.config`, an object built by another library: `pbar = tqdm(...)`) is not recorded.
 """
 
 from __future__ import annotations
@@ -23,14 +27,21 @@ import dataclasses
 from collections import defaultdict
 
 from treeclass.migrate import _names
+from treeclass.migrate._text import Text
 
-__all__ = ["FLATTEN_METHODS", "Facts", "Site", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
     ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+# Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
+# copy.copy(state)): a variable bound to their result may be an instance of the class.
+_MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
+_OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
+_TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
+_OTHER: str = ""  # a known type that is not a class of the run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,34 +56,134 @@ class Site:
         return f"`{self.code}` at {self.path}:{self.line}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """An attribute written to: on an instance of `owner` (a class name), or on an
+    object of unknown type (None)."""
+
+    owner: str | None
+    site: Site
+
+
 @dataclasses.dataclass
 class Facts:
+    classes: frozenset[str] = frozenset()  # the names of the run's classes
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
     # a variable), "" for any other expression; site)
     flatten_calls: dict[str, list[tuple[str, Site]]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    mutated: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    # attribute -> sites outside any __init__ (receiver not `self`)
-    assigned: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    mutated: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    assigned: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     # (class name, attribute) -> sites of `self.attr = ...` in a method other than __init__
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     tuple_api: list[Site] = dataclasses.field(default_factory=list)
+    tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, facts: Facts, path: str, source: str, names: dict[str, str]) -> None:
-        self.facts, self.path, self.source, self.names = facts, path, source, names
+    def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
+        self.facts, self.path, self.text, self.names = facts, path, text, names
+        self.modules = modules  # local names bound by `import x` / `import x as y`
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
         self.self_name: str | None = None
+        self.types: dict[str, str | None] = {}  # variable -> class name, _OTHER, None: unknown
+        self.globals: dict[str, str | None] = {}
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
 
     def site(self, node: ast.AST) -> Site:
-        code = ast.get_source_segment(self.source, node) or ""
-        code = " ".join(code.split())
-        return Site(self.path, getattr(node, "lineno", 0), code if len(code) <= 60 else code[:57] + "...")
+        return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
+
+    # --- what a name is -------------------------------------------------------------
+    def _annotation_type(self, node: ast.expr | None) -> str | None:
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.Subscript) and (_names.dotted(node.value, self.names) or "").split(".")[-1] == "Optional":
+            return self._annotation_type(node.slice)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+            return self._annotation_type(sides[0]) if len(sides) == 1 else None
+        return self._named_type(node)
+
+    def _named_type(self, node: ast.expr) -> str | None:
+        qualified = _names.dotted(node, self.names)
+        if qualified is None:
+            return None
+        last = qualified.split(".")[-1]
+        if last in self.facts.classes:
+            return last
+        if qualified in _OTHER_BUILTINS:
+            return _OTHER
+        root = node
+        while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
+        if imported and qualified.split(".")[0] not in _MAY_RETURN_YOURS and qualified.split(".")[0] not in self.facts.classes:
+            return _OTHER  # built by another library: not an instance of a class of the run
+        return None
+
+    def _value_type(self, value: ast.expr) -> str | None:
+        if isinstance(value, ast.Call):
+            func = value.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.facts.classes:
+                return func.value.id  # State.create(...): a classmethod of the class
+            return self._named_type(func)
+        if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
+            return _OTHER
+        return None
+
+    def _receiver(self, node: ast.expr) -> str | None:
+        """The class `node` is an instance of: a name, _OTHER or None (unknown)."""
+        if isinstance(node, ast.Name):
+            if node.id in self.modules:
+                return _OTHER
+            if node.id in self.types:
+                return self.types[node.id]
+            return self.globals.get(node.id)
+        if isinstance(node, ast.Attribute):
+            root = node
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in self.modules:
+                return _OTHER  # jax.config, np.random: attributes of a module
+        return None
+
+    def _bind(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
+        scope[name] = kind if scope.get(name, kind) == kind else None
+
+    def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
+        todo: list[ast.AST] = list(stmts)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                continue
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self._bind(scope, t.id, self._value_type(node.value))
+                    elif isinstance(t, ast.Tuple | ast.List):
+                        for e in t.elts:
+                            if isinstance(e, ast.Name):
+                                self._bind(scope, e.id, None)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self._bind(scope, node.target.id, self._annotation_type(node.annotation))
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
+                for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        self._bind(scope, n.id, None)
+            todo.extend(ast.iter_child_nodes(node))
+
+    # --- scopes ---------------------------------------------------------------------
+    def visit_Module(self, node: ast.Module) -> None:
+        self._bindings(node.body, self.globals)
+        self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         outer = self.cls, self.method, self.self_name
@@ -82,7 +193,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         outer = self.cls, self.method, self.self_name
-        outer_new = self.new_objects
+        outer_new, outer_types = self.new_objects, self.types
         self.new_objects = {
             t.id
             for n in ast.walk(node)
@@ -91,17 +202,24 @@ class _Scanner(ast.NodeVisitor):
             for t in n.targets
             if isinstance(t, ast.Name)
         }
+        args = node.args.posonlyargs + node.args.args
+        self.types = dict(outer_types)  # a closure sees its enclosing function's names
+        for a in [*args, *node.args.kwonlyargs]:
+            self.types[a.arg] = self._annotation_type(a.annotation)
         if self.method is None and self.cls is not None:
-            args = node.args.posonlyargs + node.args.args
             self.method, self.self_name = node.name, args[0].arg if args else None
+            if self.self_name is not None:
+                self.types[self.self_name] = self.cls
         else:  # a nested function: `self` there is not the instance being built
             self.cls, self.method, self.self_name = None, node.name, None
+        self._bindings(node.body, self.types)
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
-        self.new_objects = outer_new
+        self.new_objects, self.types = outer_new, outer_types
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
+    # --- writes ---------------------------------------------------------------------
     def _is_self(self, node: ast.expr) -> bool:
         return isinstance(node, ast.Name) and node.id == self.self_name
 
@@ -113,9 +231,14 @@ class _Scanner(ast.NodeVisitor):
             self._target(target.value, stmt)
         elif isinstance(target, ast.Subscript):
             if isinstance(target.value, ast.Attribute):
-                self.facts.mutated[target.value.attr].append(self.site(stmt))
+                self._record(self.facts.mutated, target.value.value, target.value.attr, stmt)
         elif isinstance(target, ast.Attribute):
             self._assigned(target.value, target.attr, stmt)
+
+    def _record(self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
+        owner = self._receiver(receiver)
+        if owner != _OTHER:
+            table[attr].append(Event(owner, self.site(stmt)))
 
     def _assigned(self, receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
         if isinstance(receiver, ast.Name) and receiver.id in self.new_objects:
@@ -124,11 +247,13 @@ class _Scanner(ast.NodeVisitor):
             if self.method != "__init__":
                 self.facts.self_assigned[(self.cls, attr)].append(self.site(stmt))
         else:
-            self.facts.assigned[attr].append(self.site(stmt))
+            self._record(self.facts.assigned, receiver, attr, stmt)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
+            if isinstance(target, ast.Tuple | ast.List):
+                self._tuple_use(node.value, node)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -145,14 +270,41 @@ class _Scanner(ast.NodeVisitor):
             self._target(target, node)
         self.generic_visit(node)
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        call = node.value  # a mutator called for its effect; `s = s.add(x)` is functional
+        func = call.func if isinstance(call, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
+            self._record(self.facts.mutated, call.func.value.value, call.func.value.attr, node)
+        self.generic_visit(node)
+
+    # --- tuple use of NamedTuples -------------------------------------------------------
+    def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
+        owner = self._receiver(value) if isinstance(value, ast.Name) else None
+        if owner:
+            self.facts.tuple_use[owner].append(self.site(node))
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._tuple_use(node.value, node)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
+        self._tuple_use(node.iter, node.iter)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
+
+    def visit_Starred(self, node: ast.Starred) -> None:
+        self._tuple_use(node.value, node)
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in FLATTEN_METHODS:
-                self._flatten_call(func, node)
-            elif func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
-                self.facts.mutated[func.value.attr].append(self.site(node))
+        if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
+            self._flatten_call(func, node)
         qualified = _names.dotted(func, self.names)
+        if qualified in _TUPLE_CALLS and len(node.args) >= 1:
+            self._tuple_use(node.args[0], node)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]
             building = self.method == "__init__" and self._is_self(node.args[0])
@@ -185,12 +337,15 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def scan(facts: Facts, tree: ast.Module, path: str, source: str, names: dict[str, str]) -> None:
+def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`) does to `facts`."""
-    for stmt in tree.body:
+    modules: set[str] = set()
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in stmt.names}
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             for alias in stmt.names:
                 full = (getattr(stmt, "module", None) or "") + "." + alias.name
                 if "flax.serialization" in full or alias.name == "flax.serialization":
                     facts.flax_serialization.append(Site(path, stmt.lineno, f"import {alias.name}"))
-    _Scanner(facts, path, source, names).visit(tree)
+    _Scanner(facts, path, text, names, modules).visit(tree)

@@ -24,6 +24,7 @@ from treeclass.migrate._facts import FLATTEN_METHODS
 from treeclass.migrate._flatten_code import Flattened, Refused, read_flatten, read_unflatten
 from treeclass.migrate._init_code import Init, bind, passed_through, read_init
 from treeclass.migrate._plan import Field, Plan
+from treeclass.migrate._resolve import ALLOWED_MIXINS
 
 __all__ = ["check_facts", "check_owned", "plan_handwritten"]
 
@@ -36,40 +37,81 @@ _OWNED = {
     "__post_init__": "a treeclass runs it at construction and replace()",
     "__init_subclass__": "tc.TreeClass makes each subclass a treeclass through it",
 }
-_MIXINS = {"object", "abc.ABC", "typing.Generic", "typing_extensions.Generic"}
-_UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "ndarray", "Array", "ArrayLike")
 _LITERAL_DEFAULTS = (ast.Constant, ast.Tuple, ast.UnaryOp)
 
 
-def check_owned(ctx: Context) -> None:
+def _is_dataclasses_replace(ctx: Context, fn: ast.FunctionDef) -> bool:
+    """`def replace(self, **kw): return dataclasses.replace(self, **kw)` (a docstring allowed)."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    a = fn.args
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+        return False
+    call, me = body[0].value, (a.posonlyargs + a.args)[0].arg if a.posonlyargs + a.args else None
+    if len(a.posonlyargs + a.args) != 1 or a.vararg or a.kwonlyargs or a.kwarg is None:
+        return False
+    return (
+        _names.dotted(call.func, ctx.names) in ("dataclasses.replace", "copy.replace")
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.Name)
+        and call.args[0].id == me
+        and len(call.keywords) == 1
+        and call.keywords[0].arg is None
+        and isinstance(call.keywords[0].value, ast.Name)
+        and call.keywords[0].value.id == a.kwarg.arg
+    )
+
+
+def _validates(ctx: Context, fn: ast.FunctionDef) -> bool:
+    """A `__post_init__` that only checks: it writes no attribute of anything."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            return False
+        if isinstance(node, ast.Call) and (_names.dotted(node.func, ctx.names) or "").split(".")[-1] in ("setattr", "__setattr__", "delattr"):
+            return False
+    return True
+
+
+def check_owned(ctx: Context) -> tuple[str, ...]:
+    """Refuses a class that defines what a treeclass owns; returns the methods to remove
+    (a `replace` equal to `dataclasses.replace`). A `__post_init__` that only validates
+    is kept: a treeclass runs it at construction and replace()."""
+    remove: list[str] = []
     for stmt in ctx.found.node.body:
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else []
         if isinstance(stmt, ast.Assign | ast.AnnAssign):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
         for name in names:
-            if name in _OWNED:
+            if isinstance(stmt, ast.FunctionDef) and name == "replace" and _is_dataclasses_replace(ctx, stmt):
+                remove.append(name)
+            elif isinstance(stmt, ast.FunctionDef) and name == "__post_init__" and _validates(ctx, stmt):
+                continue
+            elif name in _OWNED:
                 raise Refused(_messages.OWNED.format(cls=ctx.found.name, name=name, why=_OWNED[name]))
+    return tuple(remove)
 
 
-def check_facts(ctx: Context, attrs: list[str], methods: tuple[str, ...]) -> None:
-    """Refuses when code in the run assigns or mutates these attributes after
-    construction, or calls the flatten methods that go away."""
-    facts, name = ctx.facts, ctx.found.name
+def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
+    """Every reason the run gives against converting: code that assigns or mutates
+    these attributes of an instance after construction, or calls the flatten methods
+    that go away."""
+    facts, name, reasons = ctx.facts, ctx.found.name, []
     for (cls, attr), sites in facts.self_assigned.items():
         if cls == name:
-            raise Refused(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
+            reasons.append(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
     for attr in attrs:
-        if facts.mutated.get(attr):
-            raise Refused(_messages.MUTATED.format(attr=attr, site=facts.mutated[attr][0]))
-        if facts.assigned.get(attr):
-            raise Refused(_messages.ASSIGNED.format(attr=attr, site=facts.assigned[attr][0]))
+        for table, message in ((facts.mutated, _messages.MUTATED), (facts.assigned, _messages.ASSIGNED)):
+            events = [e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related]
+            if events:
+                reasons.append(message.format(attr=attr, site=events[0].site))
     other_classes = {f.name for f in ctx.found_in_module if f.name != name}
-    for method in methods:
+    for method in FLATTEN_METHODS:
         for owner, site in facts.flatten_calls.get(method, []):
             kind, _, who = owner.partition(":")
             if kind == "" or who == name or (kind == "name" and who not in other_classes):
-                raise Refused(_messages.CALLED.format(method=f"{method}()", site=site))
+                reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
+                break
+    return list(dict.fromkeys(reasons))
 
 
 def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
@@ -184,7 +226,7 @@ def _check_static(ctx: Context, init: Init, attr: str) -> None:
         if p.name != param:
             continue
         annotation = ctx.code(p.annotation) if p.annotation is not None else ""
-        if any(annotation.split("[")[0].split(".")[-1] == t for t in _UNHASHABLE_TYPES):
+        if _dataclasses.unhashable_annotation(annotation):
             raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`"))
         if isinstance(p.default, ast.List | ast.Dict | ast.Set):
             raise Refused(_messages.STATIC_DEFAULT.format(attr=attr, code=ctx.code(p.default)))
@@ -249,9 +291,9 @@ def _plain(ctx: Context, init: Init, flat: Flattened) -> bool:
 def plan_handwritten(ctx: Context) -> Plan:
     """The plan for a hand-written pytree class, or `Refused`."""
     found, node = ctx.found, ctx.found.node
-    check_owned(ctx)
+    removed = check_owned(ctx)
     for i, base in enumerate(found.bases):
-        if i not in ctx.base_plans and base not in _MIXINS:
+        if i not in ctx.base_plans and i not in ctx.mixins and base not in ALLOWED_MIXINS:
             if i in ctx.base_found:
                 _read(ctx)  # the base's own flatten, read through the subclass: its reason first
             raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(node.bases[i])))
@@ -259,9 +301,8 @@ def plan_handwritten(ctx: Context) -> Plan:
         return _plan_subclass(ctx)
     if any(_names.dotted(d, ctx.names) in _names.DATACLASS for d in node.decorator_list):
         flat, _, _, _ = _read(ctx)
-        check_facts(ctx, flat.children + flat.aux.attrs, FLATTEN_METHODS)
         plan = _dataclasses.plan_dataclass(ctx, found.family or "register_pytree_node_class", set(flat.aux.attrs), flat.children)
-        plan.remove_methods = tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None)
+        plan.remove_methods = tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed
         return plan
     flat, unflatten, method, functions = _read(ctx)
     fields = flat.children + flat.aux.attrs
@@ -278,7 +319,7 @@ def plan_handwritten(ctx: Context) -> Plan:
     init_node = _method(node, "__init__")
     if init_node is None:
         raise Refused(_messages.NO_INIT.format(cls=found.name))
-    init = read_init(init_node, ctx.source)
+    init = read_init(init_node, ctx.text)
     for call in init.super_calls:
         if call.args or call.keywords or ctx.base_plans:
             raise Refused(_messages.INIT_CALLS_SUPER.format(code=ctx.code(call)))
@@ -293,7 +334,6 @@ def plan_handwritten(ctx: Context) -> Plan:
             raise Refused(_messages.NOT_SET.format(attr=attr, where=f"line {entries[0].line}"))
     for attr in flat.aux.attrs:
         _check_static(ctx, init, attr)
-    check_facts(ctx, list(flat.slots()) + list(init.assigned), FLATTEN_METHODS)
     _check_unflatten(ctx, flat, unflatten, method, init)
     plain = _plain(ctx, init, flat) and not ctx.base_plans
     order = [p.name for p in init.params] if plain else flat.children + flat.aux.attrs
@@ -313,7 +353,7 @@ def plan_handwritten(ctx: Context) -> Plan:
         plan_fields,
         declare_fields=True,
         keep_init=not plain,
-        remove_methods=tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None),
+        remove_methods=tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed,
         remove_decorators=remove_decorators,
         remove_bases=tuple(i for i, b in enumerate(found.bases) if b == "object"),
         add_base=not ctx.base_plans,
@@ -322,10 +362,15 @@ def plan_handwritten(ctx: Context) -> Plan:
         moved_annotations=tuple(moved),
         options={} if has_eq else {"eq": "False"},
     )
-    notes = [] if has_eq else [_messages.NOTE_EQ]
+    plan.notes = [_messages.NOTE_FROZEN]
     if flat.keys is None and flat.children:
-        notes.insert(0, _messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}"))
-    plan.note = "; ".join(notes)
+        plan.notes.append(_messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}"))
+    if flat.aux.attrs:
+        plan.notes.append(_messages.NOTE_STATICS.format(fields=", ".join(flat.aux.attrs)))
+    if not plain:
+        plan.notes.append(_messages.NOTE_INIT)
+    if not has_eq:
+        plan.notes.append(_messages.NOTE_EQ)
     return plan
 
 
@@ -337,7 +382,6 @@ def _plan_subclass(ctx: Context) -> Plan:
     if _method(node, "__init__") is not None:
         raise Refused(_messages.SUBCLASS_INIT.format(cls=found.name, base=base.name))
     _check_class_body(ctx, [])
-    check_facts(ctx, [f.name for f in base_plan.fields], FLATTEN_METHODS)
     options = dict(base_plan.options) if _method(node, "__eq__") is None else {}
     return Plan(
         found.name,
@@ -349,5 +393,5 @@ def _plan_subclass(ctx: Context) -> Plan:
         add_base=False,
         remove_registration=found.registration is not None,
         options=options,
-        note=base_plan.note,
+        notes=list(base_plan.notes),
     )
