@@ -15,9 +15,15 @@ import tokenize
 import warnings
 from pathlib import Path
 
-import libcst as cst
-
-from treeclass.migrate import _dataclasses, _facts, _find, _handwritten, _messages, _names, _rewrite
+from treeclass.migrate import (
+    _dataclasses,
+    _facts,
+    _find,
+    _handwritten,
+    _messages,
+    _names,
+    _skeleton,
+)
 from treeclass.migrate._context import Context
 from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
@@ -38,7 +44,6 @@ class File:
     tree: ast.Module
     names: dict[str, str]
     found: list[Found]
-    tc: str
     module: str = ""  # its dotted name in its package (_resolve.module_name)
     encoding: str = "utf-8"  # its PEP 263 coding line's, written back the same
     new_source: str | None = None  # None: unchanged
@@ -46,6 +51,11 @@ class File:
     @functools.cached_property
     def text(self) -> Text:
         return Text(self.source)
+
+    @functools.cached_property
+    def tc(self) -> str:
+        """How the module will name treeclass (read only for modules with pytree classes)."""
+        return _tc_name(self.tree, self.names)
 
 
 @dataclasses.dataclass
@@ -114,7 +124,7 @@ def _read(path: Path, errors: list[str]) -> File | None:
         errors.append(f"{path}:{e.lineno}: does not parse ({e.msg}); left unchanged")
         return None
     names = _names.aliases(tree)
-    return File(str(path), source, tree, names, [], _tc_name(tree, names), module_name(path), encoding)
+    return File(str(path), source, tree, names, [], module_name(path), encoding)
 
 
 class _Run:
@@ -254,9 +264,9 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             else:
                 reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
         if plans:
-            module = _rewrite.rewrite(cst.parse_module(file.source), plans, file.names, tc=file.tc, form=form)
-            if module.code != file.source:
-                file.new_source = module.code
+            new = _skeleton.rewrite_source(file.source, file.tree, plans, file.names, tc=file.tc, form=form)
+            if new != file.source:
+                file.new_source = new
     return Result(files, reports, errors)
 
 

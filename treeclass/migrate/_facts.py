@@ -83,7 +83,7 @@ class Facts:
 class _Scanner(ast.NodeVisitor):
     def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.modules = modules  # local names bound by `import x` / `import x as y`
+        self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
         self.self_name: str | None = None
@@ -165,9 +165,13 @@ class _Scanner(ast.NodeVisitor):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
                 continue
             if isinstance(node, ast.Assign):
+                value = node.value
+                new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
                 for t in node.targets:
                     if isinstance(t, ast.Name):
-                        self._bind(scope, t.id, self._value_type(node.value))
+                        self._bind(scope, t.id, self._value_type(value))
+                        if new:
+                            self.new_objects.add(t.id)
                     elif isinstance(t, ast.Tuple | ast.List):
                         for e in t.elts:
                             if isinstance(e, ast.Name):
@@ -194,14 +198,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         outer = self.cls, self.method, self.self_name
         outer_new, outer_types = self.new_objects, self.types
-        self.new_objects = {
-            t.id
-            for n in ast.walk(node)
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-            and n.value.func.attr == "__new__"
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
+        self.new_objects = set(outer_new)
         args = node.args.posonlyargs + node.args.args
         self.types = dict(outer_types)  # a closure sees its enclosing function's names
         for a in [*args, *node.args.kwonlyargs]:
@@ -337,15 +334,17 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            self.modules |= {a.asname or a.name.split(".")[0] for a in node.names}
+        for alias in node.names:
+            full = (getattr(node, "module", None) or "") + "." + alias.name
+            if "flax.serialization" in full or alias.name == "flax.serialization":
+                self.facts.flax_serialization.append(Site(self.path, node.lineno, f"import {alias.name}"))
+
+    visit_ImportFrom = visit_Import  # noqa: N815 - ast's visitor naming
+
+
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`) does to `facts`."""
-    modules: set[str] = set()
-    for stmt in ast.walk(tree):
-        if isinstance(stmt, ast.Import):
-            modules |= {a.asname or a.name.split(".")[0] for a in stmt.names}
-        if isinstance(stmt, ast.Import | ast.ImportFrom):
-            for alias in stmt.names:
-                full = (getattr(stmt, "module", None) or "") + "." + alias.name
-                if "flax.serialization" in full or alias.name == "flax.serialization":
-                    facts.flax_serialization.append(Site(path, stmt.lineno, f"import {alias.name}"))
-    _Scanner(facts, path, text, names, modules).visit(tree)
+    _Scanner(facts, path, text, names, set()).visit(tree)

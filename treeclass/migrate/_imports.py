@@ -72,9 +72,11 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
 
 
-def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool) -> cst.Module:
+def fix_imports(
+    module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool, also_used: frozenset[str] | set[str] = frozenset()
+) -> cst.Module:
     """`module` with the imports of `removed` names pruned and treeclass's added."""
-    used = _names_used(module.code) if removed else set()
+    used = _names_used(module.code) | set(also_used) if removed else set()
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []  # the comments above an import that went
     for stmt in module.body:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["Text"]
+__all__ = ["LINE", "Text"]
 
 # ast counts lines at \r\n, \r and \n only (str.splitlines also splits at \f, \v, ...).
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 class Text:
@@ -28,7 +28,7 @@ class Text:
         if line is None or col is None or end_line is None or end_col is None:
             return ast.unparse(node)
         if self._lines is None:  # the offsets are in UTF-8 bytes
-            self._lines = [m.encode("utf-8") for m in _LINE.findall(self.source)]
+            self._lines = [m.encode("utf-8") for m in LINE.findall(self.source)]
         lines = self._lines[line - 1 : end_line]
         if not lines:
             return ast.unparse(node)
