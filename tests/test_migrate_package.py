@@ -1,0 +1,368 @@
+"""treeclass.migrate on packages (issue 28): classes resolved across the files of one run
+(absolute and relative imports, `as` aliases, re-exports through `__init__.py`),
+inheritance chains converted base-first, stateless mixins kept, the mechanical forms
+converted (converters in `__init__`, validating `__post_init__`, `replace` overrides,
+`unsafe_hash`), mutation judged by what is mutated, every reason of a refusal given at
+once, and what changes for users listed with each conversion. Each converted package is
+imported before and after, and `treeclass.migrate.check` plus jit/grad/vmap find no
+difference."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("libcst")
+
+from treeclass.migrate import check
+from treeclass.migrate._cli import main
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def _migrate(*args: str | Path) -> tuple[int, list[dict[str, str]]]:
+    out = io.StringIO()
+    err = io.StringIO()
+    code = main(["--json", *map(str, args)], out=out, err=err)
+    assert code != 2, err.getvalue()
+    return code, [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+
+
+def _import(root: Path, name: str) -> ModuleType:
+    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
+        del sys.modules[key]
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(root))
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    yield tmp_path / "before", tmp_path / "after"
+    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
+        del sys.modules[key]
+
+
+def _run(package: tuple[Path, Path], files: dict[str, str], *extra: str) -> list[dict[str, str]]:
+    before, after = package
+    _write(before, files)
+    shutil.copytree(before, after)
+    code, reports = _migrate("--write", *extra, after / "pkg")
+    assert code == 0
+    return reports
+
+
+def _same(old: object, new: object, f: Callable[[Any], Any]) -> None:
+    check(old, new)
+    assert np.allclose(f(old), f(new))
+    assert np.allclose(jax.jit(f)(old), jax.jit(f)(new))
+    g_old, g_new = jax.grad(f)(old), jax.grad(f)(new)
+    assert [np.asarray(x).tolist() for x in jax.tree.leaves(g_old)] == [np.asarray(x).tolist() for x in jax.tree.leaves(g_new)]
+    batched = (jax.tree.map(lambda x: jnp.stack([x, x]), old), jax.tree.map(lambda x: jnp.stack([x, x]), new))
+    assert np.allclose(jax.vmap(f)(batched[0]), jax.vmap(f)(batched[1]))
+
+
+CHAIN = {
+    "pkg/__init__.py": "from .types import State as State\n",
+    "pkg/types.py": """\
+        import jax
+        from flax import struct
+
+
+        class Ops:
+            '''A mixin of methods only: kept as a plain base.'''
+
+            def total(self):
+                return sum(jax.numpy.sum(x) for x in jax.tree.leaves(self))
+
+
+        @struct.dataclass
+        class State(Ops):
+            step: jax.Array
+        """,
+    "pkg/train.py": """\
+        import jax
+        from flax import struct
+
+        from pkg.types import State as BaseState
+
+
+        @struct.dataclass
+        class TrainState(BaseState):
+            loss: jax.Array
+            lr: float = struct.field(pytree_node=False)
+        """,
+    "pkg/sub/__init__.py": "",
+    "pkg/sub/eval.py": """\
+        import jax
+        from flax import struct
+
+        from .. import State
+        from ..train import TrainState as TS
+
+
+        @struct.dataclass
+        class EvalState(TS):
+            acc: jax.Array
+
+            def replace(self, **changes):
+                return dataclasses.replace(self, **changes)
+
+
+        import dataclasses
+        """,
+}
+
+
+def test_chain_across_modules_converts_base_first(package):
+    reports = _run(package, CHAIN)
+    status = {r["class"]: r["status"] for r in reports}
+    assert status == {"State": "converted", "TrainState": "converted", "EvalState": "converted"}
+    eval_text = (package[1] / "pkg/sub/eval.py").read_text()
+    assert "class EvalState(TS):" in eval_text  # the base is a treeclass already
+    assert "def replace" not in eval_text  # equal to dataclasses.replace: removed
+    reason = {r["class"]: r["reason"] for r in reports}
+    assert "keeps flax.serialization support" in reason["State"]
+    assert "its replace() override (dataclasses.replace) went" in reason["EvalState"]
+    old = _import(package[0], "pkg.sub.eval").EvalState(step=jnp.ones(()), loss=jnp.full((), 2.0), lr=0.1, acc=jnp.zeros(()))
+    new_module = _import(package[1], "pkg.sub.eval")
+    new = new_module.EvalState(step=jnp.ones(()), loss=jnp.full((), 2.0), lr=0.1, acc=jnp.zeros(()))
+    _same(old, new, lambda s: s.total() * s.lr + s.replace(acc=s.loss).acc)
+
+
+def test_subclass_refused_keeps_its_base_and_root_reported(package):
+    files = dict(CHAIN)
+    files["pkg/train.py"] = textwrap.dedent(files["pkg/train.py"]) + "\n\ndef bump(s: TrainState):\n    s.loss = s.loss + 1\n"
+    reports = _run(package, files)
+    status = {r["class"]: r["status"] for r in reports}
+    assert status == {"State": "refused", "TrainState": "refused", "EvalState": "refused"}
+    reason = {r["class"]: r["reason"] for r in reports}
+    assert "`loss` is assigned after construction at `s.loss = s.loss + 1`" in reason["TrainState"]
+
+
+HANDWRITTEN = {
+    "pkg/__init__.py": "",
+    "pkg/model.py": """\
+        import jax.numpy as jnp
+        import numpy as np
+        from jax.tree_util import register_pytree_node_class
+        from numpy.lib.mixins import NDArrayOperatorsMixin
+
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+
+
+        class Scale:
+            def __init__(self):
+                self.n = 0
+
+
+        @register_pytree_node_class
+        class Linear(NDArrayOperatorsMixin):
+            def __init__(self, w, b, shift=0.0):
+                self.w = jnp.asarray(w)
+                self.b = jnp.asarray(b)
+                self.shift = float(shift)
+
+            def tree_flatten(self):
+                return (self.w, self.b), (self.shift,)
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children, *aux)
+
+            def __call__(self, x):
+                return x @ self.w + self.b + self.shift
+
+
+        def progress(values):
+            pbar = tqdm(total=len(values))
+            pbar.w = 3  # another object: not a Linear
+            scale = Scale()
+            scale.n = 2
+            return pbar
+
+
+        def configure(jax):
+            jax.config.update("jax_enable_x64", False)
+
+
+        def functional(model: Linear, repertoire):
+            repertoire = repertoire.add(model.w)
+            return repertoire
+        """,
+}
+
+
+def test_converters_mixin_and_harmless_writes(package):
+    reports = _run(package, HANDWRITTEN)
+    (report,) = reports
+    assert report["status"] == "converted", report["reason"]
+    assert "instances are frozen now" in report["reason"]
+    assert "static fields (shift) are checked at construction" in report["reason"]
+    old = _import(package[0], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
+    new = _import(package[1], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
+    _same(old, new, lambda m: m(jnp.arange(3.0)).sum())
+
+
+def test_real_mutation_of_an_instance_is_refused_with_every_reason(package):
+    files = dict(HANDWRITTEN)
+    files["pkg/model.py"] = textwrap.dedent(files["pkg/model.py"]) + textwrap.dedent(
+        """\
+
+
+        def mutate(model: Linear):
+            model.w = model.w * 2
+            model.tree_flatten()
+        """
+    )
+    (report,) = _run(package, files)
+    assert report["status"] == "refused"
+    assert report["reason"].startswith("2 reasons: (1) ")
+    assert "`w` is assigned after construction at `model.w = model.w * 2`" in report["reason"]
+    assert "code calls its tree_flatten() at `model.tree_flatten()`" in report["reason"]
+
+
+def test_register_dataclass_static_holding_a_dict_is_refused(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            import dataclasses
+
+            import jax
+
+
+            @dataclasses.dataclass
+            class Config:
+                x: jax.Array
+                table: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+            jax.tree_util.register_dataclass(Config, data_fields=["x"], meta_fields=["table"])
+            """,
+    }
+    (report,) = _run(package, files)
+    assert report["status"] == "refused"
+    assert "its static field `table` is annotated `dict[str, int]`" in report["reason"]
+
+
+def test_validating_post_init_and_unsafe_hash_kept(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            import jax
+            from flax import struct
+
+
+            @struct.dataclass(unsafe_hash=True)
+            class Box:
+                lo: jax.Array
+                hi: jax.Array
+                n: int = struct.field(pytree_node=False, default=2)
+
+                def __post_init__(self):
+                    if self.n < 1:
+                        raise ValueError("n must be positive")
+            """,
+    }
+    (report,) = _run(package, files)
+    assert report["status"] == "converted", report["reason"]
+    assert "__post_init__ runs at construction and replace() only" in report["reason"]
+    assert "unsafe_hash=True went" in report["reason"]
+    old = _import(package[0], "pkg.m").Box(jnp.zeros(2), jnp.ones(2))
+    new_module = _import(package[1], "pkg.m")
+    new = new_module.Box(jnp.zeros(2), jnp.ones(2))
+    _same(old, new, lambda b: ((b.hi - b.lo) * b.n).sum())
+    with pytest.raises(ValueError, match="n must be positive"):
+        new_module.Box(jnp.zeros(2), jnp.ones(2), n=0)
+
+
+def test_namedtuple_unpacked_in_the_run_is_refused(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            from typing import NamedTuple
+
+            import jax
+
+
+            class Carry(NamedTuple):
+                x: jax.Array
+                i: jax.Array
+
+
+            def body(state: Carry):
+                x, i = state
+                return Carry(x * 2, i + 1)
+            """,
+    }
+    (report,) = _run(package, files, "--namedtuples")
+    assert report["status"] == "refused"
+    assert "code uses an instance as a tuple (`x, i = state`" in report["reason"]
+
+
+def test_chex_imported_under_type_checking_or_try_is_found(tmp_path: Path):
+    for i, header in enumerate(
+        ["from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import dataclasses as chex\nelse:\n    import chex\n", "try:\n    import chex\nexcept ImportError:\n    chex = None\n"]
+    ):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(header + "\n\n@chex.dataclass\nclass P:\n    w: int\n", encoding="utf-8")
+        _, reports = _migrate(path)
+        assert [r["class"] for r in reports] == ["P"]
+        assert "a chex dataclass is a mapping" in reports[0]["reason"]
+
+
+def test_latin1_file_with_a_coding_line_is_converted_in_its_encoding(tmp_path: Path):
+    source = (
+        "# -*- coding: latin-1 -*-\n"
+        "# café\n"
+        "from jax.tree_util import register_pytree_node_class\n\n\n"
+        "@register_pytree_node_class\n"
+        "class P:\n"
+        "    def __init__(self, w):\n"
+        "        self.w = w\n\n"
+        "    def tree_flatten(self):\n"
+        "        return (self.w,), None\n\n"
+        "    @classmethod\n"
+        "    def tree_unflatten(cls, aux, children):\n"
+        "        return cls(*children)\n"
+    )
+    path = tmp_path / "m.py"
+    path.write_bytes(source.encode("latin-1"))
+    code, reports = _migrate("--write", path)
+    assert code == 0
+    assert reports[0]["status"] == "converted"
+    text = path.read_bytes().decode("latin-1")
+    assert "# café\n" in text
+    assert "class P(tc.TreeClass, eq=False):" in text
+
+
+def test_a_run_on_part_of_a_package_says_so(tmp_path: Path):
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": HANDWRITTEN["pkg/model.py"]})
+    _, reports = _migrate(tmp_path / "pkg" / "m.py")
+    assert "this run covers part of package `pkg` only" in reports[0]["reason"]
+    _, reports = _migrate(tmp_path / "pkg")
+    assert "covers part of package" not in reports[0]["reason"]
