@@ -110,9 +110,10 @@ def test_write_rewrites_in_place(simple: Path):
         '''\
         """A module."""
 
+        from typing import Any
+
         import jax.numpy as jnp
         import treeclass as tc
-        from typing import Any
 
 
         # a layer  (a comment above the class stays)

@@ -241,6 +241,10 @@ def rewrite(
             body.append(stmt)
     needs_any = any(f.annotation in ("Any", f"{tc}.Static[Any]") for p in plans for f in p.fields)
     needs_any = needs_any and names.get("Any") not in ("typing.Any", "typing_extensions.Any")
-    has_tc = names.get(tc) == "treeclass"
+    # `import treeclass as tc` only where the new code names it (a subclass of a class
+    # converted in another module may need nothing).
+    uses_tc = form == "decorator" or any(p.add_base for p in plans)
+    uses_tc = uses_tc or any(f"{tc}." in (f.annotation or "") + (f.value or "") for p in plans for f in p.fields)
+    has_tc = names.get(tc) == "treeclass" or not uses_tc
     new = module.with_changes(body=body)
     return fix_imports(new, _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any, also_used=also_used)
