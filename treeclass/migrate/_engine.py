@@ -180,8 +180,9 @@ class _Run:
                 for i, base in enumerate(found.bases):
                     if i not in ctx.base_plans and i not in ctx.mixins and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
-                if found.family == "NamedTuple" and self.facts.tuple_api:
-                    raise Refused(_messages.TUPLE_API.format(site=self.facts.tuple_api[0]))
+                tuple_api = [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related]
+                if found.family == "NamedTuple" and tuple_api:
+                    raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
                     raise Refused(_messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0]))
                 assert found.family is not None

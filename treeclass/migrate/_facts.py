@@ -75,7 +75,7 @@ class Facts:
     assigned: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     # (class name, attribute) -> sites of `self.attr = ...` in a method other than __init__
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    tuple_api: list[Site] = dataclasses.field(default_factory=list)
+    tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
 
@@ -146,6 +146,8 @@ class _Scanner(ast.NodeVisitor):
                 return _OTHER
             if node.id in self.types:
                 return self.types[node.id]
+            if node.id not in self.globals and node.id in self.facts.classes:
+                return node.id  # the class itself: `Carry._make(...)`
             return self.globals.get(node.id)
         if isinstance(node, ast.Attribute):
             root = node
@@ -330,7 +332,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in _TUPLE_API:
-            self.facts.tuple_api.append(self.site(node))
+            owner = self._receiver(node.value)
+            if owner != _OTHER:
+                self.facts.tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
 
 

@@ -90,8 +90,8 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 if family is not None:
                     _set_family(found, family)
                     found.decorator = i
-            if any(b in _names.FLAX_BASE for b in bases):
-                _set_family(found, "flax.struct")
+            if any(b in _names.FLAX_BASE for b in bases) and found.family != "flax.struct":
+                _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
             if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
                 _set_family(found, "NamedTuple")
             classes[stmt.name] = found
