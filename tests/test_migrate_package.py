@@ -366,3 +366,80 @@ def test_a_run_on_part_of_a_package_says_so(tmp_path: Path):
     assert "this run covers part of package `pkg` only" in reports[0]["reason"]
     _, reports = _migrate(tmp_path / "pkg")
     assert "covers part of package" not in reports[0]["reason"]
+
+
+WRAPPED = {
+    "pkg/__init__.py": "from .util import pytree_dataclass as pytree_dataclass\n",
+    "pkg/util.py": """\
+        import dataclasses
+
+        import jax
+
+
+        def pytree_dataclass(cls=None, /, **kwargs):
+            '''The project's one way to declare a pytree dataclass.'''
+            if cls is None:
+                return lambda c: pytree_dataclass(c, **kwargs)
+            cls = dataclasses.dataclass(cls, frozen=True, **kwargs)
+            return jax.tree_util.register_dataclass(cls)
+
+
+        def flax_like(cls):
+            cls = dataclasses.dataclass(frozen=True)(cls)
+            fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("pytree_node", True)]
+            return jax.tree_util.register_dataclass(cls, fields, [])
+        """,
+    "pkg/model.py": """\
+        import dataclasses
+
+        import jax
+
+        from pkg import pytree_dataclass
+        from pkg.util import flax_like
+
+
+        @pytree_dataclass
+        class Params:
+            w: jax.Array
+            n: int = dataclasses.field(default=2, metadata=dict(static=True))
+
+
+        @pytree_dataclass(kw_only=True)
+        class Opt:
+            mu: jax.Array
+
+
+        @flax_like
+        class Other:
+            w: jax.Array
+
+
+        class Looped:
+            def __init__(self, w):
+                self.w = w
+
+
+        def _flatten(obj):
+            return (obj.w,), None
+
+
+        for _cls in (Looped,):
+            jax.tree_util.register_pytree_node(_cls, _flatten, lambda aux, children: _cls(*children))
+        """,
+}
+
+
+def test_project_dataclass_wrapper_is_recognised_and_loops_reported(package):
+    reports = {r["class"]: r for r in _run(package, WRAPPED)}
+    assert reports["Params"]["status"] == "converted", reports["Params"]["reason"]
+    assert reports["Opt"]["status"] == "converted", reports["Opt"]["reason"]
+    assert reports["Other"]["status"] == "refused"
+    assert "registered by the project's dataclass wrapper `flax_like`" in reports["Other"]["reason"]
+    assert reports["Looped"]["status"] == "refused"
+    assert "Looped is registered in a loop at line" in reports["Looped"]["reason"]
+    text = (package[1] / "pkg/model.py").read_text()
+    assert "class Params(tc.TreeClass):" in text
+    assert "class Opt(tc.TreeClass, kw_only=True):" in text
+    old = _import(package[0], "pkg.model").Params(jnp.ones(3), n=3)
+    new = _import(package[1], "pkg.model").Params(jnp.ones(3), n=3)
+    _same(old, new, lambda p: (p.w * p.n).sum())

@@ -197,6 +197,8 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         if i == found.decorator or qualified in _names.DATACLASS:
             remove_decorators.append(i)
             dataclass_decorators.append(d)
+    if found.wrapper is not None:
+        dataclass_decorators.append(found.wrapper)  # the options the wrapper fixes
     # flax.struct.PyTreeNode takes the dataclass options as class keywords.
     keywords = ast.Call(ast.Name("dataclass"), [], list(node.keywords)) if family == "flax.struct" else None
     options = _options(ctx, [*dataclass_decorators, *([keywords] if keywords else [])], refuse_mappable=family == "chex.dataclass")

@@ -173,6 +173,8 @@ class _Run:
         try:
             if found.registered_twice:
                 raise Refused(_messages.TWICE.format(cls=found.name))
+            if found.indirect is not None:
+                raise Refused(found.indirect)
             if found.family in _HANDWRITTEN:
                 plan = _handwritten.plan_handwritten(ctx)
             else:
@@ -242,6 +244,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     files = [f for f in (_read(p, errors) for p in sources) if f is not None]
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
+    _wrapped(files)
     facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names)
@@ -269,6 +272,29 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             if new != file.source:
                 file.new_source = new
     return Result(files, reports, errors)
+
+
+def _wrapped(files: list[File]) -> None:
+    """Marks the classes that a project's dataclass wrapper in the run registers."""
+    wrappers: dict[str, ast.Call | str] = {}
+    for file in files:
+        for stmt in file.tree.body:
+            options = _find.wrapper(stmt, file.names)
+            if options is not None:
+                name = stmt.name  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+                wrappers[f"{file.module}.{name}"] = options if isinstance(options, ast.Call) else name
+    if not wrappers:
+        return
+    program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    for file in files:
+        for found in file.found:
+            for i, decorator in enumerate(found.node.decorator_list):
+                options = program.function(file, _names.dotted(decorator, file.names), wrappers)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                if isinstance(options, str):  # a wrapper the tool cannot read
+                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=options)
+                elif options is not None:
+                    found.registered_twice = found.registered_twice or found.family is not None
+                    found.family, found.decorator, found.wrapper = "register_dataclass", i, options
 
 
 def _partial(paths: list[Path]) -> str | None:

@@ -12,6 +12,8 @@ from typing import Final
 _DOCS: Final = "docs/migration.md#"
 
 # --- the class as a whole -------------------------------------------------------------
+INDIRECT: Final = "{cls} is registered {how}: the tool rewrites direct registrations only (a decorator, or `register_*({cls}, ...)` as a statement), since a loop or a helper also registers other classes; register {cls} directly (or convert it by hand), then run again. " + _DOCS + "other-refusals"
+WRAPPER: Final = "{cls} is registered by the project's dataclass wrapper `{name}`, which does more than `dataclasses.dataclass` plus `register_dataclass(cls)` (its field split or options cannot be read): convert by hand, or make the wrapper that simple, then run again. " + _DOCS + "other-refusals"
 TWICE: Final = "{cls} is defined or registered more than once in this module; leave one definition and registration, then run again. " + _DOCS + "other-refusals"
 OWNED: Final = "{cls} defines {name}, which a treeclass owns ({why}); remove it by hand first. " + _DOCS + "other-refusals"
 NO_INIT: Final = "{cls} has no __init__: its instances are built some other way (object.__new__ and attribute writes?), so no constructor signature can be kept; write the fields and one constructor by hand. " + _DOCS + "other-refusals"

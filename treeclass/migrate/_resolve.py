@@ -103,6 +103,19 @@ class Program:
         matches = self.suffixes.get(qualified.lstrip("."), [])
         return matches[0] if len(matches) == 1 else None
 
+    def function(self, file: _File, qualified: str | None, functions: dict[str, ast.Call | str], depth: int = 0) -> ast.Call | str | None:
+        """The entry of `functions` (by `module.name`) that `qualified` names in `file`."""
+        if qualified is None or depth > 20:
+            return None
+        name = self.absolute(file, qualified if "." in qualified else f"{file.module}.{qualified}")
+        if name in functions:
+            return functions[name]
+        module_name, _, attr = name.rpartition(".")
+        module = self.modules.get(module_name)
+        if module is not None and attr in module.names:  # re-exported
+            return self.function(module, module.names[attr], functions, depth + 1)
+        return None
+
     def base(self, file: _File, found: Found, i: int) -> tuple[_File, Found] | None:
         """The class of the run that base `i` of `found` is, if any."""
         return self.resolve(file, found.bases[i])
