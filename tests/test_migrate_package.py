@@ -443,3 +443,65 @@ def test_project_dataclass_wrapper_is_recognised_and_loops_reported(package):
     old = _import(package[0], "pkg.model").Params(jnp.ones(3), n=3)
     new = _import(package[1], "pkg.model").Params(jnp.ones(3), n=3)
     _same(old, new, lambda p: (p.w * p.n).sum())
+
+
+FIELDLESS = {
+    "pkg/__init__.py": "",
+    "pkg/shapes.py": """\
+        import abc
+
+        from jax.tree_util import register_pytree_node_class
+
+
+        class Model(abc.ABC):
+            '''An abstract base: no state, abstract flatten methods.'''
+
+            def tree_flatten(self):
+                raise NotImplementedError
+
+            def describe(self):
+                return type(self).__name__
+
+
+        @register_pytree_node_class
+        class Shape(Model):
+            def tree_flatten(self):
+                return (), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls()
+
+            def area(self):
+                return 0.0
+
+
+        @register_pytree_node_class
+        class Square(Shape):
+            def __init__(self, side):
+                self.side = side
+
+            def tree_flatten(self):
+                return (self.side,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+            def area(self):
+                return self.side**2
+        """,
+}
+
+
+def test_fieldless_base_and_abstract_mixin(package):
+    reports = {r["class"]: r for r in _run(package, FIELDLESS)}
+    assert {c: r["status"] for c, r in reports.items()} == {"Shape": "converted", "Square": "converted"}
+    text = (package[1] / "pkg/shapes.py").read_text()
+    assert "class Shape(tc.TreeClass, Model, eq=False):" in text
+    old = _import(package[0], "pkg.shapes").Square(jnp.full((), 3.0))
+    new_module = _import(package[1], "pkg.shapes")
+    new = new_module.Square(jnp.full((), 3.0))
+    _same(old, new, lambda s: s.area())
+    assert new.describe() == "Square"
+    check(_import(package[0], "pkg.shapes").Shape(), new_module.Shape())

@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 from treeclass.migrate import (
+    _checks,
     _dataclasses,
     _facts,
     _find,
@@ -163,7 +164,7 @@ class _Run:
             del self.decided[id(found)]
             return None
         plan = self._plan(ctx, reasons)
-        reasons += _handwritten.check_facts(ctx, _attributes(ctx, plan))
+        reasons += _checks.check_facts(ctx, _attributes(ctx, plan))
         decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
         self.decided[id(found)] = decision
         return decision
@@ -178,7 +179,7 @@ class _Run:
             if found.family in _HANDWRITTEN:
                 plan = _handwritten.plan_handwritten(ctx)
             else:
-                removed = _handwritten.check_owned(ctx)
+                removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
                     if i not in ctx.base_plans and i not in ctx.mixins and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))

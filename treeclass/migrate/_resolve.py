@@ -134,6 +134,19 @@ class Program:
         return out
 
 
+def _abstract(stmt: ast.stmt) -> bool:
+    """A method whose body is only a docstring, `...`, `pass` or `raise NotImplementedError`."""
+    if not isinstance(stmt, ast.FunctionDef):
+        return False
+    for s in stmt.body:
+        if isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):
+            continue
+        if isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s):
+            continue
+        return False
+    return True
+
+
 def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bool:
     """Whether `found` holds no state: no fields, no `__init__`, no attribute writes to
     `self`, no registration, no decorators, and only stateless bases."""
@@ -148,7 +161,9 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         if isinstance(stmt, ast.Assign):
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-        if any(n in _STATEFUL or n.startswith("tree_") for n in names):
+        if any(n in _STATEFUL for n in names):
+            return False
+        if any(n.startswith("tree_") for n in names) and not _abstract(stmt):
             return False
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             args = stmt.args.posonlyargs + stmt.args.args
