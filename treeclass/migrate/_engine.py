@@ -269,7 +269,9 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             else:
                 reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
         if plans:
-            new = _skeleton.rewrite_source(file.source, file.tree, plans, file.names, tc=file.tc, form=form)
+            new = _skeleton.rewrite_source(
+                file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=file.module.split(".")[0] if "." in file.module else ""
+            )
             if new != file.source:
                 file.new_source = new
     return Result(files, reports, errors)

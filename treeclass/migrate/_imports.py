@@ -74,9 +74,10 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
 
 
 def fix_imports(
-    module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool, also_used: frozenset[str] | set[str] = frozenset()
+    module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
 ) -> cst.Module:
-    """`module` with the imports of `removed` names pruned and treeclass's added."""
+    """`module` with the imports of `removed` names pruned and treeclass's added (`own`:
+    the module's top-level package, whose imports come after the third-party ones)."""
     used = _names_used(module.code) | set(also_used) if removed else set()
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []  # the comments above an import that went
@@ -104,28 +105,29 @@ def fix_imports(
     while end < len(body) and (_is_import(body[end]) or (end == 0 and is_docstring(body[end]))):
         end += 1
     if needs_any:
-        _insert(body, end, "typing", "from typing import Any\n", third_party=False)
+        _insert(body, end, "typing", "from typing import Any\n", third_party=False, own=own)
         end += 1
     if not has_tc:
         line = "import treeclass\n" if tc == "treeclass" else f"import treeclass as {tc}\n"
-        _insert(body, end, "treeclass", line, third_party=True)
+        _insert(body, end, "treeclass", line, third_party=True, own=own)
     return module.with_changes(body=body)
 
 
-def _group(top: str | None) -> int | None:
-    """0: the standard library, 1: third-party, 2: relative; None: not an import."""
+def _group(top: str | None, own: str) -> int | None:
+    """0: the standard library, 1: third-party, 2: the module's own package (relative or
+    absolute); None: not an import."""
     if top is None:
         return None
-    return 0 if top in sys.stdlib_module_names or top == "__future__" else (2 if top == "" else 1)
+    return 0 if top in sys.stdlib_module_names or top == "__future__" else (2 if top in ("", own) else 1)
 
 
-def _insert(body: list[cst.BaseStatement], end: int, name: str, line: str, *, third_party: bool) -> None:
-    at = _place(body, end, name, third_party=third_party)
+def _insert(body: list[cst.BaseStatement], end: int, name: str, line: str, *, third_party: bool, own: str) -> None:
+    at = _place(body, end, name, third_party=third_party, own=own)
     stmt = cst.parse_statement(line)
     assert isinstance(stmt, cst.SimpleStatementLine)
     mine = 1 if third_party else 0
     blank = [cst.EmptyLine(indent=False)]
-    if at == 0 or _group(_top(body[at - 1])) != mine:  # the first of its group
+    if at == 0 or _group(_top(body[at - 1]), own) != mine:  # the first of its group
         stmt = stmt.with_changes(leading_lines=blank)
         following = body[at] if at < len(body) else None
         if isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not following.leading_lines:
@@ -148,7 +150,7 @@ def _top(stmt: cst.BaseStatement) -> str | None:
     return cst.Module([]).code_for_node(small.names[0].name).split(".")[0]
 
 
-def _place(body: list[cst.BaseStatement], end: int, name: str, *, third_party: bool) -> int:
+def _place(body: list[cst.BaseStatement], end: int, name: str, *, third_party: bool, own: str) -> int:
     """Where an import of `name` goes in the leading imports `body[:end]`: after the last
     import of its group that sorts before it, else before the first of the next group."""
     at = None
@@ -156,7 +158,7 @@ def _place(body: list[cst.BaseStatement], end: int, name: str, *, third_party: b
         top = _top(body[i])
         if top is None:
             continue
-        group = _group(top)
+        group = _group(top, own)
         assert group is not None
         mine = 1 if third_party else 0
         if group < mine or (group == mine and top <= name):

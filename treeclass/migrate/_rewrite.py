@@ -222,7 +222,7 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
 
 
 def rewrite(
-    module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, also_used: frozenset[str] | set[str] = frozenset()
+    module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
 ) -> cst.Module:
     """`module` with the plans applied (unchanged if `plans` is empty); `also_used`: the
     names that code not in `module` reads (see _skeleton)."""
@@ -247,4 +247,4 @@ def rewrite(
     uses_tc = uses_tc or any(f"{tc}." in (f.annotation or "") + (f.value or "") for p in plans for f in p.fields)
     has_tc = names.get(tc) == "treeclass" or not uses_tc
     new = module.with_changes(body=body)
-    return fix_imports(new, _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any, also_used=also_used)
+    return fix_imports(new, _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any, also_used=also_used, own=own)

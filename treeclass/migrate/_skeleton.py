@@ -54,7 +54,7 @@ def _names_read(stmts: list[ast.stmt]) -> set[str]:
 
 
 def rewrite_source(
-    source: str, tree: ast.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str
+    source: str, tree: ast.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, own: str = ""
 ) -> str:
     """`source` with the plans applied."""
     by_name = {p.cls: p for p in plans}
@@ -94,7 +94,7 @@ def rewrite_source(
     skeleton.append("".join(lines[at:]))
     module = cst.parse_module("".join(skeleton))
     new = _rewrite.rewrite(
-        module, plans, names, tc=tc, form=form, also_used=_names_read(skipped)
+        module, plans, names, tc=tc, form=form, also_used=_names_read(skipped), own=own
     ).code
     out = LINE.findall(new)
     return "".join(kept.get(line, line) for line in out)
