@@ -505,3 +505,33 @@ def test_fieldless_base_and_abstract_mixin(package):
     _same(old, new, lambda s: s.area())
     assert new.describe() == "Square"
     check(_import(package[0], "pkg.shapes").Shape(), new_module.Shape())
+
+
+@pytest.mark.parametrize(
+    "call",
+    ['Meta(jnp.ones(2), info={"a": 1})', "Meta(jnp.ones(2), [1, 2])", 'm.replace(info=dict(a=1))'],
+)
+def test_static_given_an_unhashable_value_in_the_run_is_refused(package, call: str):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": f"""\
+            from typing import Any
+
+            import jax
+            import jax.numpy as jnp
+            from flax import struct
+
+
+            @struct.dataclass
+            class Meta:
+                w: jax.Array
+                info: Any = struct.field(pytree_node=False, default=None)
+
+
+            def build(m: Meta):
+                return {call}
+            """,
+    }
+    (report,) = _run(package, files)
+    assert report["status"] == "refused"
+    assert "its static field `info` is given an unhashable value at `" in report["reason"]

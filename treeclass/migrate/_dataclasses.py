@@ -126,9 +126,13 @@ def _unhashable_default(ctx: Context, f: DeclaredField) -> str | None:
 def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> None:
     """Refuses a static field declared unhashable: a treeclass checks statics at
     construction, where flax, chex and register_dataclass never did."""
-    for f in fields:
+    for i, f in enumerate(fields):
         if f.name not in statics:
             continue
+        keys: list[str | int] = [f.name] if ctx.base_plans else [f.name, i]
+        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        if sites:
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given an unhashable value at {sites[0]}"))
         annotation = ctx.code(f.stmt.annotation)
         if unhashable_annotation(annotation):
             raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`"))

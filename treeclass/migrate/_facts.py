@@ -78,6 +78,9 @@ class Facts:
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
+    # (class, keyword or argument index) -> sites that pass it an unhashable literal
+    # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
+    unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
 
 
 class _Scanner(ast.NodeVisitor):
@@ -297,8 +300,24 @@ class _Scanner(ast.NodeVisitor):
         self._tuple_use(node.value, node)
         self.generic_visit(node)
 
+    def _unhashable_args(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "replace":
+            owner = self._receiver(func.value)
+        else:
+            owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
+        if not owner:
+            return
+        given: list[tuple[str | int, ast.expr]] = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        given += [] if isinstance(func, ast.Attribute) and func.attr == "replace" else list(enumerate(node.args))
+        for key, value in given:
+            unhashable = isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp)
+            if unhashable or (isinstance(value, ast.Call) and _names.dotted(value.func, self.names) in ("dict", "list", "set")):
+                self.facts.unhashable_args[(owner, key)].append(self.site(node))
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
         qualified = _names.dotted(func, self.names)

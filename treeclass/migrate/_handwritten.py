@@ -140,9 +140,13 @@ def _check_static(ctx: Context, init: Init, attr: str) -> None:
     if unhashable or (qualified or "").split(".")[0] in ("dict", "list", "set", "numpy", "jax"):
         raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"set to `{ctx.code(value)}`"))
     param = passed_through(init, assigned, ctx.names, static=True)
-    for p in init.params:
+    for i, p in enumerate(init.params):
         if p.name != param:
             continue
+        keys: list[str | int] = [p.name, i] if p.kind in ("pos", "posonly") else [p.name]
+        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        if sites:
+            raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"given an unhashable value at {sites[0]}"))
         annotation = ctx.code(p.annotation) if p.annotation is not None else ""
         if _dataclasses.unhashable_annotation(annotation):
             raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`"))
