@@ -535,3 +535,41 @@ def test_static_given_an_unhashable_value_in_the_run_is_refused(package, call: s
     (report,) = _run(package, files)
     assert report["status"] == "refused"
     assert "its static field `info` is given an unhashable value at `" in report["reason"]
+
+
+def test_type_self_calls_count_against_the_class_and_its_subclasses(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            from jax.tree_util import register_pytree_node_class
+
+
+            @register_pytree_node_class
+            class Base:
+                def __init__(self, x):
+                    self.x = x
+
+                def tree_flatten(self):
+                    return (self.x,), None
+
+                @classmethod
+                def tree_unflatten(cls, aux, children):
+                    return cls(*children)
+
+                def copy(self):
+                    children, aux = self.tree_flatten()
+                    return type(self).tree_unflatten(aux, children)
+
+
+            @register_pytree_node_class
+            class Child(Base):
+                pass
+            """,
+    }
+    reports = {r["class"]: r["reason"] for r in _run(package, files)}
+    assert "code calls its tree_flatten() at `self.tree_flatten()`" in reports["Base"]
+    assert "code calls its tree_unflatten() at `type(self).tree_unflatten(aux, children)`" in reports["Base"]
+    assert reports["Child"].startswith("3 reasons: (1) its base class `Base` is refused")  # said once
+    assert "tree_unflatten(aux, children)` at" in reports["Child"]  # it inherits copy()
+    assert "is not a pytree class converted in this run" not in reports["Child"]
+    assert "no tree_flatten was found" not in reports["Child"]

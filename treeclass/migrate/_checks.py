@@ -93,7 +93,7 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
     for method in FLATTEN_METHODS:
         for owner, site in facts.flatten_calls.get(method, []):
             kind, _, who = owner.partition(":")
-            if kind == "" or who == name or (kind == "name" and who not in other_classes):
+            if kind == "" or who in ctx.related or (kind == "name" and who not in other_classes):
                 reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
                 break
     return list(dict.fromkeys(reasons))

@@ -156,6 +156,7 @@ class _Run:
                     found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
                 reasons.append(_messages.BASE_REFUSED.format(base=base.name))
+                ctx.refused_bases.add(i)
             elif stateless(self.program, base_file, base):
                 ctx.mixins.add(i)
             else:
@@ -181,7 +182,7 @@ class _Run:
             else:
                 removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
-                    if i not in ctx.base_plans and i not in ctx.mixins and base not in _ALLOWED_BASES:
+                    if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
                 tuple_api = [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related]
                 if found.family == "NamedTuple" and tuple_api:

@@ -339,6 +339,8 @@ class _Scanner(ast.NodeVisitor):
         qualified = _names.dotted(receiver, self.names) or ""
         if qualified == "jax" or qualified.startswith("jax."):
             return  # `jax.tree_util.tree_flatten(x)`: a module's function, not a method
+        if isinstance(receiver, ast.Call) and _names.dotted(receiver.func, self.names) == "type" and len(receiver.args) == 1:
+            receiver = receiver.args[0]  # `type(self).tree_unflatten(...)`
         if isinstance(receiver, ast.Name) and (receiver.id == self.self_name or receiver.id == "cls") and self.cls:
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it

@@ -215,11 +215,15 @@ def plan_handwritten(ctx: Context) -> Plan:
     found, node = ctx.found, ctx.found.node
     removed = check_owned(ctx)
     for i, base in enumerate(found.bases):
-        if i not in ctx.base_plans and i not in ctx.mixins and base not in ALLOWED_MIXINS:
+        if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in ALLOWED_MIXINS:
             if i in ctx.base_found:
                 _read(ctx)  # the base's own flatten, read through the subclass: its reason first
             raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(node.bases[i])))
-    if ctx.base_plans and _method(node, "tree_flatten") is None and _method(node, "tree_flatten_with_keys") is None:
+    own_flatten = _method(node, "tree_flatten") is not None or _method(node, "tree_flatten_with_keys") is not None
+    if ctx.refused_bases and not own_flatten:  # inherited from the refused base: the run says why
+        base = found.bases[min(ctx.refused_bases)] or "?"
+        raise Refused(_messages.BASE_REFUSED.format(base=base.split(".")[-1]))
+    if ctx.base_plans and not own_flatten:
         return _plan_subclass(ctx)
     if any(_names.dotted(d, ctx.names) in _names.DATACLASS for d in node.decorator_list):
         flat, _, _, _ = _read(ctx)
