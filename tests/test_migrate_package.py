@@ -573,3 +573,35 @@ def test_type_self_calls_count_against_the_class_and_its_subclasses(package):
     assert "tree_unflatten(aux, children)` at" in reports["Child"]  # it inherits copy()
     assert "is not a pytree class converted in this run" not in reports["Child"]
     assert "no tree_flatten was found" not in reports["Child"]
+
+
+def test_flax_struct_through_a_relative_import_inside_flax(tmp_path: Path):
+    # Run on flax's own source: `from . import struct` is flax.struct, not a wrapper.
+    _write(
+        tmp_path,
+        {
+            "flax/__init__.py": "",
+            "flax/struct.py": """\
+                import dataclasses
+
+                import jax
+
+
+                def dataclass(clz, **kwargs):
+                    data_clz = dataclasses.dataclass(frozen=True, **kwargs)(clz)
+                    meta = [f.name for f in dataclasses.fields(data_clz) if not f.metadata.get("pytree_node", True)]
+                    data = [f.name for f in dataclasses.fields(data_clz) if f.name not in meta]
+                    return jax.tree_util.register_dataclass(data_clz, data, meta)
+                """,
+            "flax/traverse_util.py": """\
+                from . import struct
+
+
+                @struct.dataclass
+                class _EmptyNode:
+                    pass
+                """,
+        },
+    )
+    _, reports = _migrate(tmp_path / "flax")
+    assert [(r["class"], r["status"]) for r in reports] == [("_EmptyNode", "converted")]

@@ -291,13 +291,17 @@ def _wrapped(files: list[File]) -> None:
         return
     program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     for file in files:
-        for found in file.found:
+        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
             for i, decorator in enumerate(found.node.decorator_list):
-                options = program.function(file, _names.dotted(decorator, file.names), wrappers)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                qualified = _names.dotted(decorator, file.names)
+                known = _find.decorator_family(program.absolute(file, qualified or ""))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                if known is not None:  # `from . import struct` inside flax itself
+                    found.family, found.decorator = known, i
+                    break
+                options = program.function(file, qualified, wrappers)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
                 if isinstance(options, str):  # a wrapper the tool cannot read
                     found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=options)
                 elif options is not None:
-                    found.registered_twice = found.registered_twice or found.family is not None
                     found.family, found.decorator, found.wrapper = "register_dataclass", i, options
 
 

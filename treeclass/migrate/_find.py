@@ -22,7 +22,7 @@ import dataclasses
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._plan import Family
 
-__all__ = ["Found", "find", "wrapper"]
+__all__ = ["Found", "decorator_family", "find", "wrapper"]
 
 
 @dataclasses.dataclass
@@ -41,7 +41,7 @@ class Found:
     indirect: str | None = None  # registered in a loop or through a helper: how (refused)
 
 
-def _decorator_family(qualified: str | None) -> Family | None:
+def decorator_family(qualified: str | None) -> Family | None:
     if qualified in _names.REGISTER_CLASS:
         kind = _names.REGISTER_CLASS[qualified]
         return "register_pytree_with_keys_class" if kind.endswith("keys_class") else "register_pytree_node_class"
@@ -74,7 +74,7 @@ def _registration_call(stmt: ast.stmt, names: dict[str, str]) -> tuple[str, Fami
     elif qualified in _names.REGISTER_DATACLASS:
         family = "register_dataclass"
     elif qualified in _names.REGISTER_CLASS:
-        family = _decorator_family(qualified)
+        family = decorator_family(qualified)
     return None if family is None else (call.args[0].id, family, call)
 
 
@@ -118,7 +118,7 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
             bases = [_names.dotted(b, names) for b in stmt.bases]
             found = Found(stmt.name, stmt, None, bases)
             for i, decorator in enumerate(stmt.decorator_list):
-                family = _decorator_family(_names.dotted(decorator, names))
+                family = decorator_family(_names.dotted(decorator, names))
                 if family is not None:
                     _set_family(found, family)
                     found.decorator = i

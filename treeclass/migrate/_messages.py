@@ -70,7 +70,7 @@ FIELD_SPEC: Final = "`{code}` on field `{attr}` has no treeclass equivalent: rew
 NOTE_KEYS: Final = "key paths change from flat indices to field names ({example}); existing checkpoints: " + _DOCS + "key-paths-and-checkpoints"
 NOTE_EQ: Final = "kept identity ==/hash (eq=False) as the class had; drop eq=False to compare by value"
 NOTE_FROZEN: Final = "instances are frozen now: an attribute assignment raises FrozenInstanceError (use obj.replace(...))"
-NOTE_STATICS: Final = "static fields ({fields}) are checked at construction: an unhashable value or an array there raises TypeError"
+NOTE_STATICS: Final = "static fields ({fields}) are checked at construction: an unhashable value or an array there raises TypeError, and a local function or an object without __eq__ there warns (treeclass.RecompileWarning: each new one recompiles jit)"
 NOTE_INIT: Final = "the kept __init__ runs at construction only, never on unflatten (JAX rebuilds instances field by field)"
 NOTE_POST_INIT: Final = "__post_init__ runs at construction and replace() only, no longer on unflatten (it never sees tracers under jit/grad/vmap)"
 NOTE_FLAX: Final = "keeps flax.serialization support (to_state_dict, from_state_dict, to_bytes, from_bytes): treeclass registers its classes with flax.serialization when flax is installed"
