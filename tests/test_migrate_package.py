@@ -605,3 +605,100 @@ def test_flax_struct_through_a_relative_import_inside_flax(tmp_path: Path):
     )
     _, reports = _migrate(tmp_path / "flax")
     assert [(r["class"], r["status"]) for r in reports] == [("_EmptyNode", "converted")]
+
+
+TYPED = {
+    "pkg/__init__.py": "",
+    "pkg/geom.py": """\
+        from typing import NamedTuple
+
+        from jax.tree_util import register_pytree_node_class
+
+
+        @register_pytree_node_class
+        class Geometry:
+            def __init__(self, cost):
+                self.cost = cost
+
+            def tree_flatten(self):
+                return (self.cost,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+
+        @register_pytree_node_class
+        class Cost:
+            def __init__(self, scale):
+                self.scale = scale
+
+            def tree_flatten(self):
+                return (self.scale,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+            def __eq__(self, other):
+                if type(other) is not self.__class__:
+                    return False
+                return other.tree_flatten()[0] == self.tree_flatten()[0]
+
+
+        class Const(NamedTuple):
+            geom: Geometry
+
+
+        def leaves(const: Const):
+            return const.geom.tree_flatten()
+        """,
+    "pkg/task.py": """\
+        from abc import ABC
+
+        import jax
+        from flax import struct
+
+
+        class TaskState(ABC):
+            obs: jax.Array
+
+
+        @struct.dataclass
+        class State(TaskState):
+            obs: jax.Array
+            t: jax.Array
+
+
+        def run():
+            class Local(NamedTuple):
+                x: int
+
+            def body(s: Local):
+                return s._replace(x=1)
+
+            return body
+
+
+        from typing import NamedTuple
+        """,
+}
+
+
+def test_receivers_typed_through_attributes_guards_and_local_classes(package):
+    reports = {r["class"]: r for r in _run(package, TYPED)}
+    # `const.geom.tree_flatten()`: a Geometry, so Cost is not refused for it; Cost's own
+    # __eq__ calls tree_flatten on `other`, narrowed to Cost by its guard.
+    assert "`const.geom.tree_flatten()`" in reports["Geometry"]["reason"]
+    assert "const.geom" not in reports["Cost"]["reason"]
+    assert "`other.tree_flatten()`" in reports["Cost"]["reason"]
+    assert "other.tree_flatten" not in reports["Geometry"]["reason"]
+    # An annotation-only ABC base is a plain mixin.
+    assert reports["State"]["status"] == "converted", reports["State"]["reason"]
+
+
+def test_tuple_api_on_a_function_local_namedtuple_counts_for_none(package):
+    files = dict(TYPED)
+    files["pkg/nt.py"] = "from typing import NamedTuple\n\n\nclass Carry(NamedTuple):\n    x: int\n"
+    reports = {r["class"]: r for r in _run(package, files, "--namedtuples")}
+    assert reports["Carry"]["status"] == "converted", reports["Carry"]["reason"]

@@ -24,6 +24,7 @@ from treeclass.migrate import (
     _messages,
     _names,
     _skeleton,
+    _types,
 )
 from treeclass.migrate._context import Context
 from treeclass.migrate._find import Found
@@ -248,6 +249,13 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
     _wrapped(files)
     facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
+    for file in files:
+        for found in file.found:
+            for stmt in found.node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    declared = _types.annotation_name(stmt.annotation, file.names)
+                    if declared is not None:
+                        facts.attr_types[(found.name, stmt.target.id)] = declared
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names)
     the_run = _Run(files, facts)

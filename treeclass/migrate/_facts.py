@@ -28,6 +28,7 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
+from treeclass.migrate._types import OTHER, Typing
 
 __all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "scan"]
 
@@ -36,12 +37,7 @@ _MUTATORS = frozenset(
     ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
-# Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
-# copy.copy(state)): a variable bound to their result may be an instance of the class.
-_MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
-_OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
 _TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
-_OTHER: str = ""  # a known type that is not a class of the run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +64,8 @@ class Event:
 @dataclasses.dataclass
 class Facts:
     classes: frozenset[str] = frozenset()  # the names of the run's classes
+    # (class, attribute) -> the class name its class-body annotation names (`geom: Geometry`)
+    attr_types: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
     # a variable), "" for any other expression; site)
     flatten_calls: dict[str, list[tuple[str, Site]]] = dataclasses.field(default_factory=lambda: defaultdict(list))
@@ -83,14 +81,16 @@ class Facts:
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
 
 
-class _Scanner(ast.NodeVisitor):
+class _Scanner(Typing, ast.NodeVisitor):
     def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
+        self.classes, self.attr_types = facts.classes, facts.attr_types
         self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
         self.self_name: str | None = None
-        self.types: dict[str, str | None] = {}  # variable -> class name, _OTHER, None: unknown
+        self.types: dict[str, str | None] = {}  # variable -> class name, OTHER, None: unknown
+        self.local_classes: set[str] = set()  # classes defined inside functions or classes
         self.globals: dict[str, str | None] = {}
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
@@ -98,96 +98,6 @@ class _Scanner(ast.NodeVisitor):
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
-
-    # --- what a name is -------------------------------------------------------------
-    def _annotation_type(self, node: ast.expr | None) -> str | None:
-        if node is None:
-            return None
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            try:
-                node = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
-                return None
-        if isinstance(node, ast.Subscript) and (_names.dotted(node.value, self.names) or "").split(".")[-1] == "Optional":
-            return self._annotation_type(node.slice)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-            return self._annotation_type(sides[0]) if len(sides) == 1 else None
-        return self._named_type(node)
-
-    def _named_type(self, node: ast.expr) -> str | None:
-        qualified = _names.dotted(node, self.names)
-        if qualified is None:
-            return None
-        last = qualified.split(".")[-1]
-        if last in self.facts.classes:
-            return last
-        if qualified in _OTHER_BUILTINS:
-            return _OTHER
-        root = node
-        while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
-            root = root.func if isinstance(root, ast.Call) else root.value
-        imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
-        if imported and qualified.split(".")[0] not in _MAY_RETURN_YOURS and qualified.split(".")[0] not in self.facts.classes:
-            return _OTHER  # built by another library: not an instance of a class of the run
-        return None
-
-    def _value_type(self, value: ast.expr) -> str | None:
-        if isinstance(value, ast.Call):
-            func = value.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.facts.classes:
-                return func.value.id  # State.create(...): a classmethod of the class
-            return self._named_type(func)
-        if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
-            return _OTHER
-        return None
-
-    def _receiver(self, node: ast.expr) -> str | None:
-        """The class `node` is an instance of: a name, _OTHER or None (unknown)."""
-        if isinstance(node, ast.Name):
-            if node.id in self.modules:
-                return _OTHER
-            if node.id in self.types:
-                return self.types[node.id]
-            if node.id not in self.globals and node.id in self.facts.classes:
-                return node.id  # the class itself: `Carry._make(...)`
-            return self.globals.get(node.id)
-        if isinstance(node, ast.Attribute):
-            root = node
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in self.modules:
-                return _OTHER  # jax.config, np.random: attributes of a module
-        return None
-
-    def _bind(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
-        scope[name] = kind if scope.get(name, kind) == kind else None
-
-    def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
-        todo: list[ast.AST] = list(stmts)
-        while todo:
-            node = todo.pop()
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-                continue
-            if isinstance(node, ast.Assign):
-                value = node.value
-                new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self._bind(scope, t.id, self._value_type(value))
-                        if new:
-                            self.new_objects.add(t.id)
-                    elif isinstance(t, ast.Tuple | ast.List):
-                        for e in t.elts:
-                            if isinstance(e, ast.Name):
-                                self._bind(scope, e.id, None)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                self._bind(scope, node.target.id, self._annotation_type(node.annotation))
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
-                for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                        self._bind(scope, n.id, None)
-            todo.extend(ast.iter_child_nodes(node))
 
     # --- scopes ---------------------------------------------------------------------
     def visit_Module(self, node: ast.Module) -> None:
@@ -239,7 +149,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _record(self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
         owner = self._receiver(receiver)
-        if owner != _OTHER:
+        if owner != OTHER:
             table[attr].append(Event(owner, self.site(stmt)))
 
     def _assigned(self, receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
@@ -345,6 +255,10 @@ class _Scanner(ast.NodeVisitor):
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it
             owner = f"self:{self.cls}"
+        elif (kind := self._receiver(receiver)) == OTHER:
+            return
+        elif kind is not None:
+            owner = f"self:{kind}"  # an instance of a known class (or the class itself)
         elif isinstance(receiver, ast.Name):
             owner = f"name:{receiver.id}"
         else:
@@ -354,7 +268,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in _TUPLE_API:
             owner = self._receiver(node.value)
-            if owner != _OTHER:
+            if owner != OTHER:
                 self.facts.tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
 

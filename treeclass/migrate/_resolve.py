@@ -5,7 +5,8 @@ in a package's `__init__.py`).
 
 Also which bases hold no state (`stateless`): a mixin of methods only (numpy's
 `NDArrayOperatorsMixin`, a package's own operator mixin, an abstract base with no
-`__init__` and no fields) stays a plain base of the converted class.
+`__init__` and no fields, annotations without values included: a plain class's
+annotations are no dataclass fields) stays a plain base of the converted class.
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
     if any(kw.arg != "metaclass" or _names.dotted(kw.value, file.names) not in ("abc.ABCMeta",) for kw in node.keywords):
         return False
     for stmt in node.body:
-        if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation):
-            return False
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None and "ClassVar" not in ast.unparse(stmt.annotation):
+            return False  # an annotation alone is no field of a plain class (nor of a dataclass subclass)
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         if isinstance(stmt, ast.Assign):
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
