@@ -702,3 +702,71 @@ def test_tuple_api_on_a_function_local_namedtuple_counts_for_none(package):
     files["pkg/nt.py"] = "from typing import NamedTuple\n\n\nclass Carry(NamedTuple):\n    x: int\n"
     reports = {r["class"]: r for r in _run(package, files, "--namedtuples")}
     assert reports["Carry"]["status"] == "converted", reports["Carry"]["reason"]
+
+
+def test_jax_dataclasses(tmp_path: Path):
+    source = textwrap.dedent(
+        """\
+        import jax
+        import jax_dataclasses as jdc
+
+
+        @jdc.pytree_dataclass
+        class Pose:
+            w: jax.Array
+            n: jdc.Static[int] = 3
+
+
+        @jdc.pytree_dataclass
+        class Mutated:
+            w: jax.Array
+
+
+        def bump(m: Mutated):
+            with jdc.copy_and_mutate(m) as m2:
+                m2.w = m2.w + 1
+            return m2
+        """
+    )
+    path = tmp_path / "m.py"
+    path.write_text(source, encoding="utf-8")
+    _, reports = _migrate("--write", path)
+    status = {r["class"]: r["status"] for r in reports}
+    assert status == {"Pose": "refused", "Mutated": "refused"}  # copy_and_mutate refuses every one
+    assert "jdc.copy_and_mutate" in reports[0]["reason"]
+    path.write_text(source.split("\n\n\ndef bump")[0] + "\n", encoding="utf-8")
+    _, reports = _migrate("--write", path)
+    assert [r["status"] for r in reports] == ["converted", "converted"]
+    assert "keeps flax.serialization support" in reports[0]["reason"]
+    text = path.read_text(encoding="utf-8")
+    assert "class Pose(tc.TreeClass):\n    w: jax.Array\n    n: tc.Static[int] = 3\n" in text
+    assert "jax_dataclasses" not in text
+
+
+def test_a_class_decorator_of_the_project_refuses(tmp_path: Path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            import jax
+            from flax import struct
+
+
+            def jit_methods(cls):
+                for name in dir(cls):
+                    if not name.startswith("_"):
+                        setattr(cls, name, jax.jit(getattr(cls, name)))
+                return cls
+
+
+            @jit_methods
+            @struct.dataclass
+            class Rot:
+                w: jax.Array
+            """
+        ),
+        encoding="utf-8",
+    )
+    _, (report,) = _migrate(path)
+    assert report["status"] == "refused"
+    assert "the decorator `jit_methods` runs on the converted class" in report["reason"]

@@ -25,6 +25,12 @@ _OWNED = {
 }
 
 
+# Class decorators that do not look at what the class defines.
+_SAFE_DECORATORS = frozenset(
+    {"typing.final", "typing_extensions.final", "typing.runtime_checkable", "typing_extensions.runtime_checkable", "typing.type_check_only"}
+)
+
+
 def _is_dataclasses_replace(ctx: Context, fn: ast.FunctionDef) -> bool:
     """`def replace(self, **kw): return dataclasses.replace(self, **kw)` (a docstring allowed)."""
     body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
@@ -61,6 +67,10 @@ def check_owned(ctx: Context) -> tuple[str, ...]:
     (a `replace` equal to `dataclasses.replace`). A `__post_init__` that only validates
     is kept: a treeclass runs it at construction and replace()."""
     remove: list[str] = []
+    for i, decorator in enumerate(ctx.found.node.decorator_list):
+        qualified = _names.dotted(decorator, ctx.names) or ""
+        if i != ctx.found.decorator and qualified not in _names.DATACLASS and qualified not in _SAFE_DECORATORS:
+            raise Refused(_messages.DECORATOR.format(code=ctx.code(decorator)))
     for stmt in ctx.found.node.body:
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else []
         if isinstance(stmt, ast.Assign | ast.AnnAssign):

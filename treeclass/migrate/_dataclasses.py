@@ -22,7 +22,7 @@ __all__ = ["DeclaredField", "declared_fields", "plan_dataclass", "rewrite_fields
 
 # dataclasses.field / flax struct.field keywords that tc.field and tc.static take.
 _KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
-_FIELD_CALLS = {"dataclasses.field", "flax.struct.field"}
+_FIELD_CALLS = {"dataclasses.field", "flax.struct.field", "jax_dataclasses.field", "jax_dataclasses.static_field"}
 # Decorator and class keywords: what treeclass does the same way, what it cannot do.
 _SAME = {"frozen": "True", "init": "True", "order": "False", "unsafe_hash": "False", "slots": "False", "match_args": "True"}
 # Annotations and defaults of a static field that cannot hold a hashable value.
@@ -65,8 +65,9 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
         if (_names.dotted(stmt.annotation, ctx.names) or "").endswith("ClassVar") or "ClassVar" in ctx.code(stmt.annotation)[:9]:
             continue
         call = stmt.value if isinstance(stmt.value, ast.Call) and _names.dotted(stmt.value.func, ctx.names) in _FIELD_CALLS else None
-        static = False
+        static = _jdc_static(ctx, stmt.annotation) is not None
         if call is not None:
+            static = static or _names.dotted(call.func, ctx.names) == "jax_dataclasses.static_field"
             for kw in call.keywords:
                 if kw.arg == "pytree_node" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
                     static = True
@@ -76,13 +77,21 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
     return out
 
 
+def _jdc_static(ctx: Context, annotation: ast.expr) -> ast.expr | None:
+    """T of a `jdc.Static[T]` annotation, else None."""
+    if isinstance(annotation, ast.Subscript) and _names.dotted(annotation.value, ctx.names) in _names.JDC_STATIC:
+        return annotation.slice
+    return None
+
+
 def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> list[Field]:
     """The new annotation and right-hand side of each field."""
     out: list[Field] = []
     for f in fields:
         static = f.name in statics
+        inner = _jdc_static(ctx, f.stmt.annotation)
         if f.call is None:
-            annotation = f"{ctx.tc}.Static[{ctx.code(f.stmt.annotation)}]" if static else None
+            annotation = f"{ctx.tc}.Static[{ctx.code(inner or f.stmt.annotation)}]" if static else None
             out.append(Field(f.name, static, annotation, None))
             continue
         kept: list[str] = []
@@ -95,7 +104,7 @@ def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str])
         if f.call.args:
             raise Refused(_messages.FIELD_SPEC.format(code=ctx.code(f.call), attr=f.name))
         value = f"{ctx.tc}.{'static' if static else 'field'}({', '.join(kept)})"
-        out.append(Field(f.name, static, None, value))
+        out.append(Field(f.name, static, None if inner is None else ctx.code(inner), value))
     return out
 
 
@@ -215,8 +224,13 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         if names != sorted(names):
             raise Refused(_messages.CHEX_ORDER.format(sorted=", ".join(sorted(names)), declared=", ".join(names)))
         statics = set()
-    elif family == "flax.struct":
+    elif family in ("flax.struct", "jax_dataclasses"):
         statics = {f.name for f in fields if f.static_marked}
+        if family == "jax_dataclasses" and ctx.facts.jdc_mutate:
+            raise Refused(_messages.JDC_MUTATE.format(site=ctx.facts.jdc_mutate[0]))
+        for f in fields:
+            if f.call is not None and any(kw.arg == "init" for kw in f.call.keywords):
+                raise Refused(_messages.FIELD_SPEC.format(code="init=", attr=f.name))
     elif family == "register_dataclass":
         data, meta = _register_dataclass_fields(ctx, found.registration)
         statics = meta if meta is not None else {f.name for f in fields if f.static_marked}
@@ -254,7 +268,7 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
 def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[str], decorators: list[ast.expr], keywords: ast.Call | None) -> list[str]:
     """What changes for the users of a converted dataclass."""
     given = {kw.arg: ctx.code(kw.value) for d in [*decorators, *([keywords] if keywords else [])] if isinstance(d, ast.Call) for kw in d.keywords}
-    frozen = family == "flax.struct" or given.get("frozen") == "True"
+    frozen = family in ("flax.struct", "jax_dataclasses") or given.get("frozen") == "True"
     notes = [] if frozen else [_messages.NOTE_FROZEN]
     if family == "NamedTuple":
         notes.append(_messages.NOTE_NAMEDTUPLE)
@@ -266,6 +280,6 @@ def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[
         notes.append(_messages.NOTE_HASH)
     if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body):
         notes.append(_messages.NOTE_POST_INIT)
-    if family == "flax.struct":
+    if family in ("flax.struct", "jax_dataclasses"):
         notes.append(_messages.NOTE_FLAX)
     return notes

@@ -76,6 +76,7 @@ class Facts:
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
+    jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
     # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
@@ -238,6 +239,8 @@ class _Scanner(Typing, ast.NodeVisitor):
             building = self.method == "__init__" and self._is_self(node.args[0])
             if isinstance(name, ast.Constant) and isinstance(name.value, str) and not building:
                 self._assigned(node.args[0], name.value, node)
+        if qualified in ("jax_dataclasses.copy_and_mutate", "jax_dataclasses._copy_and_mutate.copy_and_mutate"):
+            self.facts.jdc_mutate.append(self.site(node))
         if qualified is not None and qualified.startswith("flax.serialization"):
             self.facts.flax_serialization.append(self.site(node))
         self.generic_visit(node)

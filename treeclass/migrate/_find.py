@@ -8,6 +8,7 @@ when it is not registered itself); `family` says how a pytree class is registere
     register_dataclass(Cls, ...) or @register_dataclass on a dataclass
     @flax.struct.dataclass, class Cls(flax.struct.PyTreeNode)
     @chex.dataclass
+    @jax_dataclasses.pytree_dataclass   (jdc.Static[T] fields static)
     class Cls(NamedTuple)   (only with --namedtuples: callers may use it as a tuple)
 
 Classes defined inside functions or under `if` are not found: the tool rewrites
@@ -49,6 +50,8 @@ def decorator_family(qualified: str | None) -> Family | None:
         return "register_dataclass"
     if qualified in _names.FLAX_DATACLASS:
         return "flax.struct"
+    if qualified in _names.JDC_DATACLASS:
+        return "jax_dataclasses"
     if qualified in _names.CHEX_DATACLASS:
         return "chex.dataclass"
     return None

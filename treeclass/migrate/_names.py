@@ -14,6 +14,8 @@ __all__ = [
     "FLAX_BASE",
     "FLAX_DATACLASS",
     "GENERIC",
+    "JDC_DATACLASS",
+    "JDC_STATIC",
     "NAMEDTUPLE",
     "REGISTER_CLASS",
     "REGISTER_DATACLASS",
@@ -33,6 +35,8 @@ REGISTER_FUNCTION: Final = {
 REGISTER_DATACLASS: Final = {"jax.tree_util.register_dataclass"}
 FLAX_DATACLASS: Final = {"flax.struct.dataclass"}
 FLAX_BASE: Final = {"flax.struct.PyTreeNode"}
+JDC_DATACLASS: Final = {"jax_dataclasses.pytree_dataclass", "jax_dataclasses._dataclasses.pytree_dataclass"}
+JDC_STATIC: Final = {"jax_dataclasses.Static", "jax_dataclasses._dataclasses.Static"}
 CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
 NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
 DATACLASS: Final = {"dataclasses.dataclass"}

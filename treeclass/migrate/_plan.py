@@ -18,6 +18,7 @@ Family = Literal[
     "register_pytree_node",
     "register_dataclass",
     "flax.struct",
+    "jax_dataclasses",
     "chex.dataclass",
     "NamedTuple",
 ]

@@ -162,7 +162,7 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
         if isinstance(stmt, ast.Assign):
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-        if any(n in _STATEFUL for n in names):
+        if any(n in _STATEFUL for n in names) and not (names == ["__init__"] and _abstract(stmt)):
             return False
         if any(n.startswith("tree_") for n in names) and not _abstract(stmt):
             return False
