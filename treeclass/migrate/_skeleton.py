@@ -64,33 +64,34 @@ def rewrite_source(
         (line[len(line.rstrip("\r\n")) :] for line in lines if line.rstrip("\r\n") != line), "\n"
     )
     # Top-level statements grouped so that no two groups share a line (`a = 1; b = 2`).
-    groups: list[tuple[int, bool, list[ast.stmt]]] = []  # (last line, touched, statements)
+    groups: list[tuple[int, int, bool, list[ast.stmt]]] = []  # (first line, last line, touched, statements)
     for i, stmt in enumerate(tree.body):
         touched = _touched(stmt, by_name, functions, first=i == 0)
         start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
         end = stmt.end_lineno or stmt.lineno
-        if groups and start <= groups[-1][0]:
-            last, was, stmts = groups.pop()
-            groups.append((max(last, end), was or touched, [*stmts, stmt]))
+        if groups and start <= groups[-1][1]:
+            first, last, was, stmts = groups.pop()
+            groups.append((first, max(last, end), was or touched, [*stmts, stmt]))
         else:
-            groups.append((end, touched, [stmt]))
+            groups.append((start, end, touched, [stmt]))
     skeleton: list[str] = []
     kept: dict[str, str] = {}
     skipped: list[ast.stmt] = []
     at = 0
-    for end, touched, stmts in groups:
-        chunk = "".join(lines[at:end])
-        at = end
+    for start, end, touched, stmts in groups:
         if touched:
-            skeleton.append(chunk)
+            skeleton.append("".join(lines[at:end]))
         elif kept and skeleton[-1] in kept:  # extend the placeholder before it
-            kept[skeleton[-1]] += chunk
+            kept[skeleton[-1]] += "".join(lines[at:end])
             skipped += stmts
         else:
+            # The blank lines and comments above stay outside the placeholder, where
+            # libcst sees them (as the statement's leading lines).
             marker = f"__treeclass_migrate_kept_{len(kept)}__{newline}"
-            kept[marker] = chunk
-            skeleton.append(marker)
+            kept[marker] = "".join(lines[start - 1 : end])
+            skeleton += ["".join(lines[at : start - 1]), marker]
             skipped += stmts
+        at = end
     skeleton.append("".join(lines[at:]))
     module = cst.parse_module("".join(skeleton))
     new = _rewrite.rewrite(
