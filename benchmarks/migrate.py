@@ -99,11 +99,13 @@ def run(quick: bool) -> list[Table]:
             start = time.perf_counter()
             result = _engine.run([pathlib.Path(tmp) / "pkg"])
             took = time.perf_counter() - start
-            start = time.perf_counter()
-            _engine.run([pathlib.Path(tmp) / "pkg" / "m0.py"])
-            one = time.perf_counter() - start
+            one = float("inf")
+            for _ in range(3):  # the best of 3: the machine is shared
+                start = time.perf_counter()
+                _engine.run([pathlib.Path(tmp) / "pkg" / "m0.py"])
+                one = min(one, time.perf_counter() - start)
         done = sum(r.status == "converted" for r in result.reports)
         rows.append((f"{n:,}", f"{done} / {len(result.reports) - done}", f"{took:.2f} s", f"{took / n * 1e6:.0f} us", f"{one:.2f} s"))
-    note = "one run each; bounds: 10,000 lines under 10 s, 100,000 under 30 s, no file over 2 s (the big file: a fifth of the lines, at most 6,000)"
+    note = "one run per package, the best of 3 for the big file alone; bounds: 10,000 lines under 10 s, 100,000 under 30 s, no file over 2 s (the big file: a fifth of the lines, at most 6,000)"
     header = ("lines", "converted / refused", "time", "per line", "biggest file alone")
     return [Table("treeclass.migrate: time against lines (a generated package)", header, tuple(rows), note=note)]
