@@ -770,3 +770,39 @@ def test_a_class_decorator_of_the_project_refuses(tmp_path: Path):
     _, (report,) = _migrate(path)
     assert report["status"] == "refused"
     assert "the decorator `jit_methods` runs on the converted class" in report["reason"]
+
+
+def test_annotated_names_keep_their_type_and_flatten_calls_reach_only_classes_with_the_method(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            from typing import NamedTuple
+
+            import jax
+            from flax import struct
+
+
+            class Carry(NamedTuple):
+                x: jax.Array
+
+
+            @struct.dataclass
+            class Params:
+                w: jax.Array
+
+
+            def solve(geom):
+                class State(NamedTuple):
+                    a: jax.Array
+
+                def body(i, state: State) -> State:
+                    state, _ = jax.lax.cond(i > 0, lambda s: (s, 0), lambda s: (s, 1), state)
+                    return state._replace(a=state.a + 1)
+
+                children, aux = geom.tree_flatten()  # geom: unknown
+                return body, children, aux
+            """,
+    }
+    reports = {r["class"]: r for r in _run(package, files, "--namedtuples")}
+    assert reports["Carry"]["status"] == "converted", reports["Carry"]["reason"]
+    assert reports["Params"]["status"] == "converted", reports["Params"]["reason"]

@@ -100,7 +100,9 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
             if events:
                 reasons.append(message.format(attr=attr, site=events[0].site))
     other_classes = {f.name for f in ctx.found_in_module if f.name != name}
-    for method in FLATTEN_METHODS:
+    # A class that defines none of the methods (a dataclass family, a class registered
+    # with functions) is reached by no call of them, whatever the receiver.
+    for method in (m for m in FLATTEN_METHODS if m in ctx.methods):
         for owner, site in facts.flatten_calls.get(method, []):
             kind, _, who = owner.partition(":")
             if kind == "" or who in ctx.related or (kind == "name" and who not in other_classes):

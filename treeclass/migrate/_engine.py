@@ -142,6 +142,7 @@ class _Run:
         self.decided[id(found)] = Refusal("(inheritance cycle)")
         ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
         ctx.related = self.program.ancestors(file, found) | {found.name}
+        ctx.methods = self.program.methods(file, found)
         reasons: list[str] = []
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)
@@ -157,7 +158,7 @@ class _Run:
                     found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
                 reasons.append(_messages.BASE_REFUSED.format(base=base.name))
-                ctx.refused_bases.add(i)
+                ctx.refused_bases[i] = base
             elif stateless(self.program, base_file, base):
                 ctx.mixins.add(i)
             else:

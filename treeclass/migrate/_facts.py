@@ -92,6 +92,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.self_name: str | None = None
         self.types: dict[str, str | None] = {}  # variable -> class name, OTHER, None: unknown
         self.local_classes: set[str] = set()  # classes defined inside functions or classes
+        self.declared: dict[int, set[str]] = {}
         self.globals: dict[str, str | None] = {}
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
@@ -117,8 +118,9 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.new_objects = set(outer_new)
         args = node.args.posonlyargs + node.args.args
         self.types = dict(outer_types)  # a closure sees its enclosing function's names
+        self.declared.pop(id(self.types), None)
         for a in [*args, *node.args.kwonlyargs]:
-            self.types[a.arg] = self._annotation_type(a.annotation)
+            self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         if self.method is None and self.cls is not None:
             self.method, self.self_name = node.name, args[0].arg if args else None
             if self.self_name is not None:

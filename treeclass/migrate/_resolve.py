@@ -121,6 +121,19 @@ class Program:
         """The class of the run that base `i` of `found` is, if any."""
         return self.resolve(file, found.bases[i])
 
+    def methods(self, file: _File, found: Found) -> set[str]:
+        """The methods `found` and its bases in the run define."""
+        out: set[str] = set()
+        todo, seen = [(file, found)], set()
+        while todo:
+            f, c = todo.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            out |= {s.name for s in c.node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+            todo += [b for b in (self.base(f, c, i) for i in range(len(c.bases))) if b is not None]
+        return out
+
     def ancestors(self, file: _File, found: Found) -> set[str]:
         """The names of `found`'s bases in the run, transitively."""
         out: set[str] = set()

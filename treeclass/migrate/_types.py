@@ -7,7 +7,7 @@ annotated as a class (`Optional[X]`, `X | None` and strings read), one construct
 it (`X(...)`, `X.create(...)`), one narrowed by a guard (`isinstance(v, X)`,
 `type(v) is self.__class__`); an attribute by its class's annotation (`const.geom` with
 `geom: Geometry` declared in `const`'s class). A name bound twice to different types is
-unknown.
+unknown, unless annotated: its declared type holds.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Typing:
     types: dict[str, str | None]
     globals: dict[str, str | None]
     local_classes: set[str]
+    declared: dict[int, set[str]]  # id(scope) -> its annotated names
     new_objects: set[str]
     cls: str | None
     self_name: str | None
@@ -129,7 +130,15 @@ class Typing:
         return (v.id, owner) if owner else None
 
     def _bind(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
+        if name in self.declared.get(id(scope), ()):
+            return  # annotated: its declared type holds through rebinding, as type checkers say
         scope[name] = kind if scope.get(name, kind) == kind else None
+
+    def declare(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
+        """`name: T` (a parameter or an annotated assignment) in `scope`."""
+        scope[name] = kind
+        if kind is not None:
+            self.declared.setdefault(id(scope), set()).add(name)
 
     def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
         todo: list[ast.AST] = list(stmts)
@@ -155,7 +164,7 @@ class Typing:
                             if isinstance(e, ast.Name):
                                 self._bind(scope, e.id, None)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                self._bind(scope, node.target.id, self._annotation_type(node.annotation))
+                self.declare(scope, node.target.id, self._annotation_type(node.annotation))
             elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
                 for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
