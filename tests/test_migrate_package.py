@@ -806,3 +806,43 @@ def test_annotated_names_keep_their_type_and_flatten_calls_reach_only_classes_wi
     reports = {r["class"]: r for r in _run(package, files, "--namedtuples")}
     assert reports["Carry"]["status"] == "converted", reports["Carry"]["reason"]
     assert reports["Params"]["status"] == "converted", reports["Params"]["reason"]
+
+
+def test_a_run_decorator_that_only_writes_dunders_is_kept(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/util.py": """\
+            def implements(original, note=""):
+                def decorator(wrapped):
+                    wrapped.__wrapped_original__ = original
+                    if note:
+                        wrapped.__doc__ = note
+                    for attr in ["__name__", "__qualname__"]:
+                        setattr(wrapped, attr, getattr(original, attr, wrapped.__name__))
+                    return wrapped
+
+                return decorator
+            """,
+        "pkg/m.py": """\
+            import jax
+            from flax import struct
+
+            from .util import implements
+
+
+            class Original:
+                pass
+
+
+            @implements(Original, note="A box.")
+            @struct.dataclass
+            class Box:
+                w: jax.Array
+            """,
+    }
+    (report,) = _run(package, files)
+    assert report["status"] == "converted", report["reason"]
+    old = _import(package[0], "pkg.m")
+    new = _import(package[1], "pkg.m")
+    assert (new.Box.__name__, new.Box.__doc__) == (old.Box.__name__, old.Box.__doc__) == ("Original", "A box.")
+    _same(old.Box(jnp.ones(2)), new.Box(jnp.ones(2)), lambda b: (b.w * 2).sum())

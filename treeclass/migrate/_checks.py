@@ -69,7 +69,7 @@ def check_owned(ctx: Context) -> tuple[str, ...]:
     remove: list[str] = []
     for i, decorator in enumerate(ctx.found.node.decorator_list):
         qualified = _names.dotted(decorator, ctx.names) or ""
-        if i != ctx.found.decorator and qualified not in _names.DATACLASS and qualified not in _SAFE_DECORATORS:
+        if i != ctx.found.decorator and qualified not in _names.DATACLASS and qualified not in _SAFE_DECORATORS and i not in ctx.harmless:
             raise Refused(_messages.DECORATOR.format(code=ctx.code(decorator)))
     for stmt in ctx.found.node.body:
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else []

@@ -29,6 +29,7 @@ class Context:
     base_plans: dict[int, tuple[Found, Plan]] = dataclasses.field(default_factory=dict[int, tuple[Found, Plan]])
     base_found: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])
     mixins: set[int] = dataclasses.field(default_factory=set[int])  # stateless bases, kept as they are
+    harmless: set[int] = dataclasses.field(default_factory=set[int])  # decorators that only write dunders
     methods: set[str] = dataclasses.field(default_factory=set[str])  # defined by it or a base in the run
     refused_bases: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])  # said once, by the run
     related: set[str] = dataclasses.field(default_factory=set[str])  # its name and its bases' in the run

@@ -30,7 +30,13 @@ from treeclass.migrate._context import Context
 from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Plan, Refusal, Report
-from treeclass.migrate._resolve import ALLOWED_MIXINS, Program, module_name, stateless
+from treeclass.migrate._resolve import (
+    ALLOWED_MIXINS,
+    Program,
+    harmless_decorator,
+    module_name,
+    stateless,
+)
 from treeclass.migrate._text import Text
 
 __all__ = ["File", "Result", "parse", "run", "source_files"]
@@ -135,6 +141,8 @@ class _Run:
         self.facts = facts
         self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
+        # The run's module-level functions by `module.name` (class decorators it defines).
+        self.functions = {f"{file.module}.{s.name}": s for file in files for s in file.tree.body if isinstance(s, ast.FunctionDef)}
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:
@@ -143,6 +151,10 @@ class _Run:
         ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
         ctx.related = self.program.ancestors(file, found) | {found.name}
         ctx.methods = self.program.methods(file, found)
+        for i, decorator in enumerate(found.node.decorator_list):
+            fn = self.program.function(file, _names.dotted(decorator, file.names), self.functions)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            if fn is not None and harmless_decorator(fn, factory=isinstance(decorator, ast.Call)):
+                ctx.harmless.add(i)
         reasons: list[str] = []
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)

@@ -12,13 +12,16 @@ annotations are no dataclass fields) stays a plain base of the converted class.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from treeclass.migrate import _names
 from treeclass.migrate._find import Found
 
-__all__ = ["ALLOWED_MIXINS", "Program", "module_name", "stateless"]
+__all__ = ["ALLOWED_MIXINS", "Program", "harmless_decorator", "module_name", "stateless"]
+
+_T = TypeVar("_T")
 
 # Bases outside the run that hold no state: kept as plain bases.
 ALLOWED_MIXINS: Final = frozenset(
@@ -104,7 +107,7 @@ class Program:
         matches = self.suffixes.get(qualified.lstrip("."), [])
         return matches[0] if len(matches) == 1 else None
 
-    def function(self, file: _File, qualified: str | None, functions: dict[str, ast.Call | str], depth: int = 0) -> ast.Call | str | None:
+    def function(self, file: _File, qualified: str | None, functions: Mapping[str, _T], depth: int = 0) -> _T | None:
         """The entry of `functions` (by `module.name`) that `qualified` names in `file`."""
         if qualified is None or depth > 20:
             return None
@@ -192,5 +195,44 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
             continue
         base = program.base(file, found, i)
         if base is None or not stateless(program, base[0], base[1], depth + 1):
+            return False
+    return True
+
+
+def harmless_decorator(fn: ast.FunctionDef, *, factory: bool) -> bool:
+    """Whether a class decorator of the run only writes dunder attributes (`__doc__`,
+    `__name__`, `__qualname__`, its own `__x__` markers) on the class and returns it:
+    then it does the same to the converted class. `factory`: `fn` is called with
+    arguments and returns the decorator (its one nested function)."""
+    if factory:
+        inner = [s for s in fn.body if isinstance(s, ast.FunctionDef)]
+        returns = [s for s in ast.walk(fn) if isinstance(s, ast.Return) and s in fn.body]
+        if len(inner) != 1 or not returns or any(not (isinstance(r.value, ast.Name) and r.value.id == inner[0].name) for r in returns):
+            return False
+        fn = inner[0]
+    params = fn.args.posonlyargs + fn.args.args
+    if len(params) != 1:
+        return False
+    me = params[0].arg
+    dunder_lists = {
+        n.target.id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.List | ast.Tuple)
+        and all(isinstance(e, ast.Constant) and str(e.value).startswith("__") for e in n.iter.elts)
+    }
+    for n in ast.walk(fn):
+        if isinstance(n, ast.FunctionDef | ast.Lambda | ast.ClassDef) and n is not fn:
+            return False
+        if isinstance(n, ast.Return) and not (isinstance(n.value, ast.Name) and n.value.id == me):
+            return False
+        dunder_write = isinstance(n.value, ast.Name) and n.value.id == me and n.attr.startswith("__") if isinstance(n, ast.Attribute) else True
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del) and not dunder_write:
+            return False
+        if isinstance(n, ast.Call) and _names.dotted(n.func, {}) in ("setattr", "delattr", "object.__setattr__"):
+            name = n.args[1] if len(n.args) > 1 else None
+            dunder = isinstance(name, ast.Constant) and str(name.value).startswith("__")
+            if not (isinstance(n.args[0], ast.Name) and n.args[0].id == me and (dunder or (isinstance(name, ast.Name) and name.id in dunder_lists))):
+                return False
+        if isinstance(n, ast.Name) and n.id == me and isinstance(n.ctx, ast.Store):
             return False
     return True
