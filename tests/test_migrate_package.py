@@ -846,3 +846,34 @@ def test_a_run_decorator_that_only_writes_dunders_is_kept(package):
     new = _import(package[1], "pkg.m")
     assert (new.Box.__name__, new.Box.__doc__) == (old.Box.__name__, old.Box.__doc__) == ("Original", "A box.")
     _same(old.Box(jnp.ones(2)), new.Box(jnp.ones(2)), lambda b: (b.w * 2).sum())
+
+
+def test_self_attribute_typed_by_what_the_methods_store(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            from typing import NamedTuple
+
+            import jax
+
+
+            class State(NamedTuple):
+                x: jax.Array
+
+
+            class Hyper(NamedTuple):
+                lr: float
+
+
+            class Solver:
+                def __init__(self, x):
+                    self.state = State(x)
+
+                def step(self):
+                    self.state = self.state._replace(x=self.state.x + 1)
+            """,
+    }
+    reports = {r["class"]: r for r in _run(package, files, "--namedtuples")}
+    assert reports["State"]["status"] == "refused"
+    assert "`self.state._replace`" in reports["State"]["reason"]
+    assert reports["Hyper"]["status"] == "converted", reports["Hyper"]["reason"]

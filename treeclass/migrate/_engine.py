@@ -264,11 +264,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
     for file in files:
         for found in file.found:
-            for stmt in found.node.body:
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    declared = _types.annotation_name(stmt.annotation, file.names)
-                    if declared is not None:
-                        facts.attr_types[(found.name, stmt.target.id)] = declared
+            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes))
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names)
     the_run = _Run(files, facts)

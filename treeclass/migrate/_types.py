@@ -16,7 +16,7 @@ import ast
 
 from treeclass.migrate import _names
 
-__all__ = ["OTHER", "Typing", "annotation_name"]
+__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types"]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
@@ -187,3 +187,42 @@ def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
         return annotation_name(sides[0], names) if len(sides) == 1 else None
     qualified = _names.dotted(node, names) if isinstance(node, ast.Name | ast.Attribute) else None
     return None if qualified is None else qualified.split(".")[-1]
+
+
+def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str]) -> dict[tuple[str, str], str]:
+    """(class, attribute) -> the class its instances hold there: declared in the class
+    body (`geom: Geometry`), or the one class every `self.x = ...` of its methods stores
+    (`self.state = State(...)`, `self.state = self.state._replace(...)`)."""
+    out: dict[tuple[str, str], str] = {}
+    stored: dict[str, set[str | None]] = {}
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            declared = annotation_name(stmt.annotation, names)
+            if declared is not None:
+                out[(node.name, stmt.target.id)] = declared
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
+            continue
+        me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
+        for n in ast.walk(stmt):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign | ast.AnnAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+                    stored.setdefault(t.attr, set()).add(_stored(n.value, me, t.attr, names, classes))  # type: ignore[union-attr]  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
+    for attr, kinds in stored.items():
+        kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
+        if len(kinds) == 1 and None not in kinds and (node.name, attr) not in out:
+            out[(node.name, attr)] = kinds.pop()  # type: ignore[assignment]
+    return out
+
+
+def _stored(value: ast.expr | None, me: str, attr: str, names: dict[str, str], classes: frozenset[str]) -> str | None:
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
+            inner = func.value
+            if isinstance(inner, ast.Attribute) and inner.attr == attr and isinstance(inner.value, ast.Name) and inner.value.id == me:
+                return ""
+        qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
+        if qualified is not None and qualified.split(".")[-1] in classes:
+            return qualified.split(".")[-1]
+    return None
