@@ -877,3 +877,36 @@ def test_self_attribute_typed_by_what_the_methods_store(package):
     assert reports["State"]["status"] == "refused"
     assert "`self.state._replace`" in reports["State"]["reason"]
     assert reports["Hyper"]["status"] == "converted", reports["Hyper"]["reason"]
+
+
+def test_a_repr_inherited_from_a_mixin_is_kept(package):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """\
+            from jax.tree_util import register_pytree_node_class
+
+
+            class Pretty:
+                def __repr__(self):
+                    return f"<{type(self).__name__}>"
+
+
+            @register_pytree_node_class
+            class P(Pretty):
+                def __init__(self, w):
+                    self.w = w
+
+                def tree_flatten(self):
+                    return (self.w,), None
+
+                @classmethod
+                def tree_unflatten(cls, aux, children):
+                    return cls(*children)
+            """,
+    }
+    (report,) = _run(package, files)
+    assert report["status"] == "converted", report["reason"]
+    assert "class P(tc.TreeClass, Pretty, eq=False, repr=False):" in (package[1] / "pkg/m.py").read_text()
+    old, new = _import(package[0], "pkg.m").P(jnp.ones(2)), _import(package[1], "pkg.m").P(jnp.ones(2))
+    assert repr(new) == repr(old) == "<P>"
+    _same(old, new, lambda p: p.w.sum())

@@ -288,7 +288,7 @@ def plan_handwritten(ctx: Context) -> Plan:
         remove_functions=functions,
         remove_registration=found.registration is not None,
         moved_annotations=tuple(moved),
-        options={} if has_eq else {"eq": "False"},
+        options={**({} if has_eq else {"eq": "False"}), **_repr_option(ctx)},
     )
     plan.notes = [_messages.NOTE_FROZEN]
     if flat.keys is None and flat.children:
@@ -300,6 +300,15 @@ def plan_handwritten(ctx: Context) -> Plan:
     if not has_eq:
         plan.notes.append(_messages.NOTE_EQ)
     return plan
+
+
+def _repr_option(ctx: Context) -> dict[str, str]:
+    """`repr=False` where a base in the run (a mixin, a converted class) defines the
+    `__repr__` the class inherits today: a treeclass installs its own where the class
+    body has none."""
+    if _method(ctx.found.node, "__repr__") is None and "__repr__" in ctx.methods:
+        return {"repr": "False"}
+    return {}
 
 
 def _plan_fieldless(ctx: Context, unflatten: ast.FunctionDef | ast.Lambda, method: bool, functions: tuple[str, ...], removed: tuple[str, ...]) -> Plan:
@@ -321,7 +330,7 @@ def _plan_fieldless(ctx: Context, unflatten: ast.FunctionDef | ast.Lambda, metho
         remove_bases=tuple(i for i, b in enumerate(found.bases) if b == "object"),
         remove_functions=functions,
         remove_registration=found.registration is not None,
-        options={} if has_eq else {"eq": "False"},
+        options={**({} if has_eq else {"eq": "False"}), **_repr_option(ctx)},
         notes=[_messages.NOTE_FROZEN, *([] if has_eq else [_messages.NOTE_EQ])],
     )
 
@@ -335,6 +344,8 @@ def _plan_subclass(ctx: Context) -> Plan:
         raise Refused(_messages.SUBCLASS_INIT.format(cls=found.name, base=base.name))
     _check_class_body(ctx, [])
     options = dict(base_plan.options) if _method(node, "__eq__") is None else {}
+    options.pop("repr", None)
+    options.update(_repr_option(ctx))
     return Plan(
         found.name,
         found.family or "register_pytree_node_class",
