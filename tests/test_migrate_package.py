@@ -910,3 +910,13 @@ def test_a_repr_inherited_from_a_mixin_is_kept(package):
     old, new = _import(package[0], "pkg.m").P(jnp.ones(2)), _import(package[1], "pkg.m").P(jnp.ones(2))
     assert repr(new) == repr(old) == "<P>"
     _same(old, new, lambda p: p.w.sum())
+
+
+def test_a_mixin_binding_a_field_name_refuses(package):
+    files = dict(HANDWRITTEN)
+    files["pkg/model.py"] = textwrap.dedent(files["pkg/model.py"]).replace(
+        "class Linear(NDArrayOperatorsMixin):", "class Defaults:\n    b = 0.0\n\n\n@register_pytree_node_class\nclass Linear(Defaults):"
+    ).replace("@register_pytree_node_class\nclass Defaults", "class Defaults")
+    (report,) = _run(package, files)
+    assert report["status"] == "refused"
+    assert "`b` is both a class attribute" in report["reason"]

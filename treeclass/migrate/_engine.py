@@ -156,6 +156,7 @@ class _Run:
             if fn is not None and harmless_decorator(fn, factory=isinstance(decorator, ast.Call)):
                 ctx.harmless.add(i)
         reasons: list[str] = []
+        mixin_names: set[str] = set()  # what the stateless bases bind: a field so named would take it as default
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)
             if resolved is None or resolved[1] is found:
@@ -173,12 +174,16 @@ class _Run:
                 ctx.refused_bases[i] = base
             elif stateless(self.program, base_file, base):
                 ctx.mixins.add(i)
+                mixin_names |= self.program.methods(base_file, base, everything=True)
             else:
                 ctx.base_found[i] = base
         if found.family is None:
             del self.decided[id(found)]
             return None
         plan = self._plan(ctx, reasons)
+        clash = sorted(mixin_names & {f.name for f in plan.fields}) if plan else []
+        if clash:
+            reasons.append(_messages.CLASS_ATTRIBUTE.format(name=clash[0], line=f"{found.node.lineno}, in a base"))
         reasons += _checks.check_facts(ctx, _attributes(ctx, plan))
         decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
         self.decided[id(found)] = decision

@@ -124,8 +124,9 @@ class Program:
         """The class of the run that base `i` of `found` is, if any."""
         return self.resolve(file, found.bases[i])
 
-    def methods(self, file: _File, found: Found) -> set[str]:
-        """The methods `found` and its bases in the run define."""
+    def methods(self, file: _File, found: Found, *, everything: bool = False) -> set[str]:
+        """The methods `found` and its bases in the run define (`everything`: every name
+        their bodies bind, class attributes included)."""
         out: set[str] = set()
         todo, seen = [(file, found)], set()
         while todo:
@@ -133,7 +134,10 @@ class Program:
             if id(c) in seen:
                 continue
             seen.add(id(c))
-            out |= {s.name for s in c.node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+            out |= {s.name for s in c.node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+            if everything:
+                out |= {t.id for s in c.node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+                out |= {s.target.id for s in c.node.body if isinstance(s, ast.AnnAssign) and s.value is not None and isinstance(s.target, ast.Name)}
             todo += [b for b in (self.base(f, c, i) for i in range(len(c.bases))) if b is not None]
         return out
 
