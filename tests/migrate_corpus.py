@@ -97,11 +97,7 @@ CORPUS = [
             "Rmsprop": "register_dataclass lists data_fields as ['grad', 'nu'], not in declaration order",
         },
     ),
-    Module(
-        "flax_serialization",
-        (),
-        {"Checkpointed": "flax.struct classes are registered with flax.serialization"},
-    ),
+    Module("flax_serialization", ("Checkpointed",), {}),
     Module(
         "namedtuple",
         ("LoopState",),
@@ -199,6 +195,7 @@ CASES: dict[tuple[str, str, str], tuple[Build, Apply]] = {
     ("dataclasses", "Adam", ""): (lambda m: m.Adam(jnp.ones(2), jnp.ones(2) * 2), lambda m, o: (o.mu / o.nu).sum() * o.lr),
     ("dataclasses", "Sgd", ""): (lambda m: m.Sgd(jnp.ones(2), lr=0.5), lambda m, o: o.momentum.sum() * o.lr),
     ("dataclasses", "Window", ""): (lambda m: m.Window(jnp.arange(5.0), size=2), lambda m, o: o.mean()),
+    ("flax_serialization", "Checkpointed", ""): (lambda m: m.Checkpointed(jnp.ones(3)), lambda m, o: (o.w * 2.0).sum()),
     ("namedtuple", "LoopState", ""): (
         lambda m: m.LoopState(jnp.ones(2), jnp.zeros(())),
         lambda m, o: m.body(m.body(o)).x.sum() + m.body(o).i * o.scale,

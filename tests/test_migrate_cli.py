@@ -97,7 +97,8 @@ def test_diff_by_default_and_nothing_written(simple: Path):
     assert simple.read_text(encoding="utf-8") == SIMPLE
     assert out.startswith(f"--- {simple}\n+++ {simple}\n@@ ")
     assert "-@register_pytree_node_class\n-class Linear:\n+class Linear(tc.TreeClass, eq=False):\n" in out
-    assert f"{simple}:9: Linear: converted: key paths change" in out
+    assert f"{simple}:9: Linear: converted: instances are frozen now" in out
+    assert "key paths change from flat indices to field names" in out
     assert out.endswith("converted 1, refused 0\n")
 
 
@@ -109,9 +110,10 @@ def test_write_rewrites_in_place(simple: Path):
         '''\
         """A module."""
 
+        from typing import Any
+
         import jax.numpy as jnp
         import treeclass as tc
-        from typing import Any
 
 
         # a layer  (a comment above the class stays)
@@ -300,3 +302,26 @@ def test_core_imports_without_libcst():
         capture_output=True, text=True, check=True,
     )
     assert plain.stdout == "False False\n"
+
+
+def test_code_left_alone_keeps_its_blank_lines_when_an_import_goes(tmp_path: Path):
+    # Only the statements a plan touches go through libcst; the rest comes back as it
+    # was, its blank lines included.
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from jax.tree_util import register_pytree_node_class\n\n"
+        "X = 1  # a constant\n\n\n"
+        "@register_pytree_node_class\nclass P:\n"
+        "    def __init__(self, w: float):\n        self.w = w\n\n"
+        "    def tree_flatten(self):\n        return (self.w,), None\n\n"
+        "    @classmethod\n    def tree_unflatten(cls, aux, children):\n        return cls(*children)\n\n\n"
+        "def   f( ): return P(1); x = 2\n",
+        encoding="utf-8",
+    )
+    assert run("--write", path)[0] == 0
+    assert path.read_text(encoding="utf-8") == (
+        "import treeclass as tc\n\n"
+        "X = 1  # a constant\n\n\n"
+        "class P(tc.TreeClass, eq=False):\n    w: float\n\n\n"
+        "def   f( ): return P(1); x = 2\n"
+    )

@@ -23,7 +23,7 @@ from treeclass.migrate import _engine, check
 
 # The before module of the dataclass families imports flax and chex (the `bench`
 # extra); the tool itself only reads it, so only its behaviour tests need them.
-_NEEDS = {"dataclasses": ("flax", "chex")}
+_NEEDS = {"dataclasses": ("flax", "chex"), "flax_serialization": ("flax",)}
 
 REGENERATE = os.environ.get("TREECLASS_MIGRATE_REGENERATE") == "1"
 

@@ -1,10 +1,11 @@
 """`register_pytree_node` / `register_pytree_with_keys` with module-level functions or
 lambdas (the migration corpus, tests/test_migrate_corpus.py)."""
 
+from typing import Any
+
 import jax.numpy as jnp
 from jax import tree_util as jtu
 import treeclass as tc
-from typing import Any
 
 
 # converted: standalone flatten and unflatten functions, removed with the registration.

@@ -5,11 +5,12 @@ The migration corpus (tests/test_migrate_corpus.py): written for these tests, in
 styles found in public JAX code. Each class says what the tool must do with it.
 """
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax.tree_util import register_pytree_node_class
 import treeclass as tc
-from typing import Any
 
 
 # converted: children and aux 1:1 with attributes, a plain __init__ and unflatten.

@@ -1,10 +1,11 @@
 """Inheritance among hand-written pytree classes (the migration corpus,
 tests/test_migrate_corpus.py)."""
 
+from typing import Any
+
 import jax.numpy as jnp
 from jax.tree_util import register_pytree_node_class
 import treeclass as tc
-from typing import Any
 
 
 # converted, with its subclass: the subclass inherits flatten and unflatten.

@@ -1,10 +1,11 @@
 """`register_pytree_with_keys_class` (the migration corpus,
 tests/test_migrate_corpus.py)."""
 
+from typing import Any
+
 import jax.numpy as jnp
 from jax.tree_util import GetAttrKey, register_pytree_with_keys_class
 import treeclass as tc
-from typing import Any
 
 
 # converted: the keys are the attribute names, so the key paths do not change.

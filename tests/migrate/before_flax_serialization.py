@@ -1,5 +1,6 @@
-"""flax.struct classes in code that uses flax.serialization: refused (a treeclass is
-not registered with it). The migration corpus, tests/test_migrate_corpus.py."""
+"""flax.struct classes in code that uses flax.serialization: converted (treeclass
+registers its classes with flax.serialization when flax is installed), the reason
+says so. The migration corpus, tests/test_migrate_corpus.py."""
 
 import jax
 from flax import serialization, struct

@@ -7,15 +7,24 @@ How the pieces fit (each module one job):
 
 - `_names.py`: what a module's imports make of a name (`jtu.register_pytree_node_class`
   -> `jax.tree_util.register_pytree_node_class`).
-- `_find.py`: the pytree classes of a module and how each is registered.
-- `_facts.py`: what the code around a class does to it: calls of `tree_flatten`,
-  attributes assigned or mutated after construction.
+- `_text.py`: a module's source split once (the code of a node in linear time).
+- `_find.py`: the pytree classes of a module and how each is registered (project
+  dataclass wrappers, loops and helpers included).
+- `_resolve.py`: the files of a run as one program: module names, imports, relative
+  imports, aliases and re-exports; which bases hold no state (kept as mixins).
+- `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
+  each expression is: calls of `tree_flatten`, attributes assigned or mutated after
+  construction, NamedTuples used as tuples, unhashable values given to statics.
+- `_checks.py`: what a class body and the run forbid, for every family.
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.
 - `_handwritten.py`, `_dataclasses.py`: one `Plan` (or a refusal) per class, for the
   hand-written and the dataclass families.
-- `_rewrite.py`: applies the plans to the concrete syntax tree (libcst).
-- `_engine.py`: a run over files: parse, plan, rewrite, report.
+- `_rewrite.py`, `_imports.py`: apply the plans to the concrete syntax tree (libcst);
+  `_skeleton.py` hands libcst only the statements the plans touch.
+- `_engine.py`: a run over files: read (PEP 263), parse, resolve, plan base-first,
+  settle inheritance, rewrite, report (every reason of a refusal, what changes with a
+  conversion).
 - `_cli.py`: the command line: diff, `--write`, `--check`, `--json`.
 - `_messages.py`: every refusal reason, with what to do by hand.
 - `_check.py`: `check(old, new)`.

@@ -35,7 +35,11 @@ examples:
   python -m treeclass.migrate --check src/       # CI: exit 1 if anything would change
   python -m treeclass.migrate --json src/ | jq . # one object per class found
 
-every refusal says why and what to do by hand: docs/migration.md"""
+Run it on the whole package folder: the files of one run are one program (imports,
+relative imports, aliases and re-exports are followed), so a class converts with its
+bases and subclasses in other modules. Every conversion says what changes for users
+(frozen, statics checked at construction, ...); every refusal gives all its reasons and
+what to do by hand: docs/migration.md"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched for *.py)")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched for *.py): give the whole package")
     parser.add_argument(
         "--form",
         choices=("base", "decorator"),
@@ -79,7 +83,7 @@ def _write(file: _engine.File, errors: list[str]) -> None:
         errors.append(f"{path}: read-only; left unchanged")
         return
     try:
-        with path.open("w", encoding="utf-8", newline="") as f:
+        with path.open("w", encoding=file.encoding, newline="") as f:
             f.write(file.new_source)
     except OSError as e:
         errors.append(f"{path}: cannot be written ({e.strerror}); left unchanged")

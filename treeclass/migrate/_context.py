@@ -9,6 +9,7 @@ import dataclasses
 from treeclass.migrate._facts import Facts
 from treeclass.migrate._find import Found
 from treeclass.migrate._plan import Plan
+from treeclass.migrate._text import Text
 
 __all__ = ["Context"]
 
@@ -16,7 +17,7 @@ __all__ = ["Context"]
 @dataclasses.dataclass
 class Context:
     path: str
-    source: str
+    text: Text
     tree: ast.Module
     names: dict[str, str]  # local name -> qualified name (_names.aliases)
     found: Found
@@ -27,10 +28,15 @@ class Context:
     # and each base's Found (for inherited flatten methods), by the base's position.
     base_plans: dict[int, tuple[Found, Plan]] = dataclasses.field(default_factory=dict[int, tuple[Found, Plan]])
     base_found: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])
+    mixins: set[int] = dataclasses.field(default_factory=set[int])  # stateless bases, kept as they are
+    harmless: set[int] = dataclasses.field(default_factory=set[int])  # decorators that only write dunders
+    methods: set[str] = dataclasses.field(default_factory=set[str])  # defined by it or a base in the run
+    refused_bases: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])  # said once, by the run
+    related: set[str] = dataclasses.field(default_factory=set[str])  # its name and its bases' in the run
 
     def code(self, node: ast.AST) -> str:
         """The source text of `node`, as written."""
-        return ast.get_source_segment(self.source, node) or ast.unparse(node)
+        return self.text.code(node)
 
     def functions(self) -> dict[str, ast.FunctionDef]:
         """The module's top-level functions by name (the last definition wins)."""

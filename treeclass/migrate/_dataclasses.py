@@ -22,9 +22,21 @@ __all__ = ["DeclaredField", "declared_fields", "plan_dataclass", "rewrite_fields
 
 # dataclasses.field / flax struct.field keywords that tc.field and tc.static take.
 _KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
-_FIELD_CALLS = {"dataclasses.field", "flax.struct.field"}
+_FIELD_CALLS = {"dataclasses.field", "flax.struct.field", "jax_dataclasses.field", "jax_dataclasses.static_field"}
 # Decorator and class keywords: what treeclass does the same way, what it cannot do.
 _SAME = {"frozen": "True", "init": "True", "order": "False", "unsafe_hash": "False", "slots": "False", "match_args": "True"}
+# Annotations and defaults of a static field that cannot hold a hashable value.
+UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "Mapping", "MutableMapping", "MutableSequence", "ndarray", "Array", "ArrayLike", "DataFrame")
+_UNHASHABLE_FACTORIES = ("list", "dict", "set", "collections.defaultdict", "collections.OrderedDict")
+
+
+def unhashable_annotation(code: str) -> bool:
+    """Whether an annotation (source text) names an unhashable type: `dict[str, int]`,
+    `np.ndarray`, `Optional[List[int]]`."""
+    return any(
+        part.split(".")[-1] in UNHASHABLE_TYPES
+        for part in code.replace("[", " ").replace("]", " ").replace(",", " ").replace("|", " ").split()
+    )
 _OPTIONS = ("kw_only", "repr", "eq")
 
 
@@ -53,8 +65,9 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
         if (_names.dotted(stmt.annotation, ctx.names) or "").endswith("ClassVar") or "ClassVar" in ctx.code(stmt.annotation)[:9]:
             continue
         call = stmt.value if isinstance(stmt.value, ast.Call) and _names.dotted(stmt.value.func, ctx.names) in _FIELD_CALLS else None
-        static = False
+        static = _jdc_static(ctx, stmt.annotation) is not None
         if call is not None:
+            static = static or _names.dotted(call.func, ctx.names) == "jax_dataclasses.static_field"
             for kw in call.keywords:
                 if kw.arg == "pytree_node" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
                     static = True
@@ -64,13 +77,21 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
     return out
 
 
+def _jdc_static(ctx: Context, annotation: ast.expr) -> ast.expr | None:
+    """T of a `jdc.Static[T]` annotation, else None."""
+    if isinstance(annotation, ast.Subscript) and _names.dotted(annotation.value, ctx.names) in _names.JDC_STATIC:
+        return annotation.slice
+    return None
+
+
 def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> list[Field]:
     """The new annotation and right-hand side of each field."""
     out: list[Field] = []
     for f in fields:
         static = f.name in statics
+        inner = _jdc_static(ctx, f.stmt.annotation)
         if f.call is None:
-            annotation = f"{ctx.tc}.Static[{ctx.code(f.stmt.annotation)}]" if static else None
+            annotation = f"{ctx.tc}.Static[{ctx.code(inner or f.stmt.annotation)}]" if static else None
             out.append(Field(f.name, static, annotation, None))
             continue
         kept: list[str] = []
@@ -83,7 +104,7 @@ def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str])
         if f.call.args:
             raise Refused(_messages.FIELD_SPEC.format(code=ctx.code(f.call), attr=f.name))
         value = f"{ctx.tc}.{'static' if static else 'field'}({', '.join(kept)})"
-        out.append(Field(f.name, static, None, value))
+        out.append(Field(f.name, static, None if inner is None else ctx.code(inner), value))
     return out
 
 
@@ -91,6 +112,42 @@ def _only_static(node: ast.expr) -> bool:
     if isinstance(node, ast.Dict):
         return len(node.keys) == 1
     return isinstance(node, ast.Call) and len(node.keywords) == 1 and not node.args
+
+
+def _unhashable_default(ctx: Context, f: DeclaredField) -> str | None:
+    value = f.stmt.value
+    if f.call is not None:
+        given = {kw.arg: kw.value for kw in f.call.keywords}
+        if "default_factory" in given:
+            factory = given["default_factory"]
+            if isinstance(factory, ast.Lambda):
+                factory = factory.body
+            if isinstance(factory, ast.List | ast.Dict | ast.Set) or _names.dotted(factory, ctx.names) in _UNHASHABLE_FACTORIES:
+                return ctx.code(given["default_factory"])
+        value = given.get("default")
+    if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+        return ctx.code(value)
+    if isinstance(value, ast.Call) and _names.dotted(value.func, ctx.names) in _UNHASHABLE_FACTORIES:
+        return ctx.code(value)
+    return None
+
+
+def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) -> None:
+    """Refuses a static field declared unhashable: a treeclass checks statics at
+    construction, where flax, chex and register_dataclass never did."""
+    for i, f in enumerate(fields):
+        if f.name not in statics:
+            continue
+        keys: list[str | int] = [f.name] if ctx.base_plans else [f.name, i]
+        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        if sites:
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given an unhashable value at {sites[0]}"))
+        annotation = ctx.code(f.stmt.annotation)
+        if unhashable_annotation(annotation):
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`"))
+        default = _unhashable_default(ctx, f)
+        if default is not None:
+            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given the default `{default}`"))
 
 
 def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) -> dict[str, str]:
@@ -110,6 +167,8 @@ def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) ->
                     options[kw.arg] = value
             elif kw.arg in _SAME and value == _SAME[kw.arg]:
                 continue
+            elif kw.arg == "unsafe_hash" and value == "True" and options.get("eq") != "False":
+                options["_hash"] = ""  # a treeclass hashes by type and static values already: dropped, noted
             elif not (kw.arg == "frozen" and value == "False"):
                 raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="a treeclass is a frozen dataclass with these defaults"))
     if refuse_mappable and not any(
@@ -151,6 +210,8 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         if i == found.decorator or qualified in _names.DATACLASS:
             remove_decorators.append(i)
             dataclass_decorators.append(d)
+    if found.wrapper is not None:
+        dataclass_decorators.append(found.wrapper)  # the options the wrapper fixes
     # flax.struct.PyTreeNode takes the dataclass options as class keywords.
     keywords = ast.Call(ast.Name("dataclass"), [], list(node.keywords)) if family == "flax.struct" else None
     options = _options(ctx, [*dataclass_decorators, *([keywords] if keywords else [])], refuse_mappable=family == "chex.dataclass")
@@ -162,11 +223,14 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
     if family == "chex.dataclass":
         if names != sorted(names):
             raise Refused(_messages.CHEX_ORDER.format(sorted=", ".join(sorted(names)), declared=", ".join(names)))
-        if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in node.body):
-            raise Refused(_messages.OWNED.format(cls=found.name, name="__post_init__", why="chex runs it at every unflatten, a treeclass at construction only"))
         statics = set()
-    elif family == "flax.struct":
+    elif family in ("flax.struct", "jax_dataclasses"):
         statics = {f.name for f in fields if f.static_marked}
+        if family == "jax_dataclasses" and ctx.facts.jdc_mutate:
+            raise Refused(_messages.JDC_MUTATE.format(site=ctx.facts.jdc_mutate[0]))
+        for f in fields:
+            if f.call is not None and any(kw.arg == "init" for kw in f.call.keywords):
+                raise Refused(_messages.FIELD_SPEC.format(code="init=", attr=f.name))
     elif family == "register_dataclass":
         data, meta = _register_dataclass_fields(ctx, found.registration)
         statics = meta if meta is not None else {f.name for f in fields if f.static_marked}
@@ -180,13 +244,17 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
             if value is not None and not all(isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(value)):
                 raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
     statics = statics or set()
+    check_statics(ctx, fields, statics)
     if children is not None and children != [n for n in names if n not in statics]:
         msg = _messages.PREFIX.format(children=children, base="its declared fields", base_children=[n for n in names if n not in statics])
         raise Refused(msg)
+    notes = _notes(ctx, family, options, [f.name for f in fields if f.name in statics], dataclass_decorators, keywords)
+    options.pop("_hash", None)
     return Plan(
         found.name,
         family,
         rewrite_fields(ctx, fields, statics),
+        notes=notes,
         declare_fields=False,
         keep_init=True,
         remove_decorators=tuple(remove_decorators),
@@ -195,3 +263,23 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         options=options,
         remove_registration=found.registration is not None,
     )
+
+
+def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[str], decorators: list[ast.expr], keywords: ast.Call | None) -> list[str]:
+    """What changes for the users of a converted dataclass."""
+    given = {kw.arg: ctx.code(kw.value) for d in [*decorators, *([keywords] if keywords else [])] if isinstance(d, ast.Call) for kw in d.keywords}
+    frozen = family in ("flax.struct", "jax_dataclasses") or given.get("frozen") == "True"
+    notes = [] if frozen else [_messages.NOTE_FROZEN]
+    if family == "NamedTuple":
+        notes.append(_messages.NOTE_NAMEDTUPLE)
+    if statics:
+        notes.append(_messages.NOTE_STATICS.format(fields=", ".join(statics)))
+    if options.get("eq") != "False":
+        notes.append(_messages.NOTE_DATACLASS_EQ)
+    if "_hash" in options:
+        notes.append(_messages.NOTE_HASH)
+    if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body):
+        notes.append(_messages.NOTE_POST_INIT)
+    if family in ("flax.struct", "jax_dataclasses"):
+        notes.append(_messages.NOTE_FLAX)
+    return notes

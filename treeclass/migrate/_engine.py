@@ -9,21 +9,40 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import io
+import tokenize
 import warnings
 from pathlib import Path
 
-import libcst as cst
-
-from treeclass.migrate import _dataclasses, _facts, _find, _handwritten, _messages, _names, _rewrite
+from treeclass.migrate import (
+    _checks,
+    _dataclasses,
+    _facts,
+    _find,
+    _handwritten,
+    _messages,
+    _names,
+    _skeleton,
+    _types,
+)
 from treeclass.migrate._context import Context
 from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Plan, Refusal, Report
+from treeclass.migrate._resolve import (
+    ALLOWED_MIXINS,
+    Program,
+    harmless_decorator,
+    module_name,
+    stateless,
+)
+from treeclass.migrate._text import Text
 
 __all__ = ["File", "Result", "parse", "run", "source_files"]
 
 _HANDWRITTEN = ("register_pytree_node_class", "register_pytree_with_keys_class", "register_pytree_node")
-_ALLOWED_BASES = {"object", "abc.ABC", "typing.Generic", "typing_extensions.Generic", *_names.FLAX_BASE, *_names.NAMEDTUPLE}
+_ALLOWED_BASES = {*ALLOWED_MIXINS, *_names.FLAX_BASE, *_names.NAMEDTUPLE}
 
 
 @dataclasses.dataclass
@@ -33,8 +52,18 @@ class File:
     tree: ast.Module
     names: dict[str, str]
     found: list[Found]
-    tc: str
+    module: str = ""  # its dotted name in its package (_resolve.module_name)
+    encoding: str = "utf-8"  # its PEP 263 coding line's, written back the same
     new_source: str | None = None  # None: unchanged
+
+    @functools.cached_property
+    def text(self) -> Text:
+        return Text(self.source)
+
+    @functools.cached_property
+    def tc(self) -> str:
+        """How the module will name treeclass (read only for modules with pytree classes)."""
+        return _tc_name(self.tree, self.names)
 
 
 @dataclasses.dataclass
@@ -85,9 +114,14 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
 
 def _read(path: Path, errors: list[str]) -> File | None:
     try:
-        source = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)  # PEP 263, BOM
+        except SyntaxError:  # no coding line, and the first lines are not UTF-8
+            encoding = "utf-8"
+        source = data.decode(encoding)
     except UnicodeDecodeError as e:
-        errors.append(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); left unchanged")
+        errors.append(f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} ({e.reason} at byte {e.start}); left unchanged")
         return None
     except OSError as e:
         errors.append(f"{path}: cannot be read ({e.strerror}); left unchanged")
@@ -98,87 +132,93 @@ def _read(path: Path, errors: list[str]) -> File | None:
         errors.append(f"{path}:{e.lineno}: does not parse ({e.msg}); left unchanged")
         return None
     names = _names.aliases(tree)
-    return File(str(path), source, tree, names, [], _tc_name(tree, names))
+    return File(str(path), source, tree, names, [], module_name(path), encoding)
 
 
 class _Run:
-    def __init__(self, files: list[File]) -> None:
+    def __init__(self, files: list[File], facts: _facts.Facts) -> None:
         self.files = files
-        self.facts = _facts.Facts()
-        self.by_module: dict[str, list[tuple[File, Found]]] = {}
+        self.facts = facts
+        self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
-        self.owner: dict[int, File] = {}
-        for file in files:
-            for found in file.found:
-                self.owner[id(found)] = file
-            parts = Path(file.path).with_suffix("").parts
-            for i in range(len(parts)):
-                key = ".".join(parts[i:])
-                for found in file.found:
-                    self.by_module.setdefault(f"{key}.{found.name}", []).append((file, found))
-
-    def base(self, file: File, found: Found, i: int) -> Found | None:
-        """The class in the run that base `i` of `found` names, if any."""
-        qualified = found.bases[i]
-        if qualified is None:
-            return None
-        local = [f for f in file.found if f.name == qualified]
-        if local:
-            return local[0]
-        matches = self.by_module.get(qualified.lstrip("."), [])
-        return matches[0][1] if len(matches) == 1 else None
+        # The run's module-level functions by `module.name` (class decorators it defines).
+        self.functions = {f"{file.module}.{s.name}": s for file in files for s in file.tree.body if isinstance(s, ast.FunctionDef)}
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:
             return self.decided[id(found)]
         self.decided[id(found)] = Refusal("(inheritance cycle)")
-        ctx = Context(file.path, file.source, file.tree, file.names, found, self.facts, file.tc, file.found)
-        refusal: Refusal | None = None
-        for i in range(len(found.bases)):
-            base = self.base(file, found, i)
-            if base is None or base is found:
+        ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
+        ctx.related = self.program.ancestors(file, found) | {found.name}
+        ctx.methods = self.program.methods(file, found)
+        for i, decorator in enumerate(found.node.decorator_list):
+            fn = self.program.function(file, _names.dotted(decorator, file.names), self.functions)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            if fn is not None and harmless_decorator(fn, factory=isinstance(decorator, ast.Call)):
+                ctx.harmless.add(i)
+        reasons: list[str] = []
+        mixin_names: set[str] = set()  # what the stateless bases bind: a field so named would take it as default
+        for i, qualified in enumerate(found.bases):
+            resolved = self.program.base(file, found, i)
+            if resolved is None or resolved[1] is found:
+                if qualified in ALLOWED_MIXINS:
+                    ctx.mixins.add(i)
                 continue
-            decided = self.decide(self.owner[id(base)], base, form)
+            base_file, base = resolved
+            decided = self.decide(base_file, base, form)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
             if isinstance(decided, Plan):
                 ctx.base_plans[i] = (base, decided)
                 if found.family is None and base.family == "flax.struct":
                     found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
-                refusal = Refusal(_messages.BASE_REFUSED.format(base=base.name))
+                reasons.append(_messages.BASE_REFUSED.format(base=base.name))
+                ctx.refused_bases[i] = base
+            elif stateless(self.program, base_file, base):
+                ctx.mixins.add(i)
+                mixin_names |= self.program.methods(base_file, base, everything=True)
             else:
                 ctx.base_found[i] = base
         if found.family is None:
             del self.decided[id(found)]
             return None
-        decision = refusal or self._plan(ctx)
+        plan = self._plan(ctx, reasons)
+        clash = sorted(mixin_names & {f.name for f in plan.fields}) if plan else []
+        if clash:
+            reasons.append(_messages.CLASS_ATTRIBUTE.format(name=clash[0], line=f"{found.node.lineno}, in a base"))
+        reasons += _checks.check_facts(ctx, _attributes(ctx, plan))
+        decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
         self.decided[id(found)] = decision
         return decision
 
-    def _plan(self, ctx: Context) -> Plan | Refusal:
+    def _plan(self, ctx: Context, reasons: list[str]) -> Plan | None:
         found = ctx.found
         try:
             if found.registered_twice:
                 raise Refused(_messages.TWICE.format(cls=found.name))
+            if found.indirect is not None:
+                raise Refused(found.indirect)
             if found.family in _HANDWRITTEN:
                 plan = _handwritten.plan_handwritten(ctx)
             else:
-                _handwritten.check_owned(ctx)
+                removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
-                    if i not in ctx.base_plans and base not in _ALLOWED_BASES:
+                    if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
-                if found.family == "flax.struct" and self.facts.flax_serialization:
-                    raise Refused(_messages.FLAX_SERIALIZATION.format(site=self.facts.flax_serialization[0]))
-                if found.family == "NamedTuple" and self.facts.tuple_api:
-                    raise Refused(_messages.TUPLE_API.format(site=self.facts.tuple_api[0]))
+                tuple_api = [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related]
+                if found.family == "NamedTuple" and tuple_api:
+                    raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
+                if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
+                    raise Refused(_messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0]))
                 assert found.family is not None
                 plan = _dataclasses.plan_dataclass(ctx, found.family)
-                names = [f.name for f in plan.fields]
-                _handwritten.check_facts(ctx, names, _facts.FLATTEN_METHODS)
+                plan.remove_methods += removed
+            if "replace" in plan.remove_methods:
+                plan.notes.append(_messages.NOTE_REPLACE)
             if ctx.base_plans:
                 plan.add_base = False
             return plan
         except Refused as e:
-            return Refusal(str(e.args[0]))
+            reasons.append(str(e.args[0]))
+            return None
 
     def settle(self) -> None:
         """A converted class whose subclass in the run is refused or not a pytree is
@@ -190,9 +230,10 @@ class _Run:
             for file in self.files:
                 for found in file.found:
                     for i in range(len(found.bases)):
-                        base = self.base(file, found, i)
-                        if base is None or base is found:
+                        resolved = self.program.base(file, found, i)
+                        if resolved is None or resolved[1] is found:
                             continue
+                        base = resolved[1]
                         mine, theirs = self.decided.get(id(found)), self.decided.get(id(base))
                         if isinstance(theirs, Plan) and not isinstance(mine, Plan):
                             why = _messages.SUBCLASS_NOT_REGISTERED if mine is None else _messages.SUBCLASS_REFUSED
@@ -205,22 +246,39 @@ class _Run:
                             changed = True
 
 
+def _attributes(ctx: Context, plan: Plan | None) -> list[str]:
+    """The attributes whose writes elsewhere matter: the fields, and what the class
+    declares or its `__init__` sets (for a class refused before its fields are known)."""
+    names = [f.name for f in plan.fields] if plan else []
+    names += [f.name for _, p in ctx.base_plans.values() for f in p.fields]
+    for stmt in ctx.found.node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names.append(stmt.target.id)
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            names += [t.attr for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Attribute)]
+    return list(dict.fromkeys(names))
+
+
 def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> Result:
     """Plans and rewrites every pytree class in the files under `paths`."""
     sources, errors = source_files(paths)
     files = [f for f in (_read(p, errors) for p in sources) if f is not None]
-    the_run = _Run([])
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
-        _facts.scan(the_run.facts, file.tree, file.path, file.source, file.names)
-    facts = the_run.facts
-    the_run = _Run(files)
-    the_run.facts = facts
+    _wrapped(files)
+    facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
+    for file in files:
+        for found in file.found:
+            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes))
+    for file in files:
+        _facts.scan(facts, file.tree, file.path, file.text, file.names)
+    the_run = _Run(files, facts)
     for file in files:
         for found in file.found:
             the_run.decide(file, found, form)
     the_run.settle()
     reports: list[Report] = []
+    partial = _partial(paths)
     for file in files:
         plans: list[Plan] = []
         for found in file.found:
@@ -229,11 +287,53 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
                 continue
             if isinstance(decision, Plan):
                 plans.append(decision)
-                reports.append(Report(file.path, found.node.lineno, found.name, "converted", decision.note))
+                notes = [*decision.notes, *([_messages.NOTE_PARTIAL.format(package=partial)] if partial else [])]
+                reports.append(Report(file.path, found.node.lineno, found.name, "converted", "; ".join(dict.fromkeys(notes))))
             else:
                 reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
         if plans:
-            module = _rewrite.rewrite(cst.parse_module(file.source), plans, file.names, tc=file.tc, form=form)
-            if module.code != file.source:
-                file.new_source = module.code
+            new = _skeleton.rewrite_source(
+                file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=file.module.split(".")[0] if "." in file.module else ""
+            )
+            if new != file.source:
+                file.new_source = new
     return Result(files, reports, errors)
+
+
+def _wrapped(files: list[File]) -> None:
+    """Marks the classes that a project's dataclass wrapper in the run registers."""
+    wrappers: dict[str, ast.Call | str] = {}
+    for file in files:
+        for stmt in file.tree.body:
+            options = _find.wrapper(stmt, file.names)
+            if options is not None:
+                name = stmt.name  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+                wrappers[f"{file.module}.{name}"] = options if isinstance(options, ast.Call) else name
+    if not wrappers:
+        return
+    program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    for file in files:
+        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
+            for i, decorator in enumerate(found.node.decorator_list):
+                qualified = _names.dotted(decorator, file.names)
+                known = _find.decorator_family(program.absolute(file, qualified or ""))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                if known is not None:  # `from . import struct` inside flax itself
+                    found.family, found.decorator = known, i
+                    break
+                options = program.function(file, qualified, wrappers)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                if isinstance(options, str):  # a wrapper the tool cannot read
+                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=options)
+                elif options is not None:
+                    found.family, found.decorator, found.wrapper = "register_dataclass", i, options
+
+
+def _partial(paths: list[Path]) -> str | None:
+    """The package a run covers only part of (a file or a subpackage given), if any:
+    a subclass elsewhere in it would break when its base becomes a treeclass."""
+    for path in paths:
+        folder = path.resolve() if path.is_dir() else path.resolve().parent
+        if path.is_file() and path.name != "__init__.py" and (folder / "__init__.py").is_file():
+            return module_name(folder / "__init__.py") or str(folder)
+        if (folder.parent / "__init__.py").is_file():
+            return module_name(folder.parent / "__init__.py")
+    return None

@@ -6,14 +6,18 @@ make a conversion change behaviour although the class itself looks mechanical.
   business): the methods go away with the conversion;
 - attributes assigned after construction (`obj.x = ...`, `setattr(obj, "x", ...)`,
   `self.x = ...` in any method but `__init__`) and attributes mutated in place
-  (`obj.cache[k] = v`, `obj.items.append(v)`): a treeclass is frozen, and a mutable
+  (`obj.cache[k] = v`, `obj.items.append(v)` as a statement: a call whose result is
+  used, `s = s.add(v)`, is functional): a treeclass is frozen, and a mutable
   container in a field changes its leaves behind JAX's back;
-- uses of a NamedTuple's tuple API (`._replace`, `._asdict`, `._fields`) and of
-  `flax.serialization`, which the converted classes would no longer support.
+- NamedTuple instances unpacked, indexed or iterated (`a, b = state`, `state[0]`,
+  `for x in state`), uses of a NamedTuple's tuple API (`._replace`, `._asdict`) and of
+  `flax.serialization`.
 
-Attribution is by name: the tool cannot tell which class `obj` is, so a mutation of
-any `.cache` counts against every class with a field `cache`. That refuses too much,
-never too little.
+Attribution is by what is written to (`Event.owner`): `self` in a method of a class,
+a variable annotated or constructed as a class of the run (the class's name), or
+unknown (None: counted against every class with a field of that name, which refuses
+too much, never too little). A receiver known to be something else (a module,
+`jax.config`, an object built by another library: `pbar = tqdm(...)`) is not recorded.
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ import dataclasses
 from collections import defaultdict
 
 from treeclass.migrate import _names
+from treeclass.migrate._text import Text
+from treeclass.migrate._types import OTHER, Typing
 
-__all__ = ["FLATTEN_METHODS", "Facts", "Site", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
     ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+_TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,34 +52,59 @@ class Site:
         return f"`{self.code}` at {self.path}:{self.line}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """An attribute written to: on an instance of `owner` (a class name), or on an
+    object of unknown type (None)."""
+
+    owner: str | None
+    site: Site
+
+
 @dataclasses.dataclass
 class Facts:
+    classes: frozenset[str] = frozenset()  # the names of the run's classes
+    # (class, attribute) -> the class name its class-body annotation names (`geom: Geometry`)
+    attr_types: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
     # a variable), "" for any other expression; site)
     flatten_calls: dict[str, list[tuple[str, Site]]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    mutated: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    # attribute -> sites outside any __init__ (receiver not `self`)
-    assigned: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    mutated: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    assigned: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     # (class name, attribute) -> sites of `self.attr = ...` in a method other than __init__
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    tuple_api: list[Site] = dataclasses.field(default_factory=list)
+    tuple_api: list[Event] = dataclasses.field(default_factory=list)
+    tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
+    jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
+    # (class, keyword or argument index) -> sites that pass it an unhashable literal
+    # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
+    unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
 
 
-class _Scanner(ast.NodeVisitor):
-    def __init__(self, facts: Facts, path: str, source: str, names: dict[str, str]) -> None:
-        self.facts, self.path, self.source, self.names = facts, path, source, names
+class _Scanner(Typing, ast.NodeVisitor):
+    def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
+        self.facts, self.path, self.text, self.names = facts, path, text, names
+        self.classes, self.attr_types = facts.classes, facts.attr_types
+        self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
         self.self_name: str | None = None
+        self.types: dict[str, str | None] = {}  # variable -> class name, OTHER, None: unknown
+        self.local_classes: set[str] = set()  # classes defined inside functions or classes
+        self.declared: dict[int, set[str]] = {}
+        self.globals: dict[str, str | None] = {}
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
 
     def site(self, node: ast.AST) -> Site:
-        code = ast.get_source_segment(self.source, node) or ""
-        code = " ".join(code.split())
-        return Site(self.path, getattr(node, "lineno", 0), code if len(code) <= 60 else code[:57] + "...")
+        return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
+
+    # --- scopes ---------------------------------------------------------------------
+    def visit_Module(self, node: ast.Module) -> None:
+        self._bindings(node.body, self.globals)
+        self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         outer = self.cls, self.method, self.self_name
@@ -82,26 +114,27 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         outer = self.cls, self.method, self.self_name
-        outer_new = self.new_objects
-        self.new_objects = {
-            t.id
-            for n in ast.walk(node)
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-            and n.value.func.attr == "__new__"
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
+        outer_new, outer_types = self.new_objects, self.types
+        self.new_objects = set(outer_new)
+        args = node.args.posonlyargs + node.args.args
+        self.types = dict(outer_types)  # a closure sees its enclosing function's names
+        self.declared.pop(id(self.types), None)
+        for a in [*args, *node.args.kwonlyargs]:
+            self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         if self.method is None and self.cls is not None:
-            args = node.args.posonlyargs + node.args.args
             self.method, self.self_name = node.name, args[0].arg if args else None
+            if self.self_name is not None:
+                self.types[self.self_name] = self.cls
         else:  # a nested function: `self` there is not the instance being built
             self.cls, self.method, self.self_name = None, node.name, None
+        self._bindings(node.body, self.types)
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
-        self.new_objects = outer_new
+        self.new_objects, self.types = outer_new, outer_types
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
+    # --- writes ---------------------------------------------------------------------
     def _is_self(self, node: ast.expr) -> bool:
         return isinstance(node, ast.Name) and node.id == self.self_name
 
@@ -113,9 +146,14 @@ class _Scanner(ast.NodeVisitor):
             self._target(target.value, stmt)
         elif isinstance(target, ast.Subscript):
             if isinstance(target.value, ast.Attribute):
-                self.facts.mutated[target.value.attr].append(self.site(stmt))
+                self._record(self.facts.mutated, target.value.value, target.value.attr, stmt)
         elif isinstance(target, ast.Attribute):
             self._assigned(target.value, target.attr, stmt)
+
+    def _record(self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
+        owner = self._receiver(receiver)
+        if owner != OTHER:
+            table[attr].append(Event(owner, self.site(stmt)))
 
     def _assigned(self, receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
         if isinstance(receiver, ast.Name) and receiver.id in self.new_objects:
@@ -124,11 +162,13 @@ class _Scanner(ast.NodeVisitor):
             if self.method != "__init__":
                 self.facts.self_assigned[(self.cls, attr)].append(self.site(stmt))
         else:
-            self.facts.assigned[attr].append(self.site(stmt))
+            self._record(self.facts.assigned, receiver, attr, stmt)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
+            if isinstance(target, ast.Tuple | ast.List):
+                self._tuple_use(node.value, node)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -145,19 +185,64 @@ class _Scanner(ast.NodeVisitor):
             self._target(target, node)
         self.generic_visit(node)
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        call = node.value  # a mutator called for its effect; `s = s.add(x)` is functional
+        func = call.func if isinstance(call, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
+            self._record(self.facts.mutated, call.func.value.value, call.func.value.attr, node)
+        self.generic_visit(node)
+
+    # --- tuple use of NamedTuples -------------------------------------------------------
+    def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
+        owner = self._receiver(value) if isinstance(value, ast.Name) else None
+        if owner:
+            self.facts.tuple_use[owner].append(self.site(node))
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._tuple_use(node.value, node)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
+        self._tuple_use(node.iter, node.iter)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
+
+    def visit_Starred(self, node: ast.Starred) -> None:
+        self._tuple_use(node.value, node)
+        self.generic_visit(node)
+
+    def _unhashable_args(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "replace":
+            owner = self._receiver(func.value)
+        else:
+            owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
+        if not owner:
+            return
+        given: list[tuple[str | int, ast.expr]] = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        given += [] if isinstance(func, ast.Attribute) and func.attr == "replace" else list(enumerate(node.args))
+        for key, value in given:
+            unhashable = isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp)
+            if unhashable or (isinstance(value, ast.Call) and _names.dotted(value.func, self.names) in ("dict", "list", "set")):
+                self.facts.unhashable_args[(owner, key)].append(self.site(node))
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in FLATTEN_METHODS:
-                self._flatten_call(func, node)
-            elif func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
-                self.facts.mutated[func.value.attr].append(self.site(node))
+        self._unhashable_args(node)
+        if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
+            self._flatten_call(func, node)
         qualified = _names.dotted(func, self.names)
+        if qualified in _TUPLE_CALLS and len(node.args) >= 1:
+            self._tuple_use(node.args[0], node)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]
             building = self.method == "__init__" and self._is_self(node.args[0])
             if isinstance(name, ast.Constant) and isinstance(name.value, str) and not building:
                 self._assigned(node.args[0], name.value, node)
+        if qualified in ("jax_dataclasses.copy_and_mutate", "jax_dataclasses._copy_and_mutate.copy_and_mutate"):
+            self.facts.jdc_mutate.append(self.site(node))
         if qualified is not None and qualified.startswith("flax.serialization"):
             self.facts.flax_serialization.append(self.site(node))
         self.generic_visit(node)
@@ -169,10 +254,16 @@ class _Scanner(ast.NodeVisitor):
         qualified = _names.dotted(receiver, self.names) or ""
         if qualified == "jax" or qualified.startswith("jax."):
             return  # `jax.tree_util.tree_flatten(x)`: a module's function, not a method
+        if isinstance(receiver, ast.Call) and _names.dotted(receiver.func, self.names) == "type" and len(receiver.args) == 1:
+            receiver = receiver.args[0]  # `type(self).tree_unflatten(...)`
         if isinstance(receiver, ast.Name) and (receiver.id == self.self_name or receiver.id == "cls") and self.cls:
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it
             owner = f"self:{self.cls}"
+        elif (kind := self._receiver(receiver)) == OTHER:
+            return
+        elif kind is not None:
+            owner = f"self:{kind}"  # an instance of a known class (or the class itself)
         elif isinstance(receiver, ast.Name):
             owner = f"name:{receiver.id}"
         else:
@@ -181,16 +272,23 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in _TUPLE_API:
-            self.facts.tuple_api.append(self.site(node))
+            owner = self._receiver(node.value)
+            if owner != OTHER:
+                self.facts.tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
 
 
-def scan(facts: Facts, tree: ast.Module, path: str, source: str, names: dict[str, str]) -> None:
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            self.modules |= {a.asname or a.name.split(".")[0] for a in node.names}
+        for alias in node.names:
+            full = (getattr(node, "module", None) or "") + "." + alias.name
+            if "flax.serialization" in full or alias.name == "flax.serialization":
+                self.facts.flax_serialization.append(Site(self.path, node.lineno, f"import {alias.name}"))
+
+    visit_ImportFrom = visit_Import  # noqa: N815 - ast's visitor naming
+
+
+def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`) does to `facts`."""
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Import | ast.ImportFrom):
-            for alias in stmt.names:
-                full = (getattr(stmt, "module", None) or "") + "." + alias.name
-                if "flax.serialization" in full or alias.name == "flax.serialization":
-                    facts.flax_serialization.append(Site(path, stmt.lineno, f"import {alias.name}"))
-    _Scanner(facts, path, source, names).visit(tree)
+    _Scanner(facts, path, text, names, set()).visit(tree)

@@ -8,6 +8,7 @@ when it is not registered itself); `family` says how a pytree class is registere
     register_dataclass(Cls, ...) or @register_dataclass on a dataclass
     @flax.struct.dataclass, class Cls(flax.struct.PyTreeNode)
     @chex.dataclass
+    @jax_dataclasses.pytree_dataclass   (jdc.Static[T] fields static)
     class Cls(NamedTuple)   (only with --namedtuples: callers may use it as a tuple)
 
 Classes defined inside functions or under `if` are not found: the tool rewrites
@@ -19,10 +20,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from treeclass.migrate import _names
+from treeclass.migrate import _messages, _names
 from treeclass.migrate._plan import Family
 
-__all__ = ["Found", "find"]
+__all__ = ["Found", "decorator_family", "find", "wrapper"]
 
 
 @dataclasses.dataclass
@@ -36,9 +37,12 @@ class Found:
     decorator: int | None = None  # index of the registering decorator
     registration: ast.Call | None = None  # a module-level register_*(Cls, ...) call
     registered_twice: bool = False
+    # A project's dataclass wrapper that registered it: the dataclass options it fixes.
+    wrapper: ast.Call | None = None
+    indirect: str | None = None  # registered in a loop or through a helper: how (refused)
 
 
-def _decorator_family(qualified: str | None) -> Family | None:
+def decorator_family(qualified: str | None) -> Family | None:
     if qualified in _names.REGISTER_CLASS:
         kind = _names.REGISTER_CLASS[qualified]
         return "register_pytree_with_keys_class" if kind.endswith("keys_class") else "register_pytree_node_class"
@@ -46,6 +50,8 @@ def _decorator_family(qualified: str | None) -> Family | None:
         return "register_dataclass"
     if qualified in _names.FLAX_DATACLASS:
         return "flax.struct"
+    if qualified in _names.JDC_DATACLASS:
+        return "jax_dataclasses"
     if qualified in _names.CHEX_DATACLASS:
         return "chex.dataclass"
     return None
@@ -71,14 +77,43 @@ def _registration_call(stmt: ast.stmt, names: dict[str, str]) -> tuple[str, Fami
     elif qualified in _names.REGISTER_DATACLASS:
         family = "register_dataclass"
     elif qualified in _names.REGISTER_CLASS:
-        family = _decorator_family(qualified)
+        family = decorator_family(qualified)
     return None if family is None else (call.args[0].id, family, call)
+
+
+_REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
+
+
+def _registers_parameter(fn: ast.FunctionDef, names: dict[str, str]) -> bool:
+    params = fn.args.posonlyargs + fn.args.args
+    return bool(params) and any(
+        isinstance(n, ast.Call) and _names.dotted(n.func, names) in _REGISTERING
+        and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == params[0].arg
+        for n in ast.walk(fn)
+    )
+
+
+def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[tuple[str, str]]:
+    """Classes a statement registers other than directly: `for c in (A, B):
+    register_pytree_node(c, ...)`, or `helper(A)` with a helper of this module."""
+    if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Tuple | ast.List):
+        var = stmt.target.id
+        loop = ast.Module(body=stmt.body, type_ignores=[])
+        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == var]
+        if any(_names.dotted(c.func, names) in _REGISTERING or (isinstance(c.func, ast.Name) and c.func.id in helpers) for c in calls):
+            return [(e.id, f"in a loop at line {stmt.lineno}") for e in stmt.iter.elts if isinstance(e, ast.Name)]
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name):
+        call = stmt.value
+        if call.func.id in helpers and call.args and isinstance(call.args[0], ast.Name):  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+            return [(call.args[0].id, f"through the helper {call.func.id}() at line {stmt.lineno}")]  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+    return []
 
 
 def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[Found]:
     """Every top-level class of `tree`, in order, with its registration."""
     classes: dict[str, Found] = {}
     duplicates: set[str] = set()
+    helpers: set[str] = set()  # module functions that register their first parameter
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef):
             if stmt.name in classes:
@@ -86,15 +121,21 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
             bases = [_names.dotted(b, names) for b in stmt.bases]
             found = Found(stmt.name, stmt, None, bases)
             for i, decorator in enumerate(stmt.decorator_list):
-                family = _decorator_family(_names.dotted(decorator, names))
+                family = decorator_family(_names.dotted(decorator, names))
                 if family is not None:
                     _set_family(found, family)
                     found.decorator = i
-            if any(b in _names.FLAX_BASE for b in bases):
-                _set_family(found, "flax.struct")
+            if any(b in _names.FLAX_BASE for b in bases) and found.family != "flax.struct":
+                _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
             if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
                 _set_family(found, "NamedTuple")
             classes[stmt.name] = found
+        for name, how in _indirect(stmt, names, helpers):
+            if name in classes and classes[name].family is None:
+                classes[name].family = "register_pytree_node"
+                classes[name].indirect = _messages.INDIRECT.format(cls=name, how=how)
+        if isinstance(stmt, ast.FunctionDef) and _registers_parameter(stmt, names):
+            helpers.add(stmt.name)
         registered = _registration_call(stmt, names)
         if registered is not None and registered[0] in classes:
             name, family, call = registered
@@ -103,3 +144,34 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
     for name in duplicates:
         classes[name].registered_twice = True
     return list(classes.values())
+
+
+def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
+    """For a project's dataclass wrapper, the dataclass options it fixes (as a call
+    without positions, so any module can print it), or False for a wrapper the tool
+    cannot read; None for any other statement.
+
+    A wrapper takes the class first, applies `dataclasses.dataclass` to it once (its own
+    keywords constant, or forwarded with `**kwargs`), and registers it with
+    `jax.tree_util.register_dataclass(cls)`, the fields left to JAX (static: the fields
+    whose metadata says `static=True`, as for a plain register_dataclass class), and
+    nothing else.
+    """
+    if not isinstance(fn, ast.FunctionDef) or not (fn.args.posonlyargs + fn.args.args):
+        return None
+    calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+    dataclass = [c for c in calls if _names.dotted(c.func, names) in _names.DATACLASS]
+    register = [c for c in calls if _names.dotted(c.func, names) in _names.REGISTER_DATACLASS]
+    other = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION}]
+    if not dataclass or not (register or other):
+        return None
+    if len(dataclass) != 1 or len(register) != 1 or other or len(register[0].args) != 1 or register[0].keywords:
+        return False
+    keywords: list[ast.keyword] = []
+    for kw in dataclass[0].keywords:
+        if kw.arg is None:
+            continue  # `**kwargs`: the decorator's own keywords, read at each use
+        if not isinstance(kw.value, ast.Constant):
+            return False
+        keywords.append(ast.keyword(kw.arg, ast.Constant(kw.value.value)))
+    return ast.Call(ast.Name("dataclass"), [], keywords)

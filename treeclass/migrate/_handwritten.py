@@ -19,57 +19,17 @@ from __future__ import annotations
 import ast
 
 from treeclass.migrate import _dataclasses, _messages, _names
+from treeclass.migrate._checks import check_owned
 from treeclass.migrate._context import Context
 from treeclass.migrate._facts import FLATTEN_METHODS
-from treeclass.migrate._flatten_code import Flattened, Refused, read_flatten, read_unflatten
+from treeclass.migrate._flatten_code import Aux, Flattened, Refused, read_flatten, read_unflatten
 from treeclass.migrate._init_code import Init, bind, passed_through, read_init
 from treeclass.migrate._plan import Field, Plan
+from treeclass.migrate._resolve import ALLOWED_MIXINS
 
-__all__ = ["check_facts", "check_owned", "plan_handwritten"]
+__all__ = ["plan_handwritten"]
 
-_OWNED = {
-    "replace": "replace() returns a changed copy",
-    "__replace__": "copy.replace() calls replace()",
-    "__setattr__": "instances are frozen",
-    "__delattr__": "instances are frozen",
-    "__slots__": "fields live in the instance __dict__",
-    "__post_init__": "a treeclass runs it at construction and replace()",
-    "__init_subclass__": "tc.TreeClass makes each subclass a treeclass through it",
-}
-_MIXINS = {"object", "abc.ABC", "typing.Generic", "typing_extensions.Generic"}
-_UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "ndarray", "Array", "ArrayLike")
 _LITERAL_DEFAULTS = (ast.Constant, ast.Tuple, ast.UnaryOp)
-
-
-def check_owned(ctx: Context) -> None:
-    for stmt in ctx.found.node.body:
-        names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else []
-        if isinstance(stmt, ast.Assign | ast.AnnAssign):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name)]
-        for name in names:
-            if name in _OWNED:
-                raise Refused(_messages.OWNED.format(cls=ctx.found.name, name=name, why=_OWNED[name]))
-
-
-def check_facts(ctx: Context, attrs: list[str], methods: tuple[str, ...]) -> None:
-    """Refuses when code in the run assigns or mutates these attributes after
-    construction, or calls the flatten methods that go away."""
-    facts, name = ctx.facts, ctx.found.name
-    for (cls, attr), sites in facts.self_assigned.items():
-        if cls == name:
-            raise Refused(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
-    for attr in attrs:
-        if facts.mutated.get(attr):
-            raise Refused(_messages.MUTATED.format(attr=attr, site=facts.mutated[attr][0]))
-        if facts.assigned.get(attr):
-            raise Refused(_messages.ASSIGNED.format(attr=attr, site=facts.assigned[attr][0]))
-    other_classes = {f.name for f in ctx.found_in_module if f.name != name}
-    for method in methods:
-        for owner, site in facts.flatten_calls.get(method, []):
-            kind, _, who = owner.partition(":")
-            if kind == "" or who == name or (kind == "name" and who not in other_classes):
-                raise Refused(_messages.CALLED.format(method=f"{method}()", site=site))
 
 
 def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
@@ -180,11 +140,15 @@ def _check_static(ctx: Context, init: Init, attr: str) -> None:
     if unhashable or (qualified or "").split(".")[0] in ("dict", "list", "set", "numpy", "jax"):
         raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"set to `{ctx.code(value)}`"))
     param = passed_through(init, assigned, ctx.names, static=True)
-    for p in init.params:
+    for i, p in enumerate(init.params):
         if p.name != param:
             continue
+        keys: list[str | int] = [p.name, i] if p.kind in ("pos", "posonly") else [p.name]
+        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        if sites:
+            raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"given an unhashable value at {sites[0]}"))
         annotation = ctx.code(p.annotation) if p.annotation is not None else ""
-        if any(annotation.split("[")[0].split(".")[-1] == t for t in _UNHASHABLE_TYPES):
+        if _dataclasses.unhashable_annotation(annotation):
             raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`"))
         if isinstance(p.default, ast.List | ast.Dict | ast.Set):
             raise Refused(_messages.STATIC_DEFAULT.format(attr=attr, code=ctx.code(p.default)))
@@ -249,19 +213,22 @@ def _plain(ctx: Context, init: Init, flat: Flattened) -> bool:
 def plan_handwritten(ctx: Context) -> Plan:
     """The plan for a hand-written pytree class, or `Refused`."""
     found, node = ctx.found, ctx.found.node
-    check_owned(ctx)
+    removed = check_owned(ctx)
     for i, base in enumerate(found.bases):
-        if i not in ctx.base_plans and base not in _MIXINS:
+        if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in ALLOWED_MIXINS:
             if i in ctx.base_found:
                 _read(ctx)  # the base's own flatten, read through the subclass: its reason first
             raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(node.bases[i])))
-    if ctx.base_plans and _method(node, "tree_flatten") is None and _method(node, "tree_flatten_with_keys") is None:
+    own_flatten = _method(node, "tree_flatten") is not None or _method(node, "tree_flatten_with_keys") is not None
+    if ctx.refused_bases and not own_flatten:  # inherited from the refused base: the run says why
+        base = found.bases[min(ctx.refused_bases)] or "?"
+        raise Refused(_messages.BASE_REFUSED.format(base=base.split(".")[-1]))
+    if ctx.base_plans and not own_flatten:
         return _plan_subclass(ctx)
     if any(_names.dotted(d, ctx.names) in _names.DATACLASS for d in node.decorator_list):
         flat, _, _, _ = _read(ctx)
-        check_facts(ctx, flat.children + flat.aux.attrs, FLATTEN_METHODS)
         plan = _dataclasses.plan_dataclass(ctx, found.family or "register_pytree_node_class", set(flat.aux.attrs), flat.children)
-        plan.remove_methods = tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None)
+        plan.remove_methods = tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed
         return plan
     flat, unflatten, method, functions = _read(ctx)
     fields = flat.children + flat.aux.attrs
@@ -276,9 +243,11 @@ def plan_handwritten(ctx: Context) -> Plan:
         fields = [f for f in fields if f not in {f.name for f in base_plan.fields}]
     moved = _check_class_body(ctx, fields)
     init_node = _method(node, "__init__")
+    if init_node is None and not flat.slots() and not ctx.base_plans:
+        return _plan_fieldless(ctx, unflatten, method, functions, removed)
     if init_node is None:
         raise Refused(_messages.NO_INIT.format(cls=found.name))
-    init = read_init(init_node, ctx.source)
+    init = read_init(init_node, ctx.text)
     for call in init.super_calls:
         if call.args or call.keywords or ctx.base_plans:
             raise Refused(_messages.INIT_CALLS_SUPER.format(code=ctx.code(call)))
@@ -293,7 +262,6 @@ def plan_handwritten(ctx: Context) -> Plan:
             raise Refused(_messages.NOT_SET.format(attr=attr, where=f"line {entries[0].line}"))
     for attr in flat.aux.attrs:
         _check_static(ctx, init, attr)
-    check_facts(ctx, list(flat.slots()) + list(init.assigned), FLATTEN_METHODS)
     _check_unflatten(ctx, flat, unflatten, method, init)
     plain = _plain(ctx, init, flat) and not ctx.base_plans
     order = [p.name for p in init.params] if plain else flat.children + flat.aux.attrs
@@ -313,20 +281,58 @@ def plan_handwritten(ctx: Context) -> Plan:
         plan_fields,
         declare_fields=True,
         keep_init=not plain,
-        remove_methods=tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None),
+        remove_methods=tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed,
         remove_decorators=remove_decorators,
         remove_bases=tuple(i for i, b in enumerate(found.bases) if b == "object"),
         add_base=not ctx.base_plans,
         remove_functions=functions,
         remove_registration=found.registration is not None,
         moved_annotations=tuple(moved),
-        options={} if has_eq else {"eq": "False"},
+        options={**({} if has_eq else {"eq": "False"}), **_repr_option(ctx)},
     )
-    notes = [] if has_eq else [_messages.NOTE_EQ]
+    plan.notes = [_messages.NOTE_FROZEN]
     if flat.keys is None and flat.children:
-        notes.insert(0, _messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}"))
-    plan.note = "; ".join(notes)
+        plan.notes.append(_messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}"))
+    if flat.aux.attrs:
+        plan.notes.append(_messages.NOTE_STATICS.format(fields=", ".join(flat.aux.attrs)))
+    if not plain:
+        plan.notes.append(_messages.NOTE_INIT)
+    if not has_eq:
+        plan.notes.append(_messages.NOTE_EQ)
     return plan
+
+
+def _repr_option(ctx: Context) -> dict[str, str]:
+    """`repr=False` where a base in the run (a mixin, a converted class) defines the
+    `__repr__` the class inherits today: a treeclass installs its own where the class
+    body has none."""
+    if _method(ctx.found.node, "__repr__") is None and "__repr__" in ctx.methods:
+        return {"repr": "False"}
+    return {}
+
+
+def _plan_fieldless(ctx: Context, unflatten: ast.FunctionDef | ast.Lambda, method: bool, functions: tuple[str, ...], removed: tuple[str, ...]) -> Plan:
+    """A class with no `__init__` that flattens to nothing (an abstract base, a marker):
+    a field-less treeclass, when its unflatten is `cls()`."""
+    found, node = ctx.found, ctx.found.node
+    rebuilt = read_unflatten(unflatten, Flattened([], Aux("none", [])), {found.name}, method=method)
+    if rebuilt.args or rebuilt.kwargs:
+        raise Refused(_messages.UNFLATTEN.format(detail="it passes values to a class that flattens none"))
+    has_eq = _method(node, "__eq__") is not None
+    return Plan(
+        found.name,
+        found.family or "register_pytree_node_class",
+        [],
+        declare_fields=True,
+        keep_init=True,
+        remove_methods=tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed,
+        remove_decorators=() if found.decorator is None else (found.decorator,),
+        remove_bases=tuple(i for i, b in enumerate(found.bases) if b == "object"),
+        remove_functions=functions,
+        remove_registration=found.registration is not None,
+        options={**({} if has_eq else {"eq": "False"}), **_repr_option(ctx)},
+        notes=[_messages.NOTE_FROZEN, *([] if has_eq else [_messages.NOTE_EQ])],
+    )
 
 
 def _plan_subclass(ctx: Context) -> Plan:
@@ -337,8 +343,9 @@ def _plan_subclass(ctx: Context) -> Plan:
     if _method(node, "__init__") is not None:
         raise Refused(_messages.SUBCLASS_INIT.format(cls=found.name, base=base.name))
     _check_class_body(ctx, [])
-    check_facts(ctx, [f.name for f in base_plan.fields], FLATTEN_METHODS)
     options = dict(base_plan.options) if _method(node, "__eq__") is None else {}
+    options.pop("repr", None)
+    options.update(_repr_option(ctx))
     return Plan(
         found.name,
         found.family or "register_pytree_node_class",
@@ -349,5 +356,5 @@ def _plan_subclass(ctx: Context) -> Plan:
         add_base=False,
         remove_registration=found.registration is not None,
         options=options,
-        note=base_plan.note,
+        notes=list(base_plan.notes),
     )

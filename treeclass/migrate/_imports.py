@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import warnings
 
 import libcst as cst
@@ -72,9 +73,12 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
 
 
-def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool) -> cst.Module:
-    """`module` with the imports of `removed` names pruned and treeclass's added."""
-    used = _names_used(module.code) if removed else set()
+def fix_imports(
+    module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
+) -> cst.Module:
+    """`module` with the imports of `removed` names pruned and treeclass's added (`own`:
+    the module's top-level package, whose imports come after the third-party ones)."""
+    used = _names_used(module.code) | set(also_used) if removed else set()
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []  # the comments above an import that went
     for stmt in module.body:
@@ -94,15 +98,71 @@ def fix_imports(module: cst.Module, removed: set[str], *, tc: str, has_tc: bool,
         while kept and kept[0].comment is None:
             kept.pop(0)
         body[0] = body[0].with_changes(leading_lines=kept)
-    new: list[str] = []
-    if not has_tc:
-        new.append("import treeclass\n" if tc == "treeclass" else f"import treeclass as {tc}\n")
+    # After the leading docstring and imports (before any code that uses the names), each
+    # in its group: treeclass among the third-party imports, in name order, typing after
+    # the standard library's.
+    end = 0
+    while end < len(body) and (_is_import(body[end]) or (end == 0 and is_docstring(body[end]))):
+        end += 1
     if needs_any:
-        new.append("from typing import Any\n")
-    if new:
-        # After the leading docstring and imports: before any code that uses the names.
-        at = 0
-        while at < len(body) and (_is_import(body[at]) or (at == 0 and is_docstring(body[at]))):
-            at += 1
-        body[at:at] = [cst.parse_statement(line) for line in new]
+        _insert(body, end, "typing", "from typing import Any\n", third_party=False, own=own)
+        end += 1
+    if not has_tc:
+        line = "import treeclass\n" if tc == "treeclass" else f"import treeclass as {tc}\n"
+        _insert(body, end, "treeclass", line, third_party=True, own=own)
     return module.with_changes(body=body)
+
+
+def _group(top: str | None, own: str) -> int | None:
+    """0: the standard library, 1: third-party, 2: the module's own package (relative or
+    absolute); None: not an import."""
+    if top is None:
+        return None
+    return 0 if top in sys.stdlib_module_names or top == "__future__" else (2 if top in ("", own) else 1)
+
+
+def _insert(body: list[cst.BaseStatement], end: int, name: str, line: str, *, third_party: bool, own: str) -> None:
+    at = _place(body, end, name, third_party=third_party, own=own)
+    stmt = cst.parse_statement(line)
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    mine = 1 if third_party else 0
+    blank = [cst.EmptyLine(indent=False)]
+    if at == 0 or _group(_top(body[at - 1]), own) != mine:  # the first of its group
+        stmt = stmt.with_changes(leading_lines=blank)
+        following = body[at] if at < len(body) else None
+        if isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not following.leading_lines:
+            body[at] = following.with_changes(leading_lines=blank)
+    if at == 0:
+        stmt = stmt.with_changes(leading_lines=[])
+    body.insert(at, stmt)
+
+
+def _top(stmt: cst.BaseStatement) -> str | None:
+    """The top-level module an import statement imports from ("" for a relative one)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and _is_import(stmt)):
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.ImportFrom):
+        if small.relative or small.module is None:
+            return ""
+        return cst.Module([]).code_for_node(small.module).split(".")[0]
+    assert isinstance(small, cst.Import)
+    return cst.Module([]).code_for_node(small.names[0].name).split(".")[0]
+
+
+def _place(body: list[cst.BaseStatement], end: int, name: str, *, third_party: bool, own: str) -> int:
+    """Where an import of `name` goes in the leading imports `body[:end]`: after the last
+    import of its group that sorts before it, else before the first of the next group."""
+    at = None
+    for i in range(end):
+        top = _top(body[i])
+        if top is None:
+            continue
+        group = _group(top, own)
+        assert group is not None
+        mine = 1 if third_party else 0
+        if group < mine or (group == mine and top <= name):
+            at = i + 1
+        elif at is None:
+            at = i
+    return end if at is None else at

@@ -15,14 +15,17 @@ from typing import Literal, TypeGuard
 from treeclass.migrate import _messages
 from treeclass.migrate._flatten_code import Refused, Slot
 from treeclass.migrate._names import dotted
+from treeclass.migrate._text import Text
 
-__all__ = ["Assigned", "Init", "Param", "bind", "passed_through", "read_init"]
+__all__ = ["IDEMPOTENT_ANY", "Assigned", "Init", "Param", "bind", "passed_through", "read_init"]
 
 # Conversions that return their argument unchanged when given their own output, so
-# skipping them at unflatten changes nothing: `jnp.asarray` for any field, the value
-# constructors for static ones.
-_IDEMPOTENT_ANY: frozenset[str] = frozenset({"jax.numpy.asarray"})
-_IDEMPOTENT_STATIC: frozenset[str] = frozenset({"tuple", "int", "float", "bool", "str", "frozenset"})
+# skipping them at unflatten changes nothing (a treeclass runs them at construction,
+# as converters): the array conversions and value constructors for any field (on a
+# tracer, at unflatten under jit, the old code raised or returned the tracer), the
+# hashable ones for static fields.
+IDEMPOTENT_ANY: frozenset[str] = frozenset({"jax.numpy.asarray", "jax.numpy.array", "numpy.asarray", "tuple", "int", "float"})
+_IDEMPOTENT_STATIC: frozenset[str] = frozenset({"bool", "str", "frozenset"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +73,7 @@ def _params(fn: ast.FunctionDef) -> list[Param]:
     return params
 
 
-def read_init(fn: ast.FunctionDef, source: str) -> Init:
+def read_init(fn: ast.FunctionDef, text: Text) -> Init:
     """What `fn` (an `__init__`) does; refuses assignment forms it cannot rewrite."""
     positional = fn.args.posonlyargs + fn.args.args
     if not positional:
@@ -89,7 +92,7 @@ def read_init(fn: ast.FunctionDef, source: str) -> Init:
         init.assigned.setdefault(target.attr, []).append(entry)
 
     def refuse(stmt: ast.AST) -> Refused:
-        code = " ".join((ast.get_source_segment(source, stmt) or ast.unparse(stmt)).split())
+        code = " ".join(text.code(stmt).split())
         return Refused(_messages.INIT_FORM.format(code=code, line=getattr(stmt, "lineno", fn.lineno)))
 
     def visit(stmts: list[ast.stmt]) -> None:
@@ -173,7 +176,7 @@ def passed_through(init: Init, assigned: Assigned, names: dict[str, str], *, sta
     conversion), or None."""
     value = assigned.value
     if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
-        allowed = _IDEMPOTENT_ANY | (_IDEMPOTENT_STATIC if static else frozenset())
+        allowed = IDEMPOTENT_ANY | (_IDEMPOTENT_STATIC if static else frozenset())
         if dotted(value.func, names) in allowed:
             value = value.args[0]
     params = {p.name for p in init.params if p.kind not in ("varargs", "varkw")}

@@ -12,6 +12,9 @@ from typing import Final
 _DOCS: Final = "docs/migration.md#"
 
 # --- the class as a whole -------------------------------------------------------------
+INDIRECT: Final = "{cls} is registered {how}: the tool rewrites direct registrations only (a decorator, or `register_*({cls}, ...)` as a statement), since a loop or a helper also registers other classes; register {cls} directly (or convert it by hand), then run again. " + _DOCS + "other-refusals"
+WRAPPER: Final = "{cls} is registered by the project's dataclass wrapper `{name}`, which does more than `dataclasses.dataclass` plus `register_dataclass(cls)` (its field split or options cannot be read): convert by hand, or make the wrapper that simple, then run again. " + _DOCS + "other-refusals"
+DECORATOR: Final = "the decorator `{code}` runs on the converted class, which has treeclass's methods (replace, ...) and a generated __init__ where the old class had others: what it does with them cannot be read; remove it, or convert by hand. " + _DOCS + "other-refusals"
 TWICE: Final = "{cls} is defined or registered more than once in this module; leave one definition and registration, then run again. " + _DOCS + "other-refusals"
 OWNED: Final = "{cls} defines {name}, which a treeclass owns ({why}); remove it by hand first. " + _DOCS + "other-refusals"
 NO_INIT: Final = "{cls} has no __init__: its instances are built some other way (object.__new__ and attribute writes?), so no constructor signature can be kept; write the fields and one constructor by hand. " + _DOCS + "other-refusals"
@@ -59,10 +62,30 @@ CHEX_ORDER: Final = "chex flattens fields sorted by name ({sorted}), not in decl
 CHEX_MAPPABLE: Final = "a chex dataclass is a mapping unless mappable_dataclass=False (`s['v']`, `s.keys()`, `**s`, iteration), which a treeclass is not: pass mappable_dataclass=False, run your tests, then run again. " + _DOCS + "chex"
 DATA_FIELDS_ORDER: Final = "register_dataclass lists data_fields as {given}, not in declaration order ({declared}): the leaf order would change. Reorder the fields or the list, then run again. " + _DOCS + "leaf-order"
 OPTION: Final = "`{code}` has no treeclass equivalent ({why}); remove it by hand first. " + _DOCS + "other-refusals"
-FLAX_SERIALIZATION: Final = "flax.struct classes are registered with flax.serialization, which this code uses ({site}); a treeclass is not: register it by hand (docs/checkpointing.md) and convert by hand. " + _DOCS + "flaxstruct"
+JDC_MUTATE: Final = "code mutates copies of jax_dataclasses instances with jdc.copy_and_mutate ({site}), which a treeclass does not support: use obj.replace(...) there, then run again. " + _DOCS + "other-refusals"
 TUPLE_API: Final = "code uses the NamedTuple's tuple API ({site}), which a treeclass lacks: use replace() and field names there, then run again. " + _DOCS + "namedtuple"
+TUPLE_USE: Final = "code uses an instance as a tuple ({site}: unpacked, indexed or iterated), which a treeclass is not: use field names there, then run again. " + _DOCS + "namedtuple"
+STATIC_UNHASHABLE: Final = "its static field `{attr}` is {why}: a treeclass checks statics at construction and refuses unhashable ones (JAX hashes the treedef), so every construction would raise. Make it a tuple or a frozen value, or a dynamic field, then run again. " + _DOCS + "unhashable-aux-data"
 FIELD_SPEC: Final = "`{code}` on field `{attr}` has no treeclass equivalent: rewrite the field by hand. " + _DOCS + "other-refusals"
 
 # --- notes on converted classes (the `reason` of a converted class in --json) -----------
 NOTE_KEYS: Final = "key paths change from flat indices to field names ({example}); existing checkpoints: " + _DOCS + "key-paths-and-checkpoints"
 NOTE_EQ: Final = "kept identity ==/hash (eq=False) as the class had; drop eq=False to compare by value"
+NOTE_FROZEN: Final = "instances are frozen now: an attribute assignment raises FrozenInstanceError (use obj.replace(...))"
+NOTE_STATICS: Final = "static fields ({fields}) are checked at construction: an unhashable value or an array there raises TypeError, and a local function or an object without __eq__ there warns (treeclass.RecompileWarning: each new one recompiles jit)"
+NOTE_INIT: Final = "the kept __init__ runs at construction only, never on unflatten (JAX rebuilds instances field by field)"
+NOTE_POST_INIT: Final = "__post_init__ runs at construction and replace() only, no longer on unflatten (it never sees tracers under jit/grad/vmap)"
+NOTE_FLAX: Final = "keeps flax.serialization support (to_state_dict, from_state_dict, to_bytes, from_bytes): treeclass registers its classes with flax.serialization when flax is installed"
+NOTE_DATACLASS_EQ: Final = "== compares with tc.tree_equal (arrays by value) and hash() uses the type and static values, no longer the dataclass's field tuple"
+NOTE_REPLACE: Final = "its replace() override (dataclasses.replace) went: tc.TreeClass.replace() does the same, with converters and checks"
+NOTE_NAMEDTUPLE: Final = "instances are no longer tuples (no unpacking, indexing, len or _replace; isinstance(x, tuple) is False)"
+NOTE_HASH: Final = "unsafe_hash=True went: a treeclass is hashable already (by type and static values)"
+NOTE_PARTIAL: Final = "this run covers part of package `{package}` only: a subclass of a converted class elsewhere in it would fail at import (a treeclass's subclasses must be treeclasses); run the tool on the whole package folder"
+
+
+def join(reasons: list[str]) -> str:
+    """One refusal's reasons, all of them: `(1) ... (2) ...` when more than one."""
+    reasons = list(dict.fromkeys(reasons))
+    if len(reasons) == 1:
+        return reasons[0]
+    return f"{len(reasons)} reasons: " + " ".join(f"({i}) {r}" for i, r in enumerate(reasons, 1))

@@ -13,6 +13,9 @@ __all__ = [
     "DATACLASS",
     "FLAX_BASE",
     "FLAX_DATACLASS",
+    "GENERIC",
+    "JDC_DATACLASS",
+    "JDC_STATIC",
     "NAMEDTUPLE",
     "REGISTER_CLASS",
     "REGISTER_DATACLASS",
@@ -32,15 +35,36 @@ REGISTER_FUNCTION: Final = {
 REGISTER_DATACLASS: Final = {"jax.tree_util.register_dataclass"}
 FLAX_DATACLASS: Final = {"flax.struct.dataclass"}
 FLAX_BASE: Final = {"flax.struct.PyTreeNode"}
+JDC_DATACLASS: Final = {"jax_dataclasses.pytree_dataclass", "jax_dataclasses._dataclasses.pytree_dataclass"}
+JDC_STATIC: Final = {"jax_dataclasses.Static", "jax_dataclasses._dataclasses.Static"}
 CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
 NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
 DATACLASS: Final = {"dataclasses.dataclass"}
+GENERIC: Final = {"typing.Generic", "typing_extensions.Generic", "typing.Protocol", "typing_extensions.Protocol"}
+
+
+def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The module-level imports, those under `if` (`if TYPE_CHECKING: ... else: ...`)
+    and `try` included, in order."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        elif isinstance(node, ast.If) and (dotted(node.test, {}) or "").endswith("TYPE_CHECKING"):
+            out += _imports([*node.orelse, *node.body])  # what runs first, then what type checkers see
+        elif isinstance(node, ast.If | ast.Try | ast.TryStar):
+            inner = [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
+            inner += [s for h in getattr(node, "handlers", []) for s in h.body]
+            out += _imports(inner)
+    return out
 
 
 def aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> the qualified name its top-level import binds."""
+    """Local name -> the qualified name its module-level import binds (a name bound
+    twice keeps the one that runs: `try: import chex` before an `except` fallback, the
+    `else:` of `if TYPE_CHECKING:`)."""
     found: dict[str, str] = {}
-    for node in tree.body:
+    for node in reversed(_imports(tree.body)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:

@@ -18,6 +18,7 @@ Family = Literal[
     "register_pytree_node",
     "register_dataclass",
     "flax.struct",
+    "jax_dataclasses",
     "chex.dataclass",
     "NamedTuple",
 ]
@@ -60,7 +61,8 @@ class Plan:
     remove_registration: bool = False  # a module-level register_*(Cls, ...) statement
     # Class-body annotations of fields moved into the declaration block.
     moved_annotations: tuple[str, ...] = ()
-    note: str = ""
+    # What changes for users (frozen, statics checked, ...): the `reason` of a conversion.
+    notes: list[str] = dataclasses.field(default_factory=list[str])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -221,8 +221,11 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
     return plan is not None and plan.remove_registration and _dotted(call.func, names) in registering
 
 
-def rewrite(module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str) -> cst.Module:
-    """`module` with the plans applied (unchanged if `plans` is empty)."""
+def rewrite(
+    module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
+) -> cst.Module:
+    """`module` with the plans applied (unchanged if `plans` is empty); `also_used`: the
+    names that code not in `module` reads (see _skeleton)."""
     if not plans:
         return module
     by_name = {p.cls: p for p in plans}
@@ -238,5 +241,10 @@ def rewrite(module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc:
             body.append(stmt)
     needs_any = any(f.annotation in ("Any", f"{tc}.Static[Any]") for p in plans for f in p.fields)
     needs_any = needs_any and names.get("Any") not in ("typing.Any", "typing_extensions.Any")
-    has_tc = names.get(tc) == "treeclass"
-    return fix_imports(module.with_changes(body=body), _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any)
+    # `import treeclass as tc` only where the new code names it (a subclass of a class
+    # converted in another module may need nothing).
+    uses_tc = form == "decorator" or any(p.add_base for p in plans)
+    uses_tc = uses_tc or any(f"{tc}." in (f.annotation or "") + (f.value or "") for p in plans for f in p.fields)
+    has_tc = names.get(tc) == "treeclass" or not uses_tc
+    new = module.with_changes(body=body)
+    return fix_imports(new, _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any, also_used=also_used, own=own)

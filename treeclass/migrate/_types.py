@@ -1,0 +1,228 @@
+"""What the code of a module says an expression is (for _facts.py): an instance of a
+class of the run (its name), something else (`OTHER`: a module, `jax.config`, an object
+another library built, a literal), or unknown (None).
+
+A name is typed per scope: `self` in a class's methods, a parameter or variable
+annotated as a class (`Optional[X]`, `X | None` and strings read), one constructed from
+it (`X(...)`, `X.create(...)`), one narrowed by a guard (`isinstance(v, X)`,
+`type(v) is self.__class__`); an attribute by its class's annotation (`const.geom` with
+`geom: Geometry` declared in `const`'s class). A name bound twice to different types is
+unknown, unless annotated: its declared type holds.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from treeclass.migrate import _names
+
+__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types"]
+
+# Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
+# copy.copy(state)): a variable bound to their result may be an instance of the class.
+_MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
+_OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
+OTHER: str = ""  # a known type that is not a class of the run
+
+
+class Typing:
+    """The typing half of the scanner: its state is set by `_facts._Scanner`."""
+
+    classes: frozenset[str]  # the names of the run's classes
+    attr_types: dict[tuple[str, str], str]
+    names: dict[str, str]
+    modules: set[str]
+    types: dict[str, str | None]
+    globals: dict[str, str | None]
+    local_classes: set[str]
+    declared: dict[int, set[str]]  # id(scope) -> its annotated names
+    new_objects: set[str]
+    cls: str | None
+    self_name: str | None
+
+    # --- what a name is -------------------------------------------------------------
+    def _annotation_type(self, node: ast.expr | None) -> str | None:
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.Subscript) and (_names.dotted(node.value, self.names) or "").split(".")[-1] == "Optional":
+            return self._annotation_type(node.slice)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+            return self._annotation_type(sides[0]) if len(sides) == 1 else None
+        return self._named_type(node)
+
+    def _named_type(self, node: ast.expr) -> str | None:
+        qualified = _names.dotted(node, self.names)
+        if qualified is None:
+            return None
+        last = qualified.split(".")[-1]
+        if last in self.local_classes and "." not in qualified:
+            return OTHER  # a class defined inside a function: not one the tool converts
+        if last in self.classes:
+            return last
+        if qualified in _OTHER_BUILTINS:
+            return OTHER
+        root = node
+        while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
+        if imported and qualified.split(".")[0] not in _MAY_RETURN_YOURS and qualified.split(".")[0] not in self.classes:
+            return OTHER  # built by another library: not an instance of a class of the run
+        return None
+
+    def _value_type(self, value: ast.expr) -> str | None:
+        if isinstance(value, ast.Call):
+            func = value.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes:
+                return func.value.id  # State.create(...): a classmethod of the class
+            return self._named_type(func)
+        if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
+            return OTHER
+        return None
+
+    def _receiver(self, node: ast.expr) -> str | None:
+        """The class `node` is an instance of: a name, OTHER or None (unknown)."""
+        if isinstance(node, ast.Name):
+            if node.id in self.modules:
+                return OTHER
+            if node.id in self.types:
+                return self.types[node.id]
+            if node.id not in self.globals and node.id in self.classes:
+                return node.id  # the class itself: `Carry._make(...)`
+            return self.globals.get(node.id)
+        if isinstance(node, ast.Attribute):
+            root = node
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in self.modules:
+                return OTHER  # jax.config, np.random: attributes of a module
+            owner = self._receiver(node.value)
+            if owner:  # `const.geom` with `const: KMeansConst` and `geom: Geometry` declared there
+                declared = self.attr_types.get((owner, node.attr))
+                return declared if declared in self.classes else None
+        if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "type" and len(node.args) == 1:
+            return self._receiver(node.args[0])  # `type(self).tree_unflatten(...)`
+        return None
+
+    def _narrowed(self, node: ast.AST) -> tuple[str, str] | None:
+        """`type(v) is self.__class__` / `type(v) == type(self)` / `isinstance(v, C)`:
+        `v` is an instance of the class there (a guard before its use)."""
+        if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "isinstance" and len(node.args) == 2:
+            v, kind = node.args
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is | ast.Eq | ast.IsNot | ast.NotEq):
+            v, kind = node.left, node.comparators[0]
+            if not (isinstance(v, ast.Call) and _names.dotted(v.func, self.names) == "type" and len(v.args) == 1):
+                return None
+            v = v.args[0]
+        else:
+            return None
+        if not isinstance(v, ast.Name):
+            return None
+        if (isinstance(kind, ast.Attribute) and kind.attr == "__class__") or (isinstance(kind, ast.Call) and _names.dotted(kind.func, self.names) == "type"):
+            owner = self.cls if self.self_name is not None else None
+        else:
+            owner = self._named_type(kind)
+        return (v.id, owner) if owner else None
+
+    def _bind(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
+        if name in self.declared.get(id(scope), ()):
+            return  # annotated: its declared type holds through rebinding, as type checkers say
+        scope[name] = kind if scope.get(name, kind) == kind else None
+
+    def declare(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
+        """`name: T` (a parameter or an annotated assignment) in `scope`."""
+        scope[name] = kind
+        if kind is not None:
+            self.declared.setdefault(id(scope), set()).add(name)
+
+    def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
+        todo: list[ast.AST] = list(stmts)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.ClassDef) and scope is not self.globals:
+                self.local_classes.add(node.name)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                continue
+            narrowed = self._narrowed(node)
+            if narrowed is not None and scope.get(narrowed[0]) is None:
+                scope[narrowed[0]] = narrowed[1]
+            if isinstance(node, ast.Assign):
+                value = node.value
+                new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self._bind(scope, t.id, self._value_type(value))
+                        if new:
+                            self.new_objects.add(t.id)
+                    elif isinstance(t, ast.Tuple | ast.List):
+                        for e in t.elts:
+                            if isinstance(e, ast.Name):
+                                self._bind(scope, e.id, None)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self.declare(scope, node.target.id, self._annotation_type(node.annotation))
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
+                for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        self._bind(scope, n.id, None)
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
+    """The last name of the class an annotation names (`Optional[X]`, `X | None` and
+    string annotations read), or None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.Subscript) and (_names.dotted(node.value, names) or "").split(".")[-1] == "Optional":
+        return annotation_name(node.slice, names)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+        return annotation_name(sides[0], names) if len(sides) == 1 else None
+    qualified = _names.dotted(node, names) if isinstance(node, ast.Name | ast.Attribute) else None
+    return None if qualified is None else qualified.split(".")[-1]
+
+
+def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str]) -> dict[tuple[str, str], str]:
+    """(class, attribute) -> the class its instances hold there: declared in the class
+    body (`geom: Geometry`), or the one class every `self.x = ...` of its methods stores
+    (`self.state = State(...)`, `self.state = self.state._replace(...)`)."""
+    out: dict[tuple[str, str], str] = {}
+    stored: dict[str, set[str | None]] = {}
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            declared = annotation_name(stmt.annotation, names)
+            if declared is not None:
+                out[(node.name, stmt.target.id)] = declared
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
+            continue
+        me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
+        for n in ast.walk(stmt):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign | ast.AnnAssign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+                    stored.setdefault(t.attr, set()).add(_stored(n.value, me, t.attr, names, classes))  # type: ignore[union-attr]  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
+    for attr, kinds in stored.items():
+        kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
+        if len(kinds) == 1 and None not in kinds and (node.name, attr) not in out:
+            out[(node.name, attr)] = kinds.pop()  # type: ignore[assignment]
+    return out
+
+
+def _stored(value: ast.expr | None, me: str, attr: str, names: dict[str, str], classes: frozenset[str]) -> str | None:
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
+            inner = func.value
+            if isinstance(inner, ast.Attribute) and inner.attr == attr and isinstance(inner.value, ast.Name) and inner.value.id == me:
+                return ""
+        qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
+        if qualified is not None and qualified.split(".")[-1] in classes:
+            return qualified.split(".")[-1]
+    return None
