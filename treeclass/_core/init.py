@@ -20,6 +20,10 @@ it generates (see `inspect.getsource(Neuron.__init__)`):
         _tc_d['tau'] = tau
         _tc_d['__tc_flat__'] = ((v, ), (tau, ))
 
+A class with `__post_init__` calls it after the stores, reads the fields back (the hook
+may have set or changed them) and then checks every static: the lines after the stores
+are `codegen.finish`, shared with `replace` and a hand-written `__init__`'s finalize.
+
 Writing `__dict__` directly rather than `object.__setattr__` per field (what a frozen
 dataclass does) is what makes construction cheap.
 
@@ -39,8 +43,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, flat_expr, static_check_line
-from treeclass._core.layout import FLAT, Layout, layout_of
+from treeclass._core.codegen import field_annotations, finish, static_check_line
+from treeclass._core.layout import Layout, layout_of
 
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
@@ -58,24 +62,8 @@ def _not_set(layout: Layout, name: str) -> None:
     raise TypeError(template.format(cls=layout.cls.__name__, name=name))
 
 
-def _complete(layout: Layout, self: object) -> None:
-    """After a hand-written `__init__`: run the converters on the values it set, and
-    give the fields it left unset their defaults (equinox does the same)."""
-    d = self.__dict__
-    for f in layout.fields:
-        if f.name not in d:
-            if f.default is not dataclasses.MISSING:
-                d[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                d[f.name] = f.default_factory()
-            else:
-                continue  # finalize names it
-        if f.name in layout.converters:
-            d[f.name] = layout.converters[f.name](d[f.name])
-
-
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `__init__` and `_tc_finalize` call."""
+    """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
     return {
         "_tc_subclass_check": _subclass_check,
         "_tc_not_set": functools.partial(_not_set, layout),
@@ -83,19 +71,19 @@ def helpers(layout: Layout) -> dict[str, Any]:
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`: checks the statics and caches the flat form by reading the
-    fields back. Used after user code (`__post_init__`, a hand-written `__init__`) may
-    have set fields with `object.__setattr__`."""
-    lines = ["def _tc_finalize(_tc_self):", "    _tc_d = _tc_self.__dict__"]
-    for name in layout.static:
-        lines.append(f"    {name} = _tc_d.get({name!r}, _tc_MISSING)")
-        lines.append(f"    if {name} is not _tc_MISSING:")
-        lines.append(f"        {static_check_line(name, skip_default=False)}")
-    lines.append("    try:")
-    lines.append(f"        _tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: f'_tc_d[{n!r}]')}")
-    lines.append("    except _tc_KeyError as _tc_e:")
-    lines.append("        _tc_not_set(_tc_e.args[0])")
-    return "".join(f"{line}\n" for line in lines)
+    """`_tc_finalize(self)`, run when a hand-written `__init__` returns: the fields it
+    left unset get their defaults (as in equinox), converters run on every value, then
+    `codegen.finish` (`__post_init__`, the static checks, the flatten cache)."""
+    lines = ["_tc_d = _tc_self.__dict__"]
+    for f in layout.fields:
+        if f.default is not dataclasses.MISSING:
+            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_dflt_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_factory_{f.name}()")
+        if f.name in layout.converters:
+            lines.append(f"if {f.name!r} in _tc_d: _tc_d[{f.name!r}] = _tc_conv_{f.name}(_tc_d[{f.name!r}])")
+    lines += finish(layout, "_tc_self", read_back=True, check_statics=True)
+    return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
 def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
@@ -124,36 +112,31 @@ def init_source(layout: Layout) -> str:
     """The generated `__init__`."""
     body = ["if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
-    for f in (*layout.fields, *layout.initvars):
+    body += [f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()" for f in layout.initvars
+             if f.default_factory is not dataclasses.MISSING]
+    for f in layout.fields:
         has_factory = f.default_factory is not dataclasses.MISSING
         if f.init:
             if has_factory:
                 body.append(f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()")
-        elif f in layout.initvars:
-            continue
         elif has_factory:
             body.append(f"{f.name} = _tc_factory_{f.name}()")
         elif f.default is not dataclasses.MISSING:
             body.append(f"{f.name} = _tc_dflt_{f.name}")
-        else:
+        elif layout.post_init:
             continue  # init=False without a default: __post_init__ must set it
-        if f in layout.initvars:
+        else:
+            body.append(f"_tc_not_set({f.name!r})")
             continue
         if f.name in layout.converters:
             body.append(f"{f.name} = _tc_conv_{f.name}({f.name})")
-        if layout.init_sets_every_field and f.name in layout.static:
+        if f.name in layout.static and not layout.post_init:  # else finish checks them
             skip_default = f.default is not dataclasses.MISSING and f.name not in layout.converters
             body.append(static_check_line(f.name, skip_default=skip_default))
         assigned.append(f.name)
     body.append("_tc_d = _tc_self.__dict__")
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
-    if layout.init_sets_every_field:
-        body.append(f"_tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
-    else:
-        if layout.post_init:
-            args = ", ".join(f.name for f in layout.initvars)
-            body.append(f"_tc_self.__post_init__({args})")
-        body.append("_tc_finalize(_tc_self)")
+    body += finish(layout, "_tc_self", read_back=False, check_statics=False)
     return f"def __init__({_param_list(_parameters(layout))}):\n" + "".join(f"    {line}\n" for line in body)
 
 
@@ -161,22 +144,19 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
     """The class's `__init__`: the generated one from `ns`, or the hand-written one
     wrapped so that defaults, converters, checks and the flatten cache follow it."""
     if layout.user_init is not None:
-        return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
+        return _wrap_user_init(layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
     init.__annotations__ = {**field_annotations(_parameters(layout)), "return": None}
     return cast("Callable[..., None]", init)
 
 
-def _wrap_user_init(
-    layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
-) -> Callable[..., None]:
-    # A hand-written __init__ sets fields with object.__setattr__ in any order; the
-    # defaults, converters, checks and the flatten cache come after it, once it is done.
+def _wrap_user_init(user_init: Callable[..., None], finalize: Callable[[Any], None]) -> Callable[..., None]:
+    # A hand-written __init__ sets fields in any order; the defaults, converters,
+    # __post_init__, checks and the flatten cache come after it, once it is done.
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
         user_init(self, *args, **kwargs)
-        _complete(layout, self)
         finalize(self)
 
     return __init__

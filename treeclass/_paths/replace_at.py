@@ -157,7 +157,7 @@ def replace_at(
         for parent, kind, key in reversed(parents):
             # The common cases inline: one Python call fewer per level.
             if kind == TREECLASS:
-                new = parent.__tc_set__(key, new)
+                new = parent.replace(**{key: new})
             elif kind == TUPLE and type(parent) is tuple:
                 new = (*parent[:key], new, *parent[key + 1 :])
             else:
