@@ -9,12 +9,15 @@ import dataclasses
 import inspect
 import pickle
 import sys
+import types
 from typing import Any, ClassVar, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
 import pytest
-from forms import Form
+from forms import FORMS, Form
+from hypothesis import given
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -83,6 +86,74 @@ def test_static_annotation_as_string(form: Form):
     exec(source, ns)
     kinds = {f.name: f.metadata["static"] for f in tc.fields(ns["S"])}
     assert kinds == {"x": False, "n": True, "later": True}
+
+
+_ALIAS_SOURCE = """\
+{future}
+import jax
+import treeclass as tc
+{module}
+def outer():
+    {outer}
+    def inner():
+        {inner}
+{cls}
+            x: jax.Array
+            h: {annotation} = 0.5
+        return {name}
+    return inner()
+{name} = outer()
+"""
+
+
+@given(
+    form=st.sampled_from(FORMS),
+    future=st.booleans(),
+    placement=st.sampled_from(["module", "outer", "inner"]),
+    spelling=st.sampled_from([("tc.Static[float]", "Hyper"), ("tc.Static", "Hyper[float]")]),
+)
+def test_static_alias_is_static_wherever_it_is_defined(form, future, placement, spelling):
+    # Issue #27, defect 3: under `from __future__ import annotations` an alias local to
+    # a function made the field silently dynamic (trained by tc.grad, updated by optax).
+    alias, annotation = spelling
+    where = {key: f"Hyper = {alias}" if key == placement else "pass" for key in ("module", "outer", "inner")}
+    cls_source = "\n".join(" " * 8 + line for line in form.class_source("Gen").splitlines())
+    source = _ALIAS_SOURCE.format(
+        future="from __future__ import annotations" if future else "",
+        cls=cls_source, annotation=annotation, name="Gen", **where,
+    )
+    gen = _exec_module(source)["Gen"]
+    assert {f.name: f.metadata["static"] for f in tc.fields(gen)} == {"x": False, "h": True}
+    assert len(jax.tree.leaves(gen(jnp.ones(1)))) == 1
+
+
+def _exec_module(source: str) -> dict[str, Any]:
+    """Runs `source` as the module `generated` (dataclasses looks a class's module up
+    in sys.modules to read string annotations)."""
+    module = types.ModuleType("generated")
+    sys.modules["generated"] = module
+    try:
+        exec(source, module.__dict__)
+    finally:
+        del sys.modules["generated"]
+    return module.__dict__
+
+
+def test_unresolvable_annotation_raises_naming_class_field(form: Form):
+    source = (
+        "from __future__ import annotations\n"
+        "import jax\n"
+        "import treeclass as tc\n"
+        f"{form.class_source('S')}\n"
+        "    x: jax.Array\n"
+        "    h: Hyperr = 0.5\n"
+    )
+    with pytest.raises(TypeError, match=r"S\.h is annotated 'Hyperr', which treeclass cannot resolve") as info:
+        _exec_module(source)
+    assert "h: Hyperr = tc.static()" in str(info.value)
+    # A field specifier declares the kind itself: nothing to resolve.
+    ns = _exec_module(source.replace("= 0.5", "= tc.static(default=0.5)"))
+    assert [f.metadata["static"] for f in tc.fields(ns["S"])] == [False, True]
 
 
 def test_classvar_is_not_a_field(form: Form):

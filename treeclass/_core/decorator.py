@@ -1,6 +1,6 @@
 """`@treeclass`: decorate -> analyse fields -> generate -> register.
 
-1. `Static[T]` annotations become static fields (`_mark_static_annotations`).
+1. `Static[T]` annotations become static fields, defaults are checked (`prepare.py`).
 2. `dataclasses.dataclass(frozen=True)` does the field analysis Python users know:
    defaults, `kw_only`, `InitVar`, `ClassVar`, inheritance, the argument-order checks.
 3. `_layout.analyse` splits the fields into children (dynamic) and treedef (static).
@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
-import sys
 import types
-import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
-from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, field, static
-from treeclass._core.layout import FLAT, LAYOUT, SET, analyse, layout_of
+from treeclass._core.fields import STATIC, TRAINABLE, field, static
+from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
+from treeclass._core.prepare import MSG_STATIC_NOT_TRAINABLE, prepare
 
 __all__ = ["TreeClass", "process", "treeclass"]
 
@@ -42,7 +40,7 @@ _T = TypeVar("_T")
 _RESERVED: Final = {
     "replace": "the replace() method",
     FLAT: "the flatten cache",
-    SET: "replace_at's setter",
+    INIT: "the construction marker",
 }
 # Methods treeclass must own; a class body that defines them is refused, not overridden.
 _OWNED: Final = {
@@ -51,63 +49,6 @@ _OWNED: Final = {
     "tree_flatten": "treeclass registers the class with JAX itself",
     "tree_unflatten": "treeclass registers the class with JAX itself",
 }
-
-_STATIC_STRING: Final = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*Static\[")
-
-
-_MSG_STATIC_NOT_TRAINABLE: Final = """\
-{cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
-of a dynamic field as state (traced, but never differentiated or optimised); a static
-value is never traced at all. Drop trainable=False, or make the field dynamic:
-
-    {name}: ... = tc.field(trainable=False)"""
-
-
-def _is_static_annotation(annotation: Any, cls: type) -> bool:
-    if isinstance(annotation, str):
-        # `from __future__ import annotations`: try to evaluate; a forward reference
-        # that cannot be resolved yet falls back to reading the text.
-        module = sys.modules.get(cls.__module__)
-        try:
-            annotation = eval(annotation, vars(module) if module else {}, dict(vars(cls)))  # noqa: S307
-        except Exception:  # noqa: BLE001
-            return bool(_STATIC_STRING.match(annotation))
-    if typing.get_origin(annotation) is typing.Annotated:
-        return any(m is STATIC_MARKER for m in annotation.__metadata__)
-    return False
-
-
-def _mark_static_annotations(cls: type) -> None:
-    for name, annotation in inspect.get_annotations(cls).items():
-        if not _is_static_annotation(annotation, cls):
-            continue
-        value = cls.__dict__.get(name, dataclasses.MISSING)
-        if isinstance(value, dataclasses.Field):
-            if not value.metadata.get(STATIC, False):
-                if "axes" in value.metadata or "converter" in value.metadata:
-                    msg = (
-                        f"{cls.__name__}.{name} is annotated Static[...] but its field() "
-                        "has axes= or converter=, which only dynamic fields take."
-                    )
-                    raise TypeError(msg)
-                if value.metadata.get(TRAINABLE) is False:
-                    raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
-                # The Field's default and default_factory pass through as they are (one
-                # is MISSING), which no overload of static() takes.
-                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-                    default=value.default,
-                    default_factory=value.default_factory,
-                    init=value.init,
-                    repr=value.repr,
-                    kw_only=value.kw_only,
-                    metadata=value.metadata,
-                )
-                setattr(cls, name, replacement)
-        elif value is dataclasses.MISSING:
-            setattr(cls, name, static())
-        else:
-            setattr(cls, name, static(default=value))
-
 
 def _check_names(cls: type) -> None:
     for name, why in _OWNED.items():
@@ -118,26 +59,13 @@ def _check_names(cls: type) -> None:
             raise TypeError(msg)
 
 
-def _check_static_defaults(cls: type) -> None:
-    # Before dataclasses sees the class: it would reject an unhashable default with
-    # "mutable default ... use default_factory", the wrong fix for a static field.
-    for name in inspect.get_annotations(cls):
-        value = cls.__dict__.get(name)
-        if (
-            isinstance(value, dataclasses.Field)
-            and value.metadata.get(STATIC, False)
-            and value.default is not dataclasses.MISSING
-        ):
-            checks.check_static(cls, name, value.default)
-
-
 def _check_fields(cls: type) -> None:
     own = inspect.get_annotations(cls)
     for f in dataclasses.fields(cls):
         static = f.metadata.get(STATIC, False)
         trainable = f.metadata.get(TRAINABLE, True)
         if static and not trainable and f.name in own:
-            raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
+            raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
         # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata; give
         # every field both keys, so `f.metadata["static"]` always answers. A static
         # field holds no leaves, so none of it is trainable.
@@ -215,21 +143,14 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
-    _mark_static_annotations(cls)
-    _check_static_defaults(cls)
+    prepare(cls)
     # eq/repr=False: we install our own below. dataclass(init=True) still validates the
     # argument order and keeps a hand-written __init__ (we then wrap that one).
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
     _check_fields(cls)
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
-    sources = [
-        init.finalize_source(layout),
-        replace.source(layout),
-        replace.set_source(layout),
-        flatten.unflatten_source(layout),
-    ]
-    if user_init is None:
-        sources.append(init.init_source(layout))
+    construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
+    sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
     ns = codegen.compile_class(layout, sources, {**init.helpers(layout), **replace.helpers(layout)})
     replace_fn = replace.install(layout, ns)
     _install(
@@ -239,7 +160,8 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __replace__=replace_fn,
         __setattr__=_setattr,
         __delattr__=_delattr,
-        **{SET: ns["_tc_set"]},
+        __getstate__=flatten.getstate,
+        __setstate__=flatten.setstate,
     )
     _install_dunders(cls, repr=repr, eq=eq)
     setattr(cls, LAYOUT, layout)

@@ -47,7 +47,7 @@ from treeclass._core import checks
 from treeclass._core.layout import FLAT, Layout, instance_layout
 from treeclass._core.walk import node_def
 
-__all__ = ["prefix", "register", "unflatten_source"]
+__all__ = ["getstate", "prefix", "register", "setstate", "unflatten_source"]
 
 _T = TypeVar("_T")
 
@@ -85,6 +85,27 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         ns["_tc_unflatten"],
         flatten_func=operator.attrgetter(FLAT),
     )
+
+
+def getstate(self: object) -> dict[str, Any]:
+    """What `pickle`, `copy` and `deepcopy` store: the fields by name, never the flatten
+    cache, whose order is the class's field order when the instance was pickled."""
+    return {k: v for k, v in self.__dict__.items() if k != FLAT}
+
+
+def setstate(self: object, state: dict[str, Any]) -> None:
+    """Restores `getstate`'s fields by name and rebuilds the flatten cache in the
+    class's current field order, running no user code (as unflatten). A state from an
+    older treeclass that holds the cache has it rebuilt too."""
+    layout = instance_layout(self)
+    assert layout is not None  # installed on treeclasses only
+    d = self.__dict__
+    d.update(state)
+    try:
+        d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
+    except KeyError as e:
+        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: the class has a field the pickled instance has not."
+        raise TypeError(msg) from None
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
