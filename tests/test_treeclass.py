@@ -7,9 +7,12 @@ end of this file; what only the base class has is in test_base.py."""
 import copy
 import dataclasses
 import inspect
+import os
 import pickle
+import subprocess
 import sys
 import types
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import jax
@@ -506,3 +509,63 @@ def test_base_form_options_message_names_every_base():
         class Both(Mixin, Layer):
             x: int = 0
 
+
+
+# --- cloudpickle: classes defined in __main__ (issue #29, SPEC section 13) -----------
+
+_MAIN_SOURCE = """\
+import sys
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import treeclass as tc
+
+{header}
+    w: jax.Array
+    n: tc.Static[int] = 2
+
+    @tc.jit
+    def scaled(self, x):
+        return self.w * x * self.n
+
+    def __check_init__(self):
+        assert self.n > 0
+
+m = Model(jnp.arange(3.0))
+m.scaled(1.0)  # the jit wrapper and its trace log exist
+sys.stdout.buffer.write(cloudpickle.dumps(m))
+"""
+
+_LOAD_SOURCE = """\
+import pickle, sys
+import jax, jax.numpy as jnp
+import treeclass as tc
+m = pickle.loads(sys.stdin.buffer.read())
+assert type(m).__module__ == "__main__" and tc.is_treeclass(m)
+assert jax.tree.leaves(m)[0].tolist() == [0.0, 1.0, 2.0]
+assert m.scaled(2.0).tolist() == [0.0, 4.0, 8.0]
+assert jax.jit(lambda m: m)(m) == m
+assert type(m)(jnp.ones(1), n=3).replace(n=4).n == 4
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f.name)
+def test_cloudpickle_carries_a_main_class_with_jit_methods_to_a_new_process(form: Form, tmp_path):
+    # Each side is a process of its own: in one process cloudpickle hands back the
+    # class it already has, which proves nothing. They run in tmp_path, so that they
+    # import the treeclass this test imports, not one in the current directory.
+    pytest.importorskip("cloudpickle")
+    package = str(Path(tc.__file__).parent.parent)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": package}
+    dumped = subprocess.run(
+        [sys.executable, "-c", _MAIN_SOURCE.format(header=form.class_source("Model"))],
+        capture_output=True, check=False, env=env, cwd=tmp_path,
+    )
+    assert dumped.returncode == 0, dumped.stderr.decode()[-2000:]
+    loaded = subprocess.run(
+        [sys.executable, "-c", _LOAD_SOURCE], input=dumped.stdout,
+        capture_output=True, check=False, env=env, cwd=tmp_path,
+    )
+    assert loaded.returncode == 0, loaded.stderr.decode()[-2000:]
+    assert loaded.stdout.strip() == b"ok"

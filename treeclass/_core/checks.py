@@ -91,7 +91,7 @@ MSG_NOT_SET_BY_INIT: Final = """\
 
 {cls}.__init__ does not set it and the field has no default. Set it there:
 
-    object.__setattr__(self, "{name}", ...)
+    self.{name} = ...
 
 or give the field a default (fields with one are filled in after __init__)."""
 

@@ -117,9 +117,11 @@ def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) ->
         check_statics = True
     if check_statics:
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
-    lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
     lines.append(f"_tc_d[{FLAT!r}] = (({children}), ({statics}))")
+    # Every `__check_init__` of the MRO, base first, on the finished instance (it may
+    # flatten it); never in unflatten, which is not a construction.
+    lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     return lines
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
@@ -41,6 +42,7 @@ _RESERVED: Final = {
     "replace": "the replace() method",
     FLAT: "the flatten cache",
     INIT: "the construction marker",
+    "__tc_registration__": "the JAX registration",
 }
 # Methods treeclass must own; a class body that defines them is refused, not overridden.
 _OWNED: Final = {
@@ -101,6 +103,12 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:
+    d = self.__dict__
+    if name in d.get(INIT, ()):
+        # `self.w = ...` inside the instance's own hand-written `__init__` (init.py marks
+        # the instance while it runs): equinox's style. Frozen again when it returns.
+        d[name] = value
+        return
     if name == "__orig_class__":
         # `Box[int](1)`: typing records the alias on the instance, as for any generic
         # class. It is metadata, not a field: flatten, == and hash ignore it.
@@ -139,15 +147,47 @@ def _install(cls: type, **methods: object) -> None:
         setattr(cls, name, method)
 
 
+def _inherited_init(cls: type) -> Callable[..., None] | None:
+    """The hand-written `__init__` a subclass that declares no fields of its own and
+    writes no `__init__` inherits from its nearest treeclass base, as in equinox (one
+    that declares fields gets a generated `__init__`, as a dataclass does)."""
+    own = inspect.get_annotations(cls)
+    if any(f.name in own for f in dataclasses.fields(cls)):
+        return None
+    parent = next((layout_of(b) for b in cls.__mro__[1:] if layout_of(b) is not None), None)
+    return None if parent is None else parent.user_init
+
+
+def _mark_abstract(cls: type) -> None:
+    """Makes a class with unimplemented `abc.abstractmethod`s abstract, as `abc.ABCMeta`
+    does, so that instantiating it raises Python's `TypeError` naming them, also where
+    `abc.ABC` is not among its bases: setting `__abstractmethods__` is what sets the
+    flag `object.__new__` checks."""
+    names = {name for k in cls.__mro__ for name in vars(k)}
+    abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
+    if abstract:
+        cls.__abstractmethods__ = frozenset(abstract)  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _rebuilt_by_cloudpickle() -> bool:
+    """True while cloudpickle rebuilds a class it pickled by value (one defined in
+    `__main__` or a notebook): it creates it empty, running `__init_subclass__` (this
+    call), then sets the attributes of the class that was pickled, a processed one."""
+    frame = sys._getframe(2)  # the caller of `__init_subclass__`: types.new_class
+    return frame.f_back is not None and frame.f_back.f_code.co_name == "_make_skeleton_class"
+
+
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
-    prepare(cls)
+    restore = prepare(cls)
     # eq/repr=False: we install our own below. dataclass(init=True) still validates the
     # argument order and keeps a hand-written __init__ (we then wrap that one).
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
+    restore()
     _check_fields(cls)
+    user_init = user_init or _inherited_init(cls)
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
     sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
@@ -162,8 +202,10 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __delattr__=_delattr,
         __getstate__=flatten.getstate,
         __setstate__=flatten.setstate,
+        __tc_registration__=flatten.Registration(layout),
     )
     _install_dunders(cls, repr=repr, eq=eq)
+    _mark_abstract(cls)
     setattr(cls, LAYOUT, layout)
     flatten.register(layout, ns)
     return cls
@@ -306,6 +348,8 @@ class TreeClass:
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
+        if _rebuilt_by_cloudpickle():
+            return  # its attributes follow; `__tc_registration__` registers it
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:

@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from treeclass._core import checks
 from treeclass._core.codegen import field_annotations, finish, static_check_line
-from treeclass._core.layout import Layout, layout_of
+from treeclass._core.layout import INIT, Layout, layout_of
 
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
@@ -144,19 +144,36 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
     """The class's `__init__`: the generated one from `ns`, or the hand-written one
     wrapped so that defaults, converters, checks and the flatten cache follow it."""
     if layout.user_init is not None:
-        return _wrap_user_init(layout.user_init, ns["_tc_finalize"])
+        return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
     init.__annotations__ = {**field_annotations(_parameters(layout)), "return": None}
     return cast("Callable[..., None]", init)
 
 
-def _wrap_user_init(user_init: Callable[..., None], finalize: Callable[[Any], None]) -> Callable[..., None]:
-    # A hand-written __init__ sets fields in any order; the defaults, converters,
-    # __post_init__, checks and the flatten cache come after it, once it is done.
+def _wrap_user_init(
+    layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
+) -> Callable[..., None]:
+    """The hand-written `__init__`, run with the instance open to `self.w = ...` (the
+    `INIT` mark in its `__dict__`, which `decorator._setattr` reads: one instance, so
+    other instances built meanwhile, of this class or another, in this thread or
+    another, stay frozen), then frozen, then finalized: defaults, converters,
+    `__post_init__`, checks and the flatten cache."""
+    cls, names = layout.cls, frozenset(layout.names)
+
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        user_init(self, *args, **kwargs)
+        d = self.__dict__
+        if INIT in d:  # super().__init__(...) inside a subclass's own __init__
+            user_init(self, *args, **kwargs)
+            return
+        if type(self) is not cls:
+            _subclass_check(self)
+        d[INIT] = names
+        try:
+            user_init(self, *args, **kwargs)
+        finally:
+            del d[INIT]
         finalize(self)
 
     return __init__

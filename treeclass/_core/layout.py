@@ -93,7 +93,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
         converters={f.name: f.metadata[CONVERTER] for f in fields if CONVERTER in f.metadata},
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
-        check_inits=(),
+        check_inits=tuple(vars(k)["__check_init__"] for k in reversed(cls.__mro__) if "__check_init__" in vars(k)),
         options=options,
     )
 

@@ -11,10 +11,15 @@ import collections
 import contextlib
 import dataclasses
 import inspect
+import re
 import sys
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Final
+
+import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 
 from treeclass._core import checks
 from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, static
@@ -132,23 +137,65 @@ def _mark_static_annotations(cls: type) -> None:
             setattr(cls, name, static(default=value))
 
 
-def _check_static_defaults(cls: type) -> None:
-    # Before dataclasses sees the class: it would reject an unhashable default with
-    # "mutable default ... use default_factory", the wrong fix for a static field.
-    for name in inspect.get_annotations(cls):
-        value = cls.__dict__.get(name)
-        if (
-            isinstance(value, dataclasses.Field)
-            and value.metadata.get(STATIC, False)
-            and value.default is not dataclasses.MISSING
-        ):
-            checks.check_static(cls, name, value.default)
+_MSG_MUTABLE_DEFAULT: Final = """\
+{cls}.{name} has a mutable default ({value}): one object would be shared by every
+instance, and a change to it would show in all of them. Give the field a factory
+that makes a new one per instance:
+
+    {name}: ... = tc.field(default_factory=lambda: ...)
+
+(A jax.Array default is fine as it is: JAX arrays are immutable.)"""
+
+_CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 
+class _Shared:
+    """Stands for a `jax.Array` default while `dataclasses` looks at the class: it
+    refuses any unhashable default as mutable, but a JAX array is immutable, so one
+    default array is shared safely, as a float default is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-def prepare(cls: type) -> None:
+def _check_defaults(cls: type) -> Callable[[], None]:
+    """Checks the defaults of the fields `cls` declares, before dataclasses sees them:
+    static ones as static values (dataclasses' "use default_factory" is the wrong fix
+    for those), mutable dynamic ones refused naming the field, and `jax.Array` ones
+    accepted. Returns what puts the arrays back once dataclasses is done."""
+    for name, annotation in inspect.get_annotations(cls).items():
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        field = value if isinstance(value, dataclasses.Field) else None
+        default = field.default if field is not None else value
+        if default is dataclasses.MISSING or typing.get_origin(annotation) is typing.ClassVar:
+            continue
+        if annotation is typing.ClassVar or (isinstance(annotation, str) and _CLASSVAR.match(annotation)):
+            continue
+        if field is not None and field.metadata.get(STATIC, False):
+            checks.check_static(cls, name, default)
+        elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
+            if field is None:
+                setattr(cls, name, _Shared(default))
+            else:
+                field.default = _Shared(default)
+        elif type(default).__hash__ is None:
+            value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix("builtins.")
+            raise ValueError(_MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}"))
+
+    def restore() -> None:
+        for f in vars(cls).get("__dataclass_fields__", {}).values():
+            if isinstance(f.default, _Shared):
+                f.default = f.default.value
+                setattr(cls, f.name, f.default)
+
+    return restore
+
+
+def prepare(cls: type) -> Callable[[], None]:
     """Rewrites the class body of `cls` for `dataclasses.dataclass`: `Static[T]`
-    fields become `tc.static()` fields, and static defaults are checked."""
+    fields become `tc.static()` fields, and defaults are checked. Returns what to call
+    once dataclasses is done, to put `jax.Array` defaults in place."""
     _mark_static_annotations(cls)
-    _check_static_defaults(cls)
+    return _check_defaults(cls)
