@@ -166,7 +166,7 @@ def _mark_abstract(cls: type) -> None:
     names = {name for k in cls.__mro__ for name in vars(k)}
     abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
     if abstract:
-        cls.__abstractmethods__ = frozenset(abstract)  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]
+        _install(cls, __abstractmethods__=frozenset(abstract))
 
 
 def _rebuilt_by_cloudpickle() -> bool:
@@ -217,7 +217,7 @@ def treeclass(cls: type[_T], /) -> type[_T]: ...
 @overload
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
-    *, kw_only: bool = False, repr: bool = True, eq: bool = True
+    *, kw_only: bool = False, repr: bool = True, eq: bool = True, frozen: bool = True
 ) -> Callable[[type[_T]], type[_T]]: ...
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
@@ -227,6 +227,7 @@ def treeclass(
     kw_only: bool = False,
     repr: bool = True,  # noqa: A002
     eq: bool = True,
+    frozen: bool = True,  # read by type checkers (dataclass_transform), not at runtime
 ) -> type[_T] | Callable[[type[_T]], type[_T]]:
     """Makes `cls` a frozen dataclass and a JAX pytree, and returns it.
 
@@ -239,6 +240,11 @@ def treeclass(
     - `kw_only`: make every field keyword-only in `__init__`.
     - `repr`: install the array-summarising `__repr__`.
     - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values).
+    - `frozen`: for type checkers only: `False` tells pyright and mypy that the class's
+      hand-written `__init__` assigns its fields (`self.w = ...`), which they flag in a
+      frozen class. They then flag no assignment to its fields elsewhere either, and
+      want every class of the hierarchy to say the same; at runtime instances are
+      frozen whatever it says (assigning outside `__init__` raises).
 
     As with `dataclasses`, a `__repr__`, `__eq__` or `__hash__` that the class body
     defines itself is kept: treeclass installs its own only where the body has none
@@ -294,8 +300,9 @@ def treeclass(
 
 
 # frozen_default=True: checkers flag `obj.x = ...` as at runtime. (equinox leaves it
-# off because its modules assign fields in __init__; here a hand-written __init__
-# assigns with object.__setattr__, as for any frozen dataclass.)
+# off because its modules assign fields in __init__; checkers cannot tell __init__
+# from other methods, so here a class that assigns in __init__ and is type-checked
+# says `frozen=False`, for the checkers only.)
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 class TreeClass:
     """A base class that makes every subclass a treeclass, as `@tc.treeclass` does.
@@ -311,6 +318,11 @@ class TreeClass:
     - `kw_only`: make every field keyword-only in `__init__`.
     - `repr`: install the array-summarising `__repr__` (unless the body defines one).
     - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (unless the body defines them).
+    - `frozen`: for type checkers only: `False` tells pyright and mypy that the class's
+      hand-written `__init__` assigns its fields (`self.w = ...`), which they flag in a
+      frozen class. They then flag no assignment to its fields elsewhere either, and
+      want every class of the hierarchy to say the same; at runtime instances are
+      frozen whatever it says (assigning outside `__init__` raises).
 
     **Returns**
 
@@ -345,6 +357,7 @@ class TreeClass:
         kw_only: bool = False,
         repr: bool = True,  # noqa: A002 - the decorator's option, by its name
         eq: bool = True,
+        frozen: bool = True,  # read by type checkers (dataclass_transform), not at runtime
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)

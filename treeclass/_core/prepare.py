@@ -54,7 +54,7 @@ def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
     globals (the function whose body holds the class statement, and the functions
     around it while they run), innermost first; the module's globals last."""
     frames: list[types.FrameType] = []
-    frame = sys._getframe(1)  # where the class statement runs, or above it
+    frame: types.FrameType | None = sys._getframe(1)  # where the class statement runs, or above it
     while frame is not None:
         if not str(frame.f_globals.get("__name__", "")).startswith("treeclass._core"):
             frames.append(frame)
@@ -160,6 +160,12 @@ class _Shared:
         self.value = value
 
 
+def _is_classvar(annotation: object) -> bool:
+    if isinstance(annotation, str):
+        return bool(_CLASSVAR.match(annotation))
+    return annotation is typing.ClassVar or typing.get_origin(annotation) is typing.ClassVar
+
+
 def _check_defaults(cls: type) -> Callable[[], None]:
     """Checks the defaults of the fields `cls` declares, before dataclasses sees them:
     static ones as static values (dataclasses' "use default_factory" is the wrong fix
@@ -169,9 +175,7 @@ def _check_defaults(cls: type) -> Callable[[], None]:
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None
         default = field.default if field is not None else value
-        if default is dataclasses.MISSING or typing.get_origin(annotation) is typing.ClassVar:
-            continue
-        if annotation is typing.ClassVar or (isinstance(annotation, str) and _CLASSVAR.match(annotation)):
+        if default is dataclasses.MISSING or _is_classvar(annotation):
             continue
         if field is not None and field.metadata.get(STATIC, False):
             checks.check_static(cls, name, default)
