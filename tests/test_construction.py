@@ -505,3 +505,24 @@ def test_a_mutable_default_is_refused_naming_the_field_and_default_factory(form:
     with pytest.raises(ValueError, match=rf"Bad\.w has a mutable default \({kind}\)") as info:
         exec(source, {"tc": tc, "np": np, "Any": Any})
     assert "tc.field(default_factory=lambda: ...)" in str(info.value)
+
+
+def test_an_initvar_the_hand_written_init_assigns_goes_to_post_init(form: Form):
+    @form.decorate
+    class Shifted(*form.bases):
+        x: float
+        shift: dataclasses.InitVar[float] = 1.0
+
+        def __init__(self, x: float, shift: float = 3.0):
+            self.x = x
+            self.shift = shift
+
+        def __post_init__(self, shift: float):
+            object.__setattr__(self, "x", self.x + shift)
+
+    s = Shifted(1.0)
+    assert s.x == 4.0
+    assert "shift" not in s.__dict__
+    assert Shifted(1.0, 10.0).x == 11.0
+    assert s.replace(x=0.0).x == 1.0  # replace: the InitVar's default
+    assert s.replace(x=0.0, shift=5.0).x == 5.0

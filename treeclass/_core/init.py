@@ -82,6 +82,9 @@ def finalize_source(layout: Layout) -> str:
             lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_factory_{f.name}()")
         if f.name in layout.converters:
             lines.append(f"if {f.name!r} in _tc_d: _tc_d[{f.name!r}] = _tc_conv_{f.name}(_tc_d[{f.name!r}])")
+    # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__, not
+    # to a field; one it did not, with its default.
+    lines += [f"{f.name} = _tc_d.pop({f.name!r}, _tc_dflt_{f.name})" for f in layout.initvars]
     lines += finish(layout, "_tc_self", read_back=True, check_statics=True)
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
@@ -159,7 +162,7 @@ def _wrap_user_init(
     other instances built meanwhile, of this class or another, in this thread or
     another, stay frozen), then frozen, then finalized: defaults, converters,
     `__post_init__`, checks and the flatten cache."""
-    cls, names = layout.cls, frozenset(layout.names)
+    cls, names = layout.cls, frozenset((*layout.names, *(f.name for f in layout.initvars)))
 
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
