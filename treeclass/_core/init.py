@@ -1,7 +1,10 @@
-"""The generated `__init__`: the user-facing construction path.
+"""The generated `__init__`: the user-facing construction path; or, for a class that
+writes its own `__init__`, the wrapper around it (`self.w = ...` allowed while it runs)
+and `_tc_finalize`, run when it returns.
 
-It is the only place (with `replace`) where converters, `__post_init__` and the static
-checks run. JAX never calls it: unflatten (`flatten.py`) fills the instance directly.
+It is the only place (with `replace`) where converters, `__post_init__`, the static
+checks and `__check_init__` run. JAX never calls it: unflatten (`flatten.py`) fills
+the instance directly.
 
 For a class
 
