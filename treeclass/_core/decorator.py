@@ -315,14 +315,7 @@ class TreeClass:
 
     **Arguments** (class keywords)
 
-    - `kw_only`: make every field keyword-only in `__init__`.
-    - `repr`: install the array-summarising `__repr__` (unless the body defines one).
-    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (unless the body defines them).
-    - `frozen`: for type checkers only: `False` tells pyright and mypy that the class's
-      hand-written `__init__` assigns its fields (`self.w = ...`), which they flag in a
-      frozen class. They then flag no assignment to its fields elsewhere either, and
-      want every class of the hierarchy to say the same; at runtime instances are
-      frozen whatever it says (assigning outside `__init__` raises).
+    `kw_only`, `repr`, `eq` and `frozen`, as `tc.treeclass` takes them.
 
     **Returns**
 
