@@ -526,3 +526,13 @@ def test_an_initvar_the_hand_written_init_assigns_goes_to_post_init(form: Form):
     assert Shifted(1.0, 10.0).x == 11.0
     assert s.replace(x=0.0).x == 1.0  # replace: the InitVar's default
     assert s.replace(x=0.0, shift=5.0).x == 5.0
+
+
+def test_the_frozen_error_says_where_assignment_works(form: Form):
+    @form.decorate
+    class Point(*form.bases):
+        x: float
+
+    with pytest.raises(dataclasses.FrozenInstanceError) as info:
+        Point(1.0).x = 2.0
+    assert "self.x = ...` works only inside the class's own\n__init__" in str(info.value)

@@ -76,7 +76,8 @@ Build a changed copy instead, and keep it:
     self.replace({name}=...)
 
 Inside a method, return the copy: a change made in place inside jax.jit would be lost
-when the function returns."""
+when the function returns. (`self.{name} = ...` works only inside the class's own
+__init__, while it builds the instance.)"""
 
 MSG_NOT_SET: Final = """\
 {cls}.{name} was not initialized.
