@@ -536,3 +536,38 @@ def test_the_frozen_error_says_where_assignment_works(form: Form):
     with pytest.raises(dataclasses.FrozenInstanceError) as info:
         Point(1.0).x = 2.0
     assert "self.x = ...` works only inside the class's own\n__init__" in str(info.value)
+
+
+def test_super_init_into_a_generated_init_runs_the_hooks_once_when_the_subclass_is_built(form: Form):
+    # equinox's style: a subclass's own __init__ calls the parent's (generated) one.
+    log: list[str] = []
+
+    @form.decorate
+    class Base(*form.bases):
+        w: jax.Array = tc.field(converter=jnp.asarray)
+
+        def __post_init__(self):
+            log.append("base")
+
+        def __check_init__(self):
+            log.append("check base")
+
+    @form.decorate
+    class Child(Base):
+        b: jax.Array
+
+        def __init__(self, size: int):
+            super().__init__([1.0] * size)  # stores w (converted), runs no hook yet
+            self.b = jnp.zeros(size)
+
+        def __post_init__(self):
+            super().__post_init__()
+            log.append(f"child {self.b.shape}")  # b is set: the hook runs after __init__
+
+    child = Child(2)
+    assert log == ["base", "child (2,)", "check base"]
+    assert isinstance(child.w, jax.Array)
+    assert jax.tree.leaves(child)[1].shape == (2,)
+    log.clear()
+    Base([1.0])  # the parent's own instances: hooks as before
+    assert log == ["base", "check base"]

@@ -16,11 +16,12 @@ For a class
 it generates (see `inspect.getsource(Neuron.__init__)`):
 
     def __init__(_tc_self, v, tau=_tc_dflt_tau):
-        if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)
+        _tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)
         if _tc_type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
         _tc_d = _tc_self.__dict__
         _tc_d['v'] = v
         _tc_d['tau'] = tau
+        if _tc_nested: return
         _tc_d['__tc_flat__'] = ((v, ), (tau, ))
 
 A class with `__post_init__` calls it after the stores, reads the fields back (the hook
@@ -52,12 +53,16 @@ from treeclass._core.layout import INIT, Layout, layout_of
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
 
-def _subclass_check(self: object) -> None:
+def _subclass_check(self: object) -> bool:
+    """For an instance of a subclass: refuses an undecorated one; True while its own
+    hand-written `__init__` runs (`super().__init__(...)` into a generated one, which
+    then only stores the fields: the subclass's finalize runs the hooks, once)."""
     cls = type(self)
     if layout_of(cls) is None:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
         msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
         raise TypeError(msg)
+    return INIT in self.__dict__
 
 
 def _not_set(layout: Layout, name: str) -> None:
@@ -116,7 +121,7 @@ def _param_list(params: list[dataclasses.Field[Any]]) -> str:
 
 def init_source(layout: Layout) -> str:
     """The generated `__init__`."""
-    body = ["if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
+    body = ["_tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
     body += [f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()" for f in layout.initvars
              if f.default_factory is not dataclasses.MISSING]
@@ -142,6 +147,7 @@ def init_source(layout: Layout) -> str:
         assigned.append(f.name)
     body.append("_tc_d = _tc_self.__dict__")
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
+    body.append("if _tc_nested: return")
     body += finish(layout, "_tc_self", read_back=False, check_statics=False)
     return f"def __init__({_param_list(_parameters(layout))}):\n" + "".join(f"    {line}\n" for line in body)
 
