@@ -258,7 +258,11 @@ def treeclass(
 
     `TypeError` for a static default that is an array or unhashable, a field named
     `replace`, a class body that defines `replace`, `tree_flatten` or `tree_unflatten`,
-    and the usual dataclass errors (a required field after a defaulted one, ...).
+    an annotation that cannot be resolved (under `from __future__ import annotations`)
+    and does not say whether the field is static, and the usual dataclass errors (a
+    required field after a defaulted one, ...); `ValueError` for a mutable default of a
+    dynamic field (a `jax.Array` default is fine). Instantiating a class with
+    unimplemented `abc.abstractmethod`s raises `TypeError` naming them.
 
     **Example**
 
