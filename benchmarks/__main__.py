@@ -40,6 +40,7 @@ SECTIONS: dict[str, str] = {
     "whole_models": "benchmarks.whole_models",
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
     "migrate": "benchmarks.migrate",  # treeclass.migrate's speed (needs libcst)
+    "fuzz": "benchmarks.fuzz_checkpoints",  # treeclass.load() of damaged files: counts
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

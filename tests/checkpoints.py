@@ -5,7 +5,8 @@ import io
 import json
 import pathlib
 import zipfile
-from typing import Any
+import zlib
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -87,20 +88,36 @@ def damaged(path: pathlib.Path, message: str = "") -> None:
     )
 
 
-def rewrite(path: pathlib.Path, replace: dict[str, Any]) -> None:
+def rewrite(path: pathlib.Path, replace: dict[str, Any], *, crc: bool = True) -> None:
     """Rewrites the checkpoint at `path` with some members replaced (numpy arrays, or
-    a manifest dict), the way an attacker or a bug would."""
+    a manifest dict), the way an attacker or a bug would; with `crc`, the manifest's
+    CRC-32 of each rewritten array too, so that load() reads the member's header."""
     with zipfile.ZipFile(path) as zf:
         members = {name: zf.read(name) for name in zf.namelist()}
     for name, value in replace.items():
-        buf = io.BytesIO()
         if isinstance(value, dict):
             value = np.asarray(json.dumps(value))
-        np.lib.format.write_array(buf, value, allow_pickle=True)
-        members[name + ".npy"] = buf.getvalue()
+        members[name + ".npy"] = npy_bytes(value)
+
+    def fix(entry: Any) -> None:
+        if isinstance(entry, dict) and entry.get("leaf") in replace:
+            entry["crc32"] = zlib.crc32(members[entry["leaf"] + ".npy"])
+        for child in entry.get("children", {}).values() if isinstance(entry, dict) else ():
+            fix(child)
+
+    if crc and "__treeclass__" not in replace:
+        manifest = json.loads(str(np.load(io.BytesIO(members["__treeclass__.npy"]))))
+        fix(manifest["tree"])
+        members["__treeclass__.npy"] = npy_bytes(np.asarray(json.dumps(manifest)))
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in members.items():
             zf.writestr(name, data)
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array, allow_pickle=True)
+    return buf.getvalue()
 
 
 def manifest_of(path: pathlib.Path) -> dict[str, Any]:
@@ -121,3 +138,23 @@ def keyed(seed: int = 0, impl: str | None = None, n: int | None = None) -> Keyed
 
 def same_keys(a: jax.Array, b: jax.Array) -> bool:
     return a.dtype == b.dtype and same_bits(jax.random.key_data(a), jax.random.key_data(b))
+
+
+class Options(NamedTuple):
+    """A static whose repr follows string hashing (PYTHONHASHSEED): a frozenset of str
+    inside a NamedTuple, and frozensets in nested tuples."""
+
+    names: frozenset[str]
+    groups: tuple[tuple[str, frozenset[str]], ...]
+
+
+@tc.treeclass
+class Tuned:
+    w: jax.Array
+    options: tc.Static[Options]
+
+
+def tuned() -> Tuned:
+    names = frozenset({"relu", "gelu", "tanh", "silu", "elu", "selu", "mish", "swish"})
+    groups = (("a", frozenset({"x", "y", "z", "w", "v"})), ("b", frozenset()))
+    return Tuned(jnp.arange(3.0), Options(names, groups))

@@ -89,7 +89,7 @@ def test_a_weight_decay_step_leaves_the_statistics_as_the_forward_pass_made_them
     # What the rule before issue #21 did: the statistics were floating-point leaves, so
     # adamw held them as parameters and, with a zero gradient, decayed each by
     # learning_rate * weight_decay = 1e-4 of its value, every step.
-    old_rule = tc.partition(model, tc.is_inexact_array)[0]
+    old_rule = tc.partition(model, filter=tc.is_inexact_array, only_trainable=False)[0]
     decay, _ = cnn.OPTIMIZER.update(jax.tree.map(jnp.zeros_like, old_rule), cnn.OPTIMIZER.init(old_rule), old_rule)
     for name in STATS:
         ours, theirs = getattr(stepped, name).stats, getattr(forward, name).stats
@@ -107,7 +107,7 @@ def test_a_weight_decay_step_leaves_the_statistics_as_the_forward_pass_made_them
 
 def test_an_update_at_a_statistic_is_refused(cnn: ModuleType, quick_run: dict[str, Any]) -> None:
     model = quick_run["model"]
-    params = tc.partition(model, tc.is_inexact_array)[0]  # statistics included
+    params = tc.partition(model, filter=tc.is_inexact_array, only_trainable=False)[0]  # statistics included
     updates = jax.tree.map(jnp.zeros_like, params)
     with pytest.raises(ValueError, match=r"CNN\.norm1\.stats\.mean: an update for a leaf that is not trainable"):
         tc.apply_updates(model, updates)

@@ -226,6 +226,43 @@ def test_one_compile_for_the_jitted_step() -> None:
     assert len(traces) == 1
 
 
+def test_apply_updates_keeps_weak_types_so_an_adam_step_compiles_once() -> None:
+    # Issue #27, defect 7: a weakly typed f32 parameter (a Python float, or an array made
+    # from one) plus adam's strong f32 update became strong, and the step compiled again.
+    class Scale(tc.TreeClass):
+        w: jax.Array
+        rate: float
+
+    opt = optax.adam(0.1)
+    traces = []
+
+    @jax.jit
+    def step(m: Scale, state: Any) -> tuple[Scale, Any]:
+        traces.append(1)
+        grads = tc.grad(lambda m: (m.w * m.rate - 3.0) ** 2)(m)
+        with jax.numpy_dtype_promotion("standard"):  # optax under the suite's strict promotion
+            updates, state = opt.update(grads, state, tc.partition(m)[0])
+        return tc.apply_updates(m, updates), state
+
+    m = Scale(jnp.asarray(1.0), 0.5)
+    assert m.w.weak_type
+    # optax's moments initialised from weak parameters turn strong after one update
+    # (optax's doing): built strong, so that only the model could make it compile again.
+    state = opt.init(jax.tree.map(lambda x: jnp.array(x, jnp.float32), tc.partition(m)[0]))
+    for _ in range(3):
+        m, state = step(m, state)
+    assert len(traces) == 1
+    assert m.w.weak_type
+    assert m.w.dtype == jnp.float32
+    assert m.rate.weak_type  # type: ignore[attr-defined]  # a weak scalar array, as JAX traces a float
+    # Eagerly too, and for weak arrays with a shape (a vmapped Python float).
+    weak = jnp.broadcast_to(jnp.asarray(1.0), (2, 3))
+    new = tc.apply_updates(weak, jnp.ones((2, 3)))
+    assert new.weak_type
+    assert new.tolist() == [[2.0] * 3] * 2
+    assert not tc.apply_updates(jnp.ones(2), jnp.ones(2)).weak_type  # strong stays strong
+
+
 # ---------------------------------------------------------------------------------------
 # Over generated classes: statics, nested classes, None fields, ints, bools, Python numbers.
 
@@ -245,6 +282,10 @@ def test_grad_over_generated_classes(inst: Instance) -> None:
         return
     grads = tc.grad(total)(inst.obj)
     assert jax.tree.structure(grads) == jax.tree.structure(params)
+    # With a filter too: the gradient has the structure optax's state is built on.
+    if any(tc.is_inexact_array(x) for x in trainable):
+        narrowed = tc.grad(total, filter=tc.is_inexact_array)(inst.obj)
+        assert jax.tree.structure(narrowed) == jax.tree.structure(tc.partition(inst.obj, filter=tc.is_inexact_array)[0])
     for g, x in zip(jax.tree.leaves(grads), trainable, strict=True):
         # d/dx sum(|x|^2) = 2x (JAX's convention for complex: the conjugate, 2 conj(x)).
         expected = 2 * (jnp.conj(x) if jnp.iscomplexobj(x) else x)

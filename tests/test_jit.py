@@ -4,11 +4,13 @@ import collections
 import dataclasses
 import functools
 import gc
+import types
 import weakref
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import treeclass as tc
@@ -179,6 +181,30 @@ def test_jit_of_plain_bound_method_traces_self_and_shares_cache():
     assert float(fb(1.0)) == 3.0
     assert fa.__func__ is fb.__func__  # one compiled function for the method
     assert fa.trace_log.count == 1
+
+
+def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
+    # Regression (issue 27, defect 6): a module-level weak-key cache whose values held
+    # the key kept every function and its executable alive; jax.jit keeps none.
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+    lin = Lin(jnp.ones(2))
+    functions, compiled = [], []
+    for k in range(30):
+
+        def apply(self, x, k=k):
+            return self.w * x + k
+
+        method = tc.jit(types.MethodType(apply, lin))
+        assert method(1.0).tolist() == [1.0 + k] * 2
+        assert tc.jit(types.MethodType(apply, Lin(jnp.zeros(2)))).__func__ is method.__func__  # still shared
+        functions.append(weakref.ref(apply))
+        compiled.append(weakref.ref(method.__func__))
+    del apply, method
+    gc.collect()
+    assert [r() for r in functions + compiled] == [None] * 60
 
 
 def test_mutation_in_jitted_method_raises_with_fix():
@@ -462,3 +488,61 @@ def test_a_static_int_field_compiles_per_value_instead() -> None:
     assert Fixed(jnp.ones(1), 3).scan().tolist() == [8.0]
     assert Fixed(jnp.ones(1), 2).scan().tolist() == [4.0]
     assert Fixed.scan.trace_log.count == 2
+
+
+def test_concrete_int_error_runs_the_body_once_per_trace() -> None:
+    # Regression (issue 27): the field was found by tracing the body again, 1 + N times
+    # with jax.eval_shape, so its Python side effects ran again on the error path.
+    runs = []
+
+    class Sized(tc.TreeClass):
+        w: jax.Array
+        n: int
+        m: int = 2
+
+        @tc.jit
+        def grow(self) -> jax.Array:
+            runs.append(1)
+            return jnp.zeros(self.n) + self.w
+
+    for attempt in (1, 2):  # a failed trace is not cached: each call traces once
+        with pytest.raises(TypeError, match=r"^Sized\.n \(3\) is a dynamic field holding a Python int"):
+            Sized(jnp.ones(3), 3).grow()
+        assert len(runs) == attempt
+
+
+def test_an_untraceable_field_is_named_without_running_the_body() -> None:
+    runs = []
+
+    @tc.jit
+    def f(cfg: Config) -> int:
+        runs.append(1)
+        return 0
+
+    with pytest.raises(TypeError, match=r"^Config\.name is a dynamic field holding a str"):
+        f(Config("x"))
+    assert runs == []
+
+
+def test_a_numpy_string_array_in_a_dynamic_field_is_named() -> None:
+    # Regression: is_traceable took every numpy array for traceable (JAX rejects
+    # strings), so the error stayed JAX's pathless one.
+    @tc.jit
+    def f(cfg: Config) -> int:
+        return 0
+
+    with pytest.raises(TypeError, match=r"^Config\.name is a dynamic field holding a"):
+        f(Config(np.array(["a", "b"])))  # pyright: ignore[reportArgumentType]
+
+
+def test_a_value_computed_from_int_fields_names_every_candidate() -> None:
+    # The frame that raised holds a value computed from the fields, none of the
+    # arguments' tracers: a ConcretizationTypeError names each int or bool field.
+    @tc.jit
+    def doubled(m: Looped) -> jax.Array:
+        return jax.lax.scan(lambda c, _: (c, None), m.w, None, length=m.n * 2)[0]
+
+    with pytest.raises(TypeError, match=r"^Looped\.n \(3\), Looped\.flag \(False\) are each a dynamic field") as info:
+        doubled(Looped(jnp.ones(3), 3))
+    assert "needed a value computed from one of them" in str(info.value)
+    assert isinstance(info.value.__cause__, jax.errors.ConcretizationTypeError)

@@ -12,6 +12,7 @@ import os
 import pathlib
 import pickle
 import zipfile
+import zlib
 from typing import Any, NamedTuple
 
 import jax
@@ -186,6 +187,46 @@ def test_load_into_eval_shape_template(path: pathlib.Path):
     assert int(restored.count) == 3
 
 
+@given(
+    st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, width=64),
+        st.complex_numbers(allow_nan=False),
+    )
+)
+@settings(max_examples=60)
+def test_load_into_eval_shape_template_never_wraps_or_overflows(
+    tmp_path_factory: Any, value: int | float | complex
+):
+    """A Python number loads into what jax.eval_shape makes of it (int32, float32,
+    complex64) exactly as JAX converts it, or is refused naming the field: never
+    wrapped around, never turned into inf."""
+
+    @tc.treeclass
+    class Opt:
+        x: Any
+
+    path = tmp_path_factory.mktemp("fit") / "o.npz"
+    tc.save(path, Opt(value))
+    template = jax.eval_shape(lambda: Opt(type(value)(1)))
+    dtype = template.x.dtype
+    with np.errstate(over="ignore"):
+        converted = np.asarray(value).astype(dtype)
+    parts = np.real([converted, value]), np.imag([converted, value])
+    fit = all(np.isfinite(c) or np.isinf(v) for c, v in parts)
+    if (converted == value) if dtype == jnp.int32 else fit:
+        restored = tc.load(path, template).x
+        assert restored.dtype == dtype
+        assert restored == jnp.asarray(value, dtype)
+        return
+    kind = type(value).__name__
+    shown = rf"the {kind} .* in the file does not fit {dtype}, the template's dtype\n"
+    with pytest.raises(
+        tc.CheckpointError, match=rf"^Opt\.x: {shown}\(it would (wrap around|become inf)\)"
+    ):
+        tc.load(path, template)
+
+
 def test_load_keeps_the_template_placement(path: pathlib.Path):
     device = jax.devices()[0]
     m = jax.device_put(model(), device)
@@ -227,6 +268,8 @@ def test_file_is_an_ordinary_npz(path: pathlib.Path):
     assert manifest["format"] == "treeclass.npz"
     assert manifest["version"] == 1
     pair = manifest["tree"]["children"]["extras"]["children"]["pair"]["children"]["0"]
+    with zipfile.ZipFile(path) as zf:  # the CRC-32 of the member's bytes, as stored
+        assert pair.pop("crc32") == zlib.crc32(zf.read("extras.pair.0.npy"))
     assert pair == {"leaf": "extras.pair.0", "dtype": "bfloat16", "shape": [2], "weak_type": False}
     assert manifest["tree"]["static"] == {"scale": 1.0}
 
@@ -544,10 +587,10 @@ def test_typed_keys_round_trip_in_files(path: pathlib.Path, impl: str | None, n:
 def test_typed_key_in_the_manifest(path: pathlib.Path):
     tc.save(path, keyed(1, "rbg"))
     entry = manifest_of(path)["tree"]["children"]["key"]
+    assert type(entry.pop("crc32")) is int
     assert entry == {
         "leaf": "key",
         "dtype": "key<rbg>",
-        "impl": "rbg",
         "shape": [],
         "weak_type": False,
     }
@@ -618,6 +661,7 @@ def test_typed_keys_round_trip_and_compare_by_data(
 ):
     """Any implementation and batch shape: the file gives the same keys back, and two
     instances are equal exactly when their key data are."""
+
     def make(seed: int) -> Keyed:
         key = jax.random.key(seed, impl=impl)
         return Keyed(jax.random.split(key, shape) if shape else key, jnp.arange(2.0))
@@ -669,8 +713,10 @@ def test_tampered_manifest_rejected(path: pathlib.Path):
     good = manifest_of(path)
     rewrite(path, {"__treeclass__": np.asarray("{not json")})
     damaged(path, r"__treeclass__\.npy is not valid JSON")
+    rewrite(path, {"__treeclass__": np.asarray("[" * 100_000 + "]" * 100_000)})
+    damaged(path, r"__treeclass__\.npy is not valid JSON \(RecursionError")
     rewrite(path, {"__treeclass__": np.zeros(3)})
-    damaged(path, r"__treeclass__\.npy is not a string")
+    damaged(path, r"__treeclass__\.npy is not a treeclass manifest")
     rewrite(path, {"__treeclass__": {**good, "format": "other"}})
     damaged(path, r"__treeclass__\.npy is not a treeclass manifest")
     rewrite(path, {"__treeclass__": {**good, "tree": None}})
@@ -679,10 +725,18 @@ def test_tampered_manifest_rejected(path: pathlib.Path):
     broken["tree"]["children"]["head"]["children"]["w"]["shape"] = "three"
     rewrite(path, {"__treeclass__": broken})
     damaged(path, r"its manifest is malformed at Model\.head\.w")
+    deep: Any = 1
+    for _ in range(900):  # JSON's parser takes it; a recursive display would not
+        deep = [deep]
+    for static in ({}, {"a": 1, "b": 2}, {"repr": 3}, {"frozenset": 3}, deep):  # shown
+        broken = json.loads(json.dumps(good))
+        broken["tree"]["static"]["scale"] = static
+        rewrite(path, {"__treeclass__": broken})
+        mismatch(path, model(), r"^Model\.scale: static value .* in the file, 1\.0 in the template")
     rewrite(path, {"__treeclass__": {**good, "version": 2}})
     with pytest.raises(
         tc.CheckpointError,
-        match=r"checkpoint format version 2; this treeclass reads version 1\. Upgrade treeclass",
+        match=r"checkpoint format version 2; this treeclass reads version 1\. Load it with the",
     ):
         tc.load(path, model())
 
@@ -729,12 +783,12 @@ def test_failed_save_keeps_the_old_file(path: pathlib.Path, monkeypatch: pytest.
     written: list[str] = []
     real = npz.write_member
 
-    def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
+    def fail_on_third(zf: zipfile.ZipFile, name: str, array: np.ndarray) -> int:
         if len(written) == 2:
             msg = "disk full"
             raise OSError(msg)
         written.append(name)
-        real(zf, name, array)
+        return real(zf, name, array)
 
     monkeypatch.setattr(npz, "write_member", fail_on_third)
     with pytest.raises(OSError, match="disk full"):

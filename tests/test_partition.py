@@ -101,14 +101,18 @@ def test_combine_first_non_none_wins() -> None:
     assert tc.combine((1, None, None), (2, 3, None), (4, 5, 6)) == (1, 3, 6)
 
 
-def test_custom_predicate_and_is_leaf() -> None:
+def test_filter_with_only_trainable_false_is_equinox_s_partition() -> None:
     m = model()
-    ints, _ = tc.partition(m, lambda x: isinstance(x, jax.Array) and x.dtype == jnp.int32)
+    ints, _ = tc.partition(m, filter=lambda x: isinstance(x, jax.Array) and x.dtype == jnp.int32, only_trainable=False)
     assert ints.step is m.step
     assert ints.w is None
-    # is_leaf: the whole tuple of layers as one leaf, selected as a unit.
-    layers, _ = tc.partition(m, lambda x: type(x) is tuple, is_leaf=lambda x: type(x) is tuple)
-    assert layers.layers is m.layers
+    # The default keeps the trainable leaves only: no int is one.
+    assert jax.tree.leaves(tc.partition(m, filter=lambda x: getattr(x, "dtype", None) == jnp.int32)[0]) == []
+    # A selector narrows it to the subtrees it reads, the int mask included.
+    layers, _ = tc.partition(m, lambda m: (m.layers, m.mask), only_trainable=False)
+    assert layers.layers == m.layers
+    assert layers.mask is m.mask
+    assert layers.w is None
 
 
 def test_partition_works_under_jit_and_as_scan_carry() -> None:
@@ -140,17 +144,25 @@ def test_combine_of_different_structures_is_jax_s_error() -> None:
     assert Path(tc.__file__).parent not in raised_in.parents  # JAX raised it
 
 
-@hypothesis.given(instances(), st.sampled_from([tc.is_inexact_array, lambda x: isinstance(x, int)]))
-def test_combine_of_partition_is_the_tree(inst: Instance, where: Any) -> None:
+@hypothesis.given(
+    instances(),
+    st.sampled_from([None, tc.is_inexact_array, lambda x: isinstance(x, int)]),
+    st.booleans(),
+)
+def test_combine_of_partition_is_the_tree(inst: Instance, filter_: Any, only_trainable: bool) -> None:
     # Over generated classes (statics, nested classes, None fields, Python scalars).
-    params, rest = tc.partition(inst.obj, where)
+    params, rest = tc.partition(inst.obj, filter=filter_, only_trainable=only_trainable)
     back = tc.combine(params, rest)
     assert jax.tree.structure(back) == jax.tree.structure(inst.obj)
     assert all(a is b for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(inst.obj), strict=True))
     # `None` counted as a leaf on both sides: the selected half holds exactly the
-    # leaves `where` picks, in place.
+    # leaves the rule picks (the trainable ones, unless only_trainable=False), in place.
     def with_none(t: Any) -> list[Any]:
         return jax.tree.leaves(t, is_leaf=lambda x: x is None)
 
-    expected = [x if x is not None and where(x) else None for x in with_none(inst.obj)]
+    trainable = with_none(tc.partition(inst.obj)[0])
+    expected = [
+        x if x is not None and (t is not None or not only_trainable) and (filter_ is None or filter_(x)) else None
+        for x, t in zip(with_none(inst.obj), trainable, strict=True)
+    ]
     assert all(a is b for a, b in zip(with_none(params), expected, strict=True))

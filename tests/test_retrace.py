@@ -1,9 +1,11 @@
 """Retraces are visible: what changed (old -> new), a guard and a warning."""
 
-from typing import NamedTuple
+import warnings
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
 
 import treeclass as tc
@@ -156,3 +158,73 @@ def test_two_arguments_of_one_class_are_named_by_parameter():
     f(Neuron(jnp.zeros(1)), Neuron(jnp.zeros(1)))
     with pytest.warns(tc.RetraceWarning, match=r"\n  b\.tau \(static\): 20\.0 -> 1\.0$"):
         f(Neuron(jnp.zeros(1)), Neuron(jnp.zeros(1), tau=1.0))
+
+
+# ---------------------------------------------------------------------------------------
+# Static values that print alike but compare unequal (issue 27, defect 9).
+
+
+class Trainer(tc.TreeClass):
+    w: jax.Array
+    opt: tc.Static[optax.GradientTransformation]
+
+    @tc.jit
+    def step(self) -> jax.Array:
+        return self.w * 2
+
+
+def _built(**fields: Any) -> tuple[Trainer, list[warnings.WarningMessage]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = Trainer(jnp.ones(2), **fields)
+    return made, caught
+
+
+def test_an_optax_optimizer_in_a_static_field_is_named_as_what_changed() -> None:
+    # Regression: a new optax.adam per instance (a NamedTuple of closures, compared by
+    # identity) recompiled each time while the reasons said "nothing ... changed".
+    for _ in range(3):
+        _built(opt=optax.adam(1e-3))[0].step()
+    assert Trainer.step.trace_log.count == 3
+    for reason in Trainer.step.trace_log.reasons:
+        assert "nothing" not in reason
+        assert "\n  Trainer.opt (static): GradientTransformationExtraArgs(" in reason
+        assert reason.endswith(
+            " (Trainer.opt.init is another function chain.<locals>.init_fn, compared by identity: create it once and reuse it)"
+        )
+
+
+def test_an_optax_optimizer_in_a_static_field_warns_once_naming_the_field_and_the_fix() -> None:
+    _, caught = _built(opt=optax.adam(1e-3))
+    assert [w.category for w in caught] == [tc.RecompileWarning]  # one warning, not one per closure
+    first, *rest = str(caught[0].message).splitlines()
+    assert first.startswith("Trainer.opt is a static field holding the function chain.<locals>.init_fn (Trainer.opt.init)")
+    assert "    Trainer(..., opt=OPT)" in rest
+    shared = optax.adam(1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = [Trainer(jnp.ones(2), shared) for _ in range(3)]
+    assert len({jax.tree.structure(m) for m in models}) == 1  # the fix: one treedef
+
+
+def test_a_nested_identity_value_in_a_static_argument_is_named_by_its_place() -> None:
+    @tc.jit(static_argnames="acts")
+    def apply(x: jax.Array, acts: tuple[Any, ...]) -> jax.Array:
+        return acts[1](x)
+
+    for _ in range(2):
+        apply(jnp.ones(2), acts=(jnp.tanh, lambda v: v))
+    (reason,) = apply.trace_log.reasons
+    assert "\n  acts[1]: <function " in reason  # the tuple's item that differs, by its place
+    lam = apply.__qualname__.replace("apply", "<lambda>")
+    assert f"acts[1] is another function {lam}, compared by identity: create it once and reuse it" in reason
+
+
+def test_static_values_that_compare_equal_do_not_retrace_or_explain() -> None:
+    @tc.jit(static_argnames="cfg", max_traces=1)
+    def f(x: jax.Array, cfg: tuple[Any, ...]) -> jax.Array:
+        return x
+
+    for _ in range(3):
+        f(jnp.ones(2), cfg=(1, "a", jnp.tanh))
+    assert f.trace_log.reasons == []

@@ -1,8 +1,8 @@
 """State dicts: `to_state_dict` / `from_state_dict` (treeclass/_checkpoint/state_dict.py).
 
 Leaves pass through as they are (typed PRNG keys included); every mismatch gets a
-`CheckpointError` naming the field path. Interop with orbax and flax.serialization runs
-where they are installed.
+`CheckpointError` naming the field path. Interop with orbax runs where it is installed
+(flax.serialization: tests/test_flax_serialization.py).
 """
 
 import collections
@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from checkpoints import Keyed, Model, assert_identical, keyed, model
 
@@ -99,6 +100,76 @@ def test_from_state_dict_python_scalar_fills_eval_shape_leaf():
     o = Opt(0.5, jnp.ones(2))
     restored = tc.from_state_dict(jax.eval_shape(lambda: o), tc.to_state_dict(o))
     assert restored.lr == 0.5
+
+
+SCALAR_KINDS: dict[str, list[Any]] = {
+    "bool": [True, np.bool_(False), jnp.asarray(True)],
+    "int": [3, np.int64(3), jnp.asarray(3, jnp.int32), np.asarray(3, np.uint8)],
+    "float": [0.25, np.float32(0.25), jnp.asarray(0.25), np.asarray(0.25, np.float16)],
+    "complex": [1j, np.complex64(1j), jnp.asarray(1j)],
+}
+OTHER_LEAVES = [
+    "abc",
+    jnp.arange(5.0),
+    np.zeros((1,)),
+    jnp.zeros((2, 2), jnp.int32),
+    b"x",
+    object(),
+]
+
+
+@pytest.mark.parametrize("kind", list(SCALAR_KINDS))
+@pytest.mark.parametrize("saved_kind", [*SCALAR_KINDS, "other"])
+def test_from_state_dict_checks_python_scalar_leaves(kind: str, saved_kind: str):
+    """A Python number in the template takes a number of its kind (a 0-d array of it
+    too, as stores give back); anything else names the field."""
+
+    @tc.treeclass
+    class Opt:
+        lr: Any
+        w: jax.Array
+
+    template = Opt(SCALAR_KINDS[kind][0], jnp.ones(2))
+    for saved in SCALAR_KINDS.get(saved_kind, OTHER_LEAVES):
+        state = {"lr": saved, "w": jnp.zeros(2)}
+        if saved_kind == kind:
+            assert tc.from_state_dict(template, state).lr is saved
+            continue
+        with pytest.raises(tc.CheckpointError, match=rf"^Opt\.lr: an? {kind} in the template, "):
+            tc.from_state_dict(template, state)
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype", "shown"),
+    [
+        (
+            2**31 + 5,
+            jnp.int32,
+            r"the int 2147483653 in the state dict does not fit int32, the template's dtype\n\(it would wrap around\)",
+        ),
+        (-(2**31) - 1, jnp.int32, r"the int -2147483649 .* does not fit int32"),
+        (2**70, jnp.int32, r"the int 1180591620717411303424 .* does not fit int32"),
+        (
+            1e300,
+            jnp.float32,
+            r"the float 1e\+300 in the state dict does not fit float32, the template's dtype\n\(it would become inf\)",
+        ),
+        (complex(0, -1e39), jnp.complex64, r"the complex -1e\+39j .* does not fit complex64"),
+    ],
+)
+def test_from_state_dict_refuses_numbers_that_do_not_fit(value: Any, dtype: Any, shown: str):
+    @tc.treeclass
+    class Opt:
+        x: Any
+
+    template = Opt(jax.ShapeDtypeStruct((), dtype))  # what jax.eval_shape makes of a number
+    with pytest.raises(tc.CheckpointError, match=rf"^Opt\.x: {shown}") as info:
+        tc.from_state_dict(template, {"x": value})
+    assert "not into jax.eval_shape(lambda: Model(...))" in str(info.value)
+    edge = {jnp.int32: 2**31 - 1, jnp.float32: 3.4e38, jnp.complex64: 1e38j}[dtype]
+    assert tc.from_state_dict(template, {"x": edge}).x == edge  # the largest that fit
+    if dtype == jnp.float32:  # inf was inf: nothing overflows
+        assert tc.from_state_dict(template, {"x": float("inf")}).x == float("inf")
 
 
 @pytest.mark.parametrize(
@@ -236,25 +307,3 @@ def test_orbax_round_trips_typed_keys_into_state_dicts(tmp_path: pathlib.Path):
     assert restored == k
     with pytest.raises(tc.CheckpointError, match=r"^Keyed\.key: dtype key<rbg> in the state dict"):
         tc.from_state_dict(keyed(0, n=2), raw)
-
-
-def test_flax_serialization_needs_registration():
-    serialization = pytest.importorskip("flax.serialization")
-
-    @tc.treeclass
-    class Layer:
-        w: jax.Array
-        act: str = tc.static("relu")
-
-    layer = Layer(jnp.arange(3.0))
-    # treeclass does not register with flax by itself: flax treats the instance as a leaf.
-    assert serialization.to_state_dict(layer) is layer
-    serialization.register_serialization_state(Layer, tc.to_state_dict, tc.from_state_dict)
-    state = serialization.to_state_dict({"model": layer})
-    assert state == {"model": {"w": layer.w}}
-    assert tc.tree_equal(
-        serialization.from_state_dict({"model": Layer(jnp.zeros(3))}, state), {"model": layer}
-    )
-    restored = serialization.from_bytes(Layer(jnp.zeros(3)), serialization.to_bytes(layer))
-    assert restored.act == "relu"
-    assert restored.w.tolist() == [0.0, 1.0, 2.0]

@@ -149,8 +149,8 @@ def test_nothing_to_differentiate_names_the_class() -> None:
     with pytest.raises(TypeError, match=r"(?s)^Counter has nothing to differentiate.*Counter\.n \(int, not floating-point\), Counter\.mask \(bool\[2\], not floating-point\)"):
         tc.grad(lambda c: jnp.sum(c.mask) * c.n)(Counter(3, jnp.ones(2, bool)))
     frozen = Net(bn(), jnp.ones(3), 0.5, jnp.array(0))
-    with pytest.raises(TypeError, match=r"^Net, narrowed by `where`, has nothing to differentiate"):
-        tc.value_and_grad(loss, where=lambda x: jnp.result_type(x) == jnp.bfloat16)(frozen)
+    with pytest.raises(TypeError, match=r"^Net, narrowed by `where`/`filter`, has nothing to differentiate"):
+        tc.value_and_grad(loss, filter=lambda x: jnp.result_type(x) == jnp.bfloat16)(frozen)
 
 
 def test_apply_updates_refuses_an_update_at_state_naming_the_path() -> None:
@@ -181,7 +181,7 @@ def test_an_optimizer_never_touches_state() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# where=: selectors and predicates.
+# where= (a selector) and filter= (a leaf predicate): one rule for partition and grad.
 
 
 def test_a_selector_freezes_everything_else() -> None:
@@ -197,26 +197,118 @@ def test_a_selector_freezes_everything_else() -> None:
     assert both.rate is not None
 
 
-def test_partition_with_a_selector_and_with_a_predicate() -> None:
+def test_partition_with_a_selector_a_filter_and_only_trainable_false() -> None:
     m = net()
     head, rest = tc.partition(m, lambda n: n.encoder)
     assert head.encoder.scale is m.encoder.scale
     assert head.encoder.stats.mean is None
     assert head.head is None
     assert tc.combine(head, rest) == m
-    # A predicate splits by itself alone, as in tc.partition's first form.
-    ints, _ = tc.partition(m, lambda x: jnp.issubdtype(jnp.result_type(x), jnp.integer))
+    # only_trainable=False: equinox's eqx.partition(tree, predicate), state included.
+    ints, _ = tc.partition(m, filter=lambda x: jnp.issubdtype(jnp.result_type(x), jnp.integer), only_trainable=False)
     assert ints.step is m.step
-    floats, _ = tc.partition(m, tc.is_inexact_array)
-    assert floats.encoder.stats.mean is m.encoder.stats.mean
+    assert ints.head is None
+    everything, nothing = tc.partition(m, only_trainable=False)
+    assert everything == m
+    assert jax.tree.leaves(nothing) == []
+    stats, _ = tc.partition(m, lambda n: n.encoder.stats, only_trainable=False)
+    assert stats.encoder.stats == m.encoder.stats
+    assert stats.encoder.scale is None
 
 
-def test_a_predicate_on_grad_narrows_the_trainable_leaves() -> None:
+def test_filter_never_selects_state() -> None:
+    # Issue #27, defect 1: the equinox recipe `tc.partition(net, tc.is_inexact_array)`
+    # selected BatchNorm statistics and the history, and adamw decayed them.
     m = net()
-    grads = tc.grad(loss, where=lambda x: getattr(x, "ndim", 0) == 1)(m)
+    floats, _ = tc.partition(m, filter=tc.is_inexact_array)
+    assert floats.encoder.stats.mean is None
+    assert floats.history == (None,)
+    assert floats.encoder.scale is m.encoder.scale
+    assert floats.rate is None  # a Python float is no array: the filter says no
+    assert tc.partition(m, filter=tc.is_inexact_array, only_trainable=False)[0].encoder.stats == m.encoder.stats
+
+
+def test_partition_and_grad_agree_so_optax_takes_both() -> None:
+    # Issue #27, defect 1: the optimizer's state built on one and the gradients of the
+    # other had different structures (a pytree-structure error), or state was decayed.
+    m = net()
+    optimizer = optax.adamw(0.1, weight_decay=0.5)
+    for where, filter_ in [(None, None), (None, tc.is_inexact_array), (lambda n: n.encoder, None)]:
+        params = tc.partition(m, where, filter=filter_)[0]
+        grads = tc.grad(loss, where=where, filter=filter_)(m)
+        assert jax.tree.structure(grads) == jax.tree.structure(params)
+        state = optimizer.init(params)
+        with jax.numpy_dtype_promotion("standard"):  # optax under the suite's strict promotion
+            updates, state = optimizer.update(grads, state, params)
+        new = tc.apply_updates(m, updates)
+        assert new.encoder.stats == m.encoder.stats
+        assert not jnp.array_equal(new.encoder.scale, m.encoder.scale)
+
+
+def test_a_filter_on_grad_narrows_the_trainable_leaves() -> None:
+    m = net()
+    grads = tc.grad(loss, filter=lambda x: getattr(x, "ndim", 0) == 1)(m)
     assert grads.rate is None  # a scalar: not selected
     assert grads.head is not None
-    assert grads.encoder.stats.mean is None  # never state, whatever the predicate says
+    assert grads.encoder.stats.mean is None  # never state, whatever the filter says
+    narrowed = tc.grad(loss, where=lambda n: n.encoder, filter=lambda x: x.ndim == 1)(m)
+    assert narrowed.head is None
+    assert narrowed.encoder.bias is not None
+
+
+_FILTER = r"(?s)^Net: `where` {did}, as a predicate on leaves does\..*pass a predicate on leaves as filter=:.*tc\.partition\(model, filter=tc\.is_inexact_array\)"
+
+
+@pytest.mark.parametrize(
+    ("where", "did"),
+    [
+        (tc.is_inexact_array, "returned False"),
+        (lambda x: hasattr(x, "shape"), "returned True"),
+        (lambda x: isinstance(x, jax.Array) and x.ndim == 2, "returned False"),
+        (lambda x: x.ndim == 2, r"reads \.ndim, which only leaves have"),
+        (lambda x: x.dtype == jnp.float32, r"reads \.dtype, which only leaves have"),
+        (lambda x: x.size > 1, r"reads \.size, which only leaves have"),
+        (lambda n: n.head.shape, r"reads \.shape, which only leaves have"),
+    ],
+)
+def test_a_predicate_passed_as_where_points_to_filter(where: Any, did: str) -> None:
+    # Issue #27, defect 1: a predicate was told from a selector by running it, and
+    # partition (which took non-trainable state) and grad (which did not) disagreed.
+    match = _FILTER.format(did=did)
+    with pytest.raises(TypeError, match=match):
+        tc.partition(net(), where)
+    with pytest.raises(TypeError, match=match):
+        tc.grad(loss, where=where)(net())
+    with pytest.raises(TypeError, match=match):
+        tc.value_and_grad(loss, where=where)(net())
+
+
+def test_a_field_named_dtype_is_no_leaf_attribute() -> None:
+    class Cast(tc.TreeClass):
+        w: jax.Array
+        dtype: jax.Array
+
+    c = Cast(jnp.ones(2), jnp.zeros(1))
+    assert tc.partition(c, lambda c: c.dtype)[0].w is None  # a selector of that field
+    with pytest.raises(TypeError, match=r"^Cast: `where` reads \.dtype, which only leaves have"):
+        tc.partition(c, lambda x: x.dtype == jnp.float32)
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        (lambda n: n.history[0:], r"^Net\.history: `where` did more than read it"),  # a slice: select entries as a tuple
+        (lambda n: n.head * 2, r"^Net\.head\b"),
+        (lambda n: n.encoder(), r"^Net\.encoder\b"),
+    ],
+)
+def test_a_where_that_slices_computes_or_calls_names_the_path(where: Any, match: str) -> None:
+    # Issue #27, defect 1: `where=lambda n: n.layers[1:]` fell back to "a predicate" and
+    # failed in the predicate with AttributeError: 'ArrayImpl' object has no attribute.
+    for call in (lambda: tc.grad(loss, where=where)(net()), lambda: tc.partition(net(), where)):
+        with pytest.raises(TypeError, match=match) as info:
+            call()
+        assert "filter=" in " ".join(getattr(info.value, "__notes__", []))
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,13 @@ PYRIGHT_ERRORS = {
     ("fail_base.py", "Config(0.1)", "reportCallIssue", "Expected 0 positional arguments"),
     ("fail_base.py", 'return layer.replace(act="tanh")', "reportReturnType",
      'Type "Linear" is not assignable to return type "Config"'),
+    # where= is typed by the tree (SPEC §10): a typo in a selector is flagged.
+    ("fail_where.py", "tc.partition(net, lambda n: n.haed)", "reportAttributeAccessIssue",
+     'Cannot access attribute "haed" for class "Net"'),
+    ("fail_where.py", "tc.grad(loss, where=lambda n: n.haed)", "reportAttributeAccessIssue",
+     'Cannot access attribute "haed" for class "Net"'),
+    ("fail_where.py", "where=lambda n: n.encodr", "reportAttributeAccessIssue",
+     'Cannot access attribute "encodr" for class "Net"'),
     # The known limitation: the runtime-added `replace` method is invisible.
     ("fail_replace_method.py", "n.replace(v=x)", "reportAttributeAccessIssue",
      'Cannot access attribute "replace" for class "Neuron"'),
@@ -155,6 +162,9 @@ MYPY_ERRORS = {
      'Incompatible return value type (got "Linear", expected "Config")'),
     ("fail_jit.py", 'tc.bind(c.inc)(by="one")', "arg-type",
      'Argument "by" to "__call__" of "BoundMethod" has incompatible type "str"'),
+    ("fail_where.py", "tc.partition(net, lambda n: n.haed)", "attr-defined", '"Net" has no attribute "haed"'),
+    ("fail_where.py", "tc.grad(loss, where=lambda n: n.haed)", "attr-defined", '"Net" has no attribute "haed"'),
+    ("fail_where.py", "where=lambda n: n.encodr", "attr-defined", '"Net" has no attribute "encodr"'),
     ("fail_replace_method.py", "n.replace(v=x)", "attr-defined",
      '"Neuron" has no attribute "replace"'),
     ("fail_init.py", "self.w = jnp.ones(size)", "misc", 'Property "w" defined in "Linear" is read-only'),

@@ -13,6 +13,8 @@ from treeclass._core.fields import field as field
 from treeclass._core.fields import static as static
 from treeclass._core.flatten import prefix as prefix
 from treeclass._core.replace import replace as replace
+from treeclass._core.stack import stack as stack
+from treeclass._core.stack import unstack as unstack
 from treeclass._core.tree import fields as fields
 from treeclass._core.tree import is_treeclass as is_treeclass
 from treeclass._core.tree import tree_equal as tree_equal
@@ -27,9 +29,9 @@ from treeclass._sharding.shardings import shardings as shardings
 from treeclass._train.grad import apply_updates as apply_updates
 from treeclass._train.grad import grad as grad
 from treeclass._train.grad import value_and_grad as value_and_grad
-from treeclass._train.partition import combine as combine
-from treeclass._train.partition import partition as partition
+from treeclass._train.select import combine as combine
 from treeclass._train.select import is_inexact_array as is_inexact_array
+from treeclass._train.select import partition as partition
 from treeclass._train.summary import summary as summary
 
 __version__ = "0.1.0.dev0"
@@ -60,10 +62,12 @@ __all__ = [
     "replace_at",
     "save",
     "shardings",
+    "stack",
     "static",
     "summary",
     "to_state_dict",
     "tree_equal",
     "treeclass",
+    "unstack",
     "value_and_grad",
 ]

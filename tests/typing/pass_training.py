@@ -61,3 +61,21 @@ head_grads, _ = tc.grad(loss, has_aux=True, where=lambda n: n.head)(net, x)
 reveal_type(head_grads)
 assert head_grads.w is None
 assert int(net.step) == 1
+
+# where= (a selector, typed by the tree) and filter= (a predicate on leaves).
+fresh = Net(jnp.ones((2, 3)), jnp.ones(3), Stats(jnp.zeros(3), jnp.ones(3)))
+matrices, _ = tc.partition(fresh, filter=lambda x: x.ndim == 2)
+assert_type(matrices, Net)
+assert matrices.head is None
+chosen, _ = tc.partition(fresh, lambda n: (n.w, n.stats), only_trainable=False)
+assert_type(chosen, Net)
+assert chosen.stats.mean is fresh.stats.mean
+
+
+def value_only(net: Net, x: jax.Array) -> jax.Array:
+    return loss(net, x)[0]
+
+
+w_grads = tc.grad(value_only, where=lambda n: n.w, filter=tc.is_inexact_array)(fresh, x)
+assert_type(w_grads, Net)
+assert w_grads.head is None

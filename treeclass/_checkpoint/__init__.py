@@ -1,1 +1,3 @@
-"""Checkpoints: state dicts (`tc.to_state_dict` / `tc.from_state_dict`), the `.npz` file format and its manifest (`tc.save` / `tc.load`)."""
+"""Checkpoints: state dicts (`tc.to_state_dict` / `tc.from_state_dict`), the `.npz` file format and its manifest (`tc.save` / `tc.load`), and treeclasses in flax.serialization."""
+
+from treeclass._checkpoint import flax_state as flax_state  # registers with flax, lazily

@@ -1,23 +1,18 @@
-"""The manifest of a checkpoint file, and how each leaf is stored.
-
-`save()` (`treeclass/_checkpoint/npz.py`) writes an ordinary `.npz`: a `.npy` member per array leaf, named by
-its state-dict key (`layers.0.w.npy`), and `__treeclass__.npy`, the JSON manifest that
-`manifest_entry` builds: the structure, each leaf's dtype, shape and weak type, and the
-static values. `load()` checks the template against the manifest (`FileSource`, through
-`_serialization.restore`) before it reads any array, then reads exactly the bytes the
-template expects. This module holds the manifest and the leaf encodings; `treeclass/_checkpoint/npz.py` the
-zip file, read without pickle and written atomically.
-"""
+"""A checkpoint's manifest, and how each leaf is stored. `save()` (npz.py) writes a
+`.npy` member per array leaf, named by its state-dict key (`layers.0.w.npy`), and
+`__treeclass__.npy`, the JSON manifest `manifest_entry` builds: the structure, each
+leaf's dtype, shape, weak type and CRC-32, and the static values. `load()` checks it
+against the template (`FileSource`) before it reads the bytes the template expects."""
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 import math
 import re
 import types
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NoReturn, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
@@ -39,23 +34,14 @@ from treeclass._core.layout import layout_of
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import PYTHON_SCALARS, KeyPath, path_str
 
-if TYPE_CHECKING:
-    from treeclass._checkpoint.npz import Reader
-
 MANIFEST: Final = "__treeclass__"
 FORMAT: Final = "treeclass.npz"
 VERSION: Final = 1
 
 _MSG_UNSTORABLE: Final = """\
-{where} holds {what}, which a checkpoint cannot store.
-
-Checkpoints hold arrays (jax.Array, numpy.ndarray) of numeric or bool dtype, typed PRNG
-keys, and Python bool, int, float and complex values. Make the field static if it is
-configuration:
-
-    {field}: tc.Static[{type}]
-
-or store it as an array (jnp.asarray(...)) if it is data."""
+{where} holds {what}, which a checkpoint cannot store. It holds arrays of numeric or
+bool dtype, typed PRNG keys and Python numbers: make the field static if it is
+configuration, `{field}: tc.Static[{type}]`, or an array (jnp.asarray(...)) if it is data."""
 
 _MSG_SPREAD: Final = """\
 {where} is a jax.Array spread over several processes (not fully addressable from this one).
@@ -66,14 +52,13 @@ sharded models with orbax, calling it from every process:
     with ocp.StandardCheckpointer() as checkpointer:  # leaving it waits for the write
         checkpointer.save(path, obj)
     # Restore onto the same shardings: a target of shapes, dtypes and shardings.
-    target = jax.tree.map(
-        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-        obj, tc.shardings(obj, mesh))
+    shardings = tc.shardings(obj, mesh)
+    target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), obj, shardings)
     with ocp.StandardCheckpointer() as checkpointer:
         obj = checkpointer.restore(path, target)"""
 
+# How a Python number is written; the manifest says `python float`.
 SCALAR_STORED: Final = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
-"""The dtype a Python scalar leaf is written as; the manifest says `python float`."""
 SCALAR_NAMES: Final = {f"python {t.__name__}": t for t in SCALAR_STORED}
 
 
@@ -88,34 +73,25 @@ def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
     return np.dtype(f"{dtype.kind}{dtype.itemsize}") if dtype.kind in "biufc" else None
 
 
-def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool]:
-    """`(dtype name, shape, weak_type)` of a leaf a checkpoint can hold (`python float`
-    for a Python float); `TypeError` naming the field for any other leaf."""
+Stored = tuple[np.dtype[Any], tuple[int, ...]]  # a member's dtype and shape
+
+
+def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool, Stored]:
+    """`(dtype name, shape, weak_type, stored)` of a leaf a checkpoint can hold (`python
+    float` for a Python float); `TypeError` naming the field for any other leaf."""
     if type(x) in PYTHON_SCALARS:
-        return f"python {type(x).__name__}", (), False
+        return f"python {type(x).__name__}", (), False, (np.dtype(SCALAR_STORED[type(x)]), ())
     if is_key(x):
-        return dtype_str(x.dtype), tuple(x.shape), False
-    if arraylike(x):
-        if stored_dtype(np.dtype(x.dtype)) is not None:
-            return dtype_str(x.dtype), tuple(x.shape), bool(getattr(x, "weak_type", False))
-        what = f"an array of dtype {np.dtype(x.dtype)}"
-    else:
-        what = f"a {type(x).__name__} ({short_repr(x)})"
+        data = jax.eval_shape(jax.random.key_data, x)
+        return dtype_str(x.dtype), tuple(x.shape), False, (np.dtype(data.dtype), data.shape)
+    stored = stored_dtype(np.dtype(x.dtype)) if arraylike(x) else None
+    if stored is not None:
+        weak = bool(getattr(x, "weak_type", False))
+        return dtype_str(x.dtype), tuple(x.shape), weak, (stored, tuple(x.shape))
+    what = f"an array of dtype {np.dtype(x.dtype)}" if arraylike(x) else f"a {type(x).__name__}"
+    what += "" if arraylike(x) else f" ({short_repr(x)})"
     msg = _MSG_UNSTORABLE.format(where=where, what=what, field=field, type=type(x).__name__)
     raise TypeError(msg)
-
-
-def stored_like(template: Any) -> tuple[np.dtype[Any], tuple[int, ...]]:
-    """The dtype and shape of the member holding a leaf like `template` (one that
-    `leaf_record` accepted); a typed key's are its key data's."""
-    if type(template) in PYTHON_SCALARS:
-        return np.dtype(SCALAR_STORED[type(template)]), ()
-    if is_key(template):
-        data = jax.eval_shape(jax.random.key_data, template)
-        return np.dtype(data.dtype), tuple(data.shape)
-    stored = stored_dtype(np.dtype(template.dtype))
-    assert stored is not None  # leaf_record() accepted the template's dtype
-    return stored, tuple(template.shape)
 
 
 def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
@@ -140,39 +116,21 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
     return np.asarray(array, order="C").view(stored)  # (ascontiguousarray makes 0-d 1-d)
 
 
-# Newer jax rebuilds a key from its dtype, also an abstract template's
-# (`jax.eval_shape`); the floor (jax 0.7) takes only `impl=`, which `key_impl()` reads
-# from a concrete key, and an abstract key's dtype holds as `_impl`.
-_WRAP_TAKES_DTYPE: Final = "dtype" in inspect.signature(jax.random.wrap_key_data).parameters
-
-
-def _wrap_key_data(data: jax.Array, template: Any) -> jax.Array:
-    if _WRAP_TAKES_DTYPE:
-        key: jax.Array = jax.random.wrap_key_data(data, dtype=template.dtype)
-        return key
-    is_concrete = isinstance(template, jax.Array)
-    impl = jax.random.key_impl(template) if is_concrete else template.dtype._impl
-    key = jax.random.wrap_key_data(data, impl=impl)
-    return key
-
-
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` (as read) as a leaf of the template's kind: a Python scalar, numpy, or
-    a `jax.Array` with the template's weak type and, where the template was placed
-    explicitly (committed, or a ShapeDtypeStruct with a sharding), its sharding."""
+    """`stored` as a leaf of the template's kind: a Python scalar, numpy, or a `jax.Array`
+    with its weak type and, where it was placed explicitly (committed), its sharding."""
     if type(template) in PYTHON_SCALARS:
         return type(template)(stored.item())
     if is_key(template):
-        result = _wrap_key_data(jnp.asarray(stored), template)
+        # dtype._impl: what every jax from the floor (0.7) on takes, abstract keys too.
+        result = jax.random.wrap_key_data(jnp.asarray(stored), impl=template.dtype._impl)
     else:
         dtype = np.dtype(template.dtype)
         array = stored.astype(dtype) if stored.dtype.kind == dtype.kind else stored.view(dtype)
         if isinstance(template, np.ndarray | np.generic):
             return array if isinstance(template, np.ndarray) else array[()]
         result = jnp.asarray(array)
-        if getattr(template, "weak_type", False):
-            # JAX has no public "make this weakly typed"; a weak scalar (from a Python
-            # number) keeps its weak type when broadcast and scattered into.
+        if getattr(template, "weak_type", False):  # a weak scalar stays weak scattered into
             base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))
             if base.dtype == result.dtype and base.weak_type:  # only default dtypes are weak
                 result = jnp.broadcast_to(base, result.shape).at[...].set(result)
@@ -184,29 +142,37 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     return result
 
 
-# Static values: only JSON is stored, and nothing is rebuilt from it: load() takes them
-# from the template and compares encodings. A value that is not JSON (a function, a
-# dtype, an enum member) is stored as a description, so `act: Callable =
-# tc.static(default=jax.nn.relu)` can still be checkpointed, checked as well as described:
-# `module.qualname` for functions and classes, else `repr` without memory addresses
-# (`<Foo object at 0x7f...>` would never match in another process).
+# Static values are stored as JSON that load() compares with the template's, so their
+# encoding must not depend on the process: sets sorted and dicts ordered at any depth
+# (a repr follows string hashing, PYTHONHASHSEED); functions and classes by qualified
+# name, other values by repr without memory addresses (`<Foo object at 0x7f...>`).
 _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def encode_static(value: object) -> Any:
+def _name(t: Any) -> str:
+    module, qualname = getattr(t, "__module__", "?"), getattr(t, "__qualname__", "?")
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
+def encode_static(value: Any) -> Any:
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
         return value if math.isfinite(value) else {"float": repr(value)}
-    if type(value) in (tuple, frozenset):
-        items = [encode_static(item) for item in cast("Iterable[object]", value)]
-        # A frozenset's repr order depends on string hashing, which differs by process.
-        return items if type(value) is tuple else {"frozenset": sorted(items, key=canonical)}
+    if isinstance(value, tuple | list | set | frozenset | dict):
+        items = [encode_static(v) for v in (value.items() if isinstance(value, dict) else value)]
+        if type(value) is tuple:
+            return items
+        if isinstance(value, set | frozenset | dict):
+            items.sort(key=canonical)
+        return {_name(type(value)): items}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encode_static(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {_name(type(value)): fields}
     if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
         callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
     ):
-        module, qualname = getattr(value, "__module__", "?"), getattr(value, "__qualname__", "?")
-        return {"repr": f"{module}.{qualname}"}
+        return {"repr": _name(value)}
     return {"repr": _ADDRESS.sub("", repr(value))}
 
 
@@ -214,24 +180,27 @@ def canonical(encoded: Any) -> str:
     return json.dumps(encoded, sort_keys=True)
 
 
-def show_static(encoded: Any) -> str:
+def show_static(encoded: Any, depth: int = 0) -> str:
     """An encoded static value as the user wrote it (near enough), for messages."""
-    if isinstance(encoded, list):
-        items = [show_static(item) for item in encoded]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if isinstance(encoded, dict) and len(encoded) == 1:
-        ((tag, inner),) = encoded.items()
-        if tag in ("repr", "float") and isinstance(inner, str):
-            return inner
-        if tag == "frozenset" and isinstance(inner, list):
-            return "frozenset({" + ", ".join(map(show_static, inner)) + "})"
-    if encoded is None or isinstance(encoded, bool | int | float | str):
-        return repr(encoded)
-    return canonical(encoded)
+    if depth > 20:  # a damaged file's can be nested past the recursion limit
+        return "..."
+    one = isinstance(encoded, dict) and len(encoded) == 1  # a tagged value
+    pair: tuple[str, Any] = next(iter(encoded.items())) if one else ("", encoded)
+    tag, inner = pair
+    if isinstance(inner, list):
+        items = ", ".join(show_static(item, depth + 1) for item in cast("list[object]", inner))
+        return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
+    if tag in ("repr", "float"):
+        return str(inner)
+    return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
 
 
-def manifest_entry(x: Any, root: str, path: KeyPath, members: dict[str, tuple[Any, str]]) -> Any:
-    """The manifest entry for `x`; collects the leaves to write into `members`."""
+Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)
+
+
+def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
+    """The manifest entry for `x`; collects the leaves to write into `members`. `save()`
+    adds each leaf's `crc32`, the CRC-32 of its member as stored, once written."""
     where = path_str(root, path)
     pairs = None if x is None else keyed(x, lambda: where)
     if pairs is not None:
@@ -243,23 +212,24 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: dict[str, tuple[An
         return entry
     if x is None:
         return None
-    dtype, shape, weak = leaf_record(x, where, state_key(path[-1:]))
-    # Shards on other processes' devices (multi-process JAX) cannot be read from here.
-    tracer = isinstance(x, jax.core.Tracer)
-    if isinstance(x, jax.Array) and not tracer and not x.is_fully_addressable:
-        raise CheckpointError(_MSG_SPREAD.format(where=where))
+    dtype, shape, weak, _ = leaf_record(x, where, state_key(path[-1:]))
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and not x.is_fully_addressable
+    ):
+        raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
-        msg = (
-            f"{where}: two leaves (or a leaf and the manifest) would be stored as "
-            f"{member}.npy in the file; rename a dict key."
-        )
+        msg = f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
+        msg += " in the file; rename a dict key."
         raise ValueError(msg)
-    members[member] = (x, where)
     record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
-    if is_key(x):  # for readers of the file; load() compares the dtype
-        record["impl"] = str(jax.random.key_impl(x))
+    members[member] = (x, where, record)
     return record
+
+
+Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]  # npz.py's Reader.read
 
 
 class FileSource(Source):
@@ -267,12 +237,12 @@ class FileSource(Source):
 
     name = "file"
 
-    def __init__(self, root: str, reader: Reader) -> None:
+    def __init__(self, root: str, read: Read, fail: Callable[[str], NoReturn]) -> None:
         super().__init__(root)
-        self.reader = reader
+        self.read, self.fail = read, fail
 
     def malformed(self, path: KeyPath) -> NoReturn:
-        self.reader.fail(f"its manifest is malformed at {path_str(self.root, path)}")
+        self.fail(f"its manifest is malformed at {path_str(self.root, path)}")
 
     def show(self, saved: Any) -> str:
         if isinstance(saved, dict):  # a manifest entry: a leaf record or a container
@@ -302,21 +272,24 @@ class FileSource(Source):
 
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
         where = path_str(self.root, path)
-        dtype, shape, _ = leaf_record(template, where, state_key(path[-1:]))
+        dtype, shape, _, stored = leaf_record(template, where, state_key(path[-1:]))
         if not isinstance(saved, dict) or "leaf" not in saved:
             raise self.mismatch(path, template, saved)
-        entry = cast("dict[str, Any]", saved)
-        member, saved_dtype, saved_shape = entry.get("leaf"), entry.get("dtype"), entry.get("shape")
+        member = state_key(path)
+        saved_dtype, saved_shape, crc = map(saved.get, ("dtype", "shape", "crc32"))
         if not (
-            isinstance(member, str)
+            saved.get("leaf") == member  # not another leaf's record, CRC-32 and all
             and isinstance(saved_dtype, str)
+            and type(crc) is int
             and isinstance(saved_shape, list)
             and all(type(n) is int and n >= 0 for n in cast("list[object]", saved_shape))
         ):
             self.malformed(path)
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
-            data = self.reader.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where)
-            return decode_leaf(template, data.astype(template.dtype))
+            value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
+            return decode_leaf(
+                template, np.asarray(self.fill(path, value, template), template.dtype)
+            )
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
-        return decode_leaf(template, self.reader.read(member, stored_like(template), where))
+        return decode_leaf(template, self.read(member, stored, where, crc))

@@ -1,18 +1,13 @@
 """State dicts (`to_state_dict`, `from_state_dict`), `CheckpointError`, and `restore()`,
-the walk that fills a template from saved data (a state dict here; `treeclass/_checkpoint/npz.py` runs
-it over a file's manifest through `_npz.FileSource`).
-
-A state dict is the pytree with every container a dict with string keys, as in
-`flax.serialization`: `{field: ...}` for a treeclass's dynamic fields, `{"0": ...}` for
-a list or tuple, `{str(key): ...}` for a dict: the keys `jax.tree_util.keystr` shows
-for JAX's key paths (`_walk.children`). Static values are not in it: restoring takes
-them from a *template*, an instance built like the saved one, walked side by side with
-the saved tree so that every mismatch is reported at its field path.
-"""
+the walk that fills a template from saved data: a state dict here, a file's manifest in
+npz.py (`FileSource`). A state dict is nested dicts with string keys, as in
+flax.serialization: `{field: ...}`, `{"0": ...}` for a sequence, `{str(key): ...}` for a
+dict. Static values come from the template, walked beside the saved tree so that every
+mismatch is reported at its field path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import jax
@@ -30,6 +25,13 @@ The template must be built like the object that was saved: the same fields, shap
 dtypes and static values. Build it with the saved configuration, e.g. Model(...) or
 jax.eval_shape(lambda: Model(...)), and restore into that."""
 
+_MSG_FITS: Final = """\
+the {kind} {value!r} in the {source} does not fit {dtype}, the template's dtype
+(it would {become}). Restore into a template built concretely, Model(...), which holds
+a Python {kind} here, not into jax.eval_shape(lambda: Model(...)), which makes it {dtype}"""
+
+SCALAR_KINDS: Final = {bool: "b", int: "iu", float: "f", complex: "c"}  # 0-d arrays taken for them
+
 _MSG_KEYS: Final = """\
 {saved} in the {source}, {template} in the template. Typed PRNG keys
 (jax.random.key) and raw uint32 keys (jax.random.PRNGKey) are different leaves; make
@@ -38,25 +40,20 @@ jax.random.wrap_key_data(raw) makes a typed key, jax.random.key_data(key) a raw 
 
 
 class CheckpointError(ValueError):
-    """A checkpoint does not fit its template (structure, shape, dtype or a static
-    value differs), or its file is damaged or not a treeclass checkpoint. The message
-    starts with the field path (`Model.layers[0].w: ...`) or the file.
-
-    **Raised by**
-
-    `treeclass.load()`, `treeclass.from_state_dict()`, and `treeclass.save()` for an
-    array spread over several processes. A `ValueError`, so code catching that works.
+    """A checkpoint does not fit its template, or its file is damaged or not a treeclass
+    checkpoint; the message starts with the field path (`Model.layers[0].w: ...`) or the
+    file. Raised by `treeclass.load()`, `treeclass.from_state_dict()`, and
+    `treeclass.save()` for an array spread over several processes; a `ValueError`.
 
     **Example**
 
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    >>> state = tc.to_state_dict(Dense(jnp.ones((2, 2))))
     >>> try:
-    ...     tc.from_state_dict(Dense(jnp.ones((3, 3))), state)
+    ...     tc.from_state_dict(Dense(jnp.ones(3)), {"w": jnp.ones(2)})
     ... except tc.CheckpointError as e:
     ...     print(str(e).splitlines()[0])
-    Dense.w: shape (2, 2) in the state dict, (3, 3) in the template
+    Dense.w: shape (2,) in the state dict, (3,) in the template
     """
 
     __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
@@ -79,20 +76,31 @@ def is_key(x: Any) -> bool:
 
 
 def dtype_str(dtype: Any) -> str:
-    """numpy's name for `dtype` (`float32`, `bfloat16`), or JAX's for a typed PRNG key
-    (`key<fry>`: it names the implementation), which numpy cannot name. Checkpoints
-    store and compare these names (repr and messages use `_walk.dtype_name`'s `f32`)."""
+    """numpy's name for `dtype` (`bfloat16`), or JAX's for a typed PRNG key (`key<fry>`:
+    it names the implementation), as checkpoints store and compare them."""
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return str(dtype)
     return str(np.dtype(dtype).name)
 
 
 def scalar_fits(kind: type, template: Any) -> bool:
-    """A Python scalar of type `kind` may fill an array leaf of the template if that is
-    what JAX makes of it: shape `()` and the canonical dtype (float32 for a float,
-    unless x64 is on). `jax.eval_shape` turns scalar leaves into such arrays."""
+    """A Python number of type `kind` may fill the template's leaf if that is what JAX
+    (`jax.eval_shape`) makes of one: shape `()` and the canonical dtype (float32...)."""
     canonical = jax.dtypes.canonicalize_dtype(kind)
     return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
+
+
+def fits(value: Any, dtype: Any) -> bool:
+    """`value`, a number, converts to `dtype` without wrapping or overflowing to inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            x = np.asarray(value).astype(dtype)
+        except OverflowError:  # numpy's for a Python int past int64
+            return False
+    if x.dtype.kind in "biu":
+        return bool(x == value)
+    parts = np.real([x, value]), np.imag([x, value])  # (converted, given), each part
+    return all(np.isfinite(p[0]) or not np.isfinite(p[1]) for p in parts)
 
 
 def state_key(path: KeyPath) -> str:
@@ -110,10 +118,8 @@ def keyed(x: Any, where: Callable[[], str]) -> list[tuple[Any, str, Any]] | None
     keys = [state_key((entry,)) for entry, _ in pairs]  # w, 0, key
     if len(set(keys)) != len(keys):
         dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
-        msg = (
-            f"{where()}: the keys of this {type(x).__name__} have the same string form "
-            f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
-        )
+        msg = f"{where()}: the keys of this {type(x).__name__} have the same string form "
+        msg += f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
         raise ValueError(msg)
     return [(entry, k, child) for k, (entry, child) in zip(keys, pairs, strict=True)]
 
@@ -130,9 +136,12 @@ def check_root(x: Any, fn: str, arg: str) -> str:
     raise wrong_argument(takes, fn, x, shown)
 
 
+ShapeDtype = tuple[tuple[int, ...], str]  # an array leaf's shape and dtype name
+
+
 class Source:
-    """The saved side of `restore()` when it is a state dict (`_npz.FileSource`: a
-    file). Each method checks one node or leaf of it against the template's."""
+    """The saved side of `restore()`, a state dict (`FileSource`: a file); each method
+    checks one node or leaf of it against the template's."""
 
     name = "state dict"
 
@@ -149,13 +158,9 @@ class Source:
         what = f"{describe(template, shape=False)} in the template, {self.show(saved)} in the {self.name}"
         return self.error(path, what)
 
-    def compare(
-        self, path: KeyPath, saved: tuple[tuple[int, ...], str], template: tuple[tuple[int, ...], str]
-    ) -> None:
+    def compare(self, path: KeyPath, saved: ShapeDtype, template: ShapeDtype) -> None:
         """Checks an array leaf's `(shape, dtype name)` against the template's."""
-        if saved[1].startswith("key<") != template[1].startswith("key<"):
-            # As a shape and a dtype this would read `shape (2,) ..., ()`, which hides
-            # what differs: a raw uint32 key on one side, a typed key on the other.
+        if saved[1].startswith("key<") != template[1].startswith("key<"):  # not `shape (2,)`
             were, are = (
                 f"a typed PRNG key ({d})" if d.startswith("key<") else f"a {d} array"
                 for d in (saved[1], template[1])
@@ -164,7 +169,8 @@ class Source:
             raise self.error(path, msg)
         for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
             if theirs != ours:
-                raise self.error(path, f"{what} {theirs} in the {self.name}, {ours} in the template")
+                msg = f"{what} {theirs} in the {self.name}, {ours} in the template"
+                raise self.error(path, msg)
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
@@ -174,11 +180,21 @@ class Source:
             raise self.mismatch(path, template, saved)
         return saved
 
+    def fill(self, path: KeyPath, value: Any, template: Any) -> Any:
+        """`value`, a number, for an eval_shape leaf: refused where it does not fit."""
+        if not fits(value, template.dtype):
+            kind, dtype = type(value).__name__, dtype_str(template.dtype)
+            become = "wrap around" if kind == "int" else "become inf"
+            msg = _MSG_FITS.format(
+                kind=kind, value=value, source=self.name, dtype=dtype, become=become
+            )
+            raise self.error(path, msg)
+        return value
+
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
-        if isinstance(saved, Mapping) or saved is None:
-            raise self.mismatch(path, template, saved)
-        scalar_ok = type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template)
-        if arraylike(template) and not scalar_ok:
+        if type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template):
+            return self.fill(path, saved, template)
+        if arraylike(template):
             if not arraylike(saved):
                 raise self.mismatch(path, template, saved)
             self.compare(
@@ -186,7 +202,25 @@ class Source:
                 (tuple(saved.shape), dtype_str(saved.dtype)),
                 (tuple(template.shape), dtype_str(template.dtype)),
             )
+        elif type(saved) is not type(template) and not (
+            # A Python number comes back from some stores as a 0-d array of its kind.
+            type(template) in PYTHON_SCALARS
+            and arraylike(saved)
+            and saved.shape == ()
+            and np.dtype(saved.dtype).kind in SCALAR_KINDS[type(template)]
+        ):
+            raise self.mismatch(path, template, saved)
         return saved
+
+
+def differences(expected: list[str], given: Iterable[str], source: str) -> str | None:
+    """What differs between the template's keys and the saved ones; None if nothing."""
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in set(expected)]
+    parts = [f"missing from the {source}: {', '.join(map(repr, missing))}"] if missing else []
+    if unexpected:
+        parts.append(f"in the {source} but not the template: {', '.join(map(repr, unexpected))}")
+    return f"structure differs ({'; '.join(parts)})" if parts else None
 
 
 def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
@@ -200,17 +234,9 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
     if pairs is None:
         return source.leaf(template, saved, path)
     given = source.children(template, saved, path)
-    expected = [k for _, k, _ in pairs]
-    missing = [k for k in expected if k not in given]
-    unexpected = [k for k in given if k not in set(expected)]
-    if missing or unexpected:
-        parts: list[str] = []
-        if missing:
-            parts.append(f"missing from the {source.name}: {', '.join(map(repr, missing))}")
-        if unexpected:
-            listed = ", ".join(map(repr, unexpected))
-            parts.append(f"in the {source.name} but not the template: {listed}")
-        raise source.error(path, f"structure differs ({'; '.join(parts)})")
+    differ = differences([k for _, k, _ in pairs], given, source.name)
+    if differ is not None:
+        raise source.error(path, differ)
     values = [restore(child, given[k], (*path, entry), source) for entry, k, child in pairs]
     return jax.tree.unflatten(node_def(template), values)
 
@@ -218,9 +244,8 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
 def to_state_dict(obj: Any) -> dict[str, Any]:
     """Returns the state of `obj`: nested dicts of its dynamic leaves, as they are.
 
-    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ..., "1": ...}`, a dict
-    `{str(key): ...}` (as in `flax.serialization`); `None` stays `None`. Static fields
-    are left out: `from_state_dict` takes them from its template.
+    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ...}`, a dict `{str(key):
+    ...}` (as in `flax.serialization`), `None` stays `None`; statics are left out.
 
     **Arguments**
 
@@ -239,16 +264,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    ...     b: jax.Array
     ...     act: str = tc.static(default="relu")
-    >>> class MLP(tc.TreeClass):
-    ...     layers: list
-    >>> mlp = MLP([Dense(jnp.ones((2, 3)), jnp.zeros(3)), Dense(jnp.ones((3, 1)), jnp.zeros(1))])
+    >>> mlp = [Dense(jnp.ones((2, 3))), Dense(jnp.ones((3, 1)))]
     >>> state = tc.to_state_dict(mlp)
-    >>> sorted(state["layers"]), sorted(state["layers"]["1"])
-    (['0', '1'], ['b', 'w'])
-    >>> state["layers"]["0"]["w"] is mlp.layers[0].w
-    True
+    >>> list(state), list(state["1"]), state["0"]["w"] is mlp[0].w
+    (['0', '1'], ['w'], True)
     """
     root = check_root(obj, "to_state_dict", "obj")
 
@@ -262,10 +282,11 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
     """Returns `template` with its dynamic leaves replaced by those of `state`.
 
-    The inverse of `to_state_dict`. Every key, and the shape and dtype of every array
-    leaf, must match the template's; static values and container types come from the
-    template; leaves are used as they are. A list is accepted for a list or tuple (as
-    orbax restores them).
+    The inverse of `to_state_dict`. Every key, and every leaf's kind, shape and dtype
+    (a Python number's too), must match the template's; a number filling a
+    `jax.eval_shape` leaf must fit its dtype. Static values and container types come
+    from the template; leaves are used as they are. A list is accepted for a list or
+    tuple (as orbax restores them).
 
     **Arguments**
 
@@ -279,18 +300,16 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
 
     **Raises**
 
-    `CheckpointError` naming the field path when a key is missing or unexpected, or a
-    shape or dtype differs; `TypeError` if `template` is not a container or `state`
-    not a mapping.
+    `CheckpointError` naming the field path for any mismatch; `TypeError` if
+    `template` is not a container or `state` not a mapping.
 
     **Example**
 
     >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
-    >>> n = tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)})
-    >>> n.v.tolist(), n.tau
-    ([1.0, 1.0, 1.0], 20.0)
+    >>> tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(3)}).v.tolist()
+    [1.0, 1.0, 1.0]
     >>> tc.from_state_dict(Neuron(jnp.zeros(3)), {"v": jnp.ones(4)})
     Traceback (most recent call last):
     treeclass.CheckpointError: Neuron.v: shape (4,) in the state dict, (3,) in the template

@@ -64,9 +64,13 @@ _MSG_STATIC_IDENTITY: Final = """\
 {cls}.{name} is a static field holding {what}, which compares by identity.
 
 An equal-looking but new object in each instance makes every instance a new treedef,
-so jax.jit silently recompiles for each one. Create the object once and reuse it (a
-module-level function, not a lambda or a function defined inside another), give its
-class __eq__ and __hash__, or make the field dynamic if it holds data."""
+so jax.jit silently recompiles for each one. Create the object once and pass that one
+to every instance:
+
+    {const} = ...   # once, at module level (a def, not a lambda or a nested function)
+    {cls}(..., {name}={const})
+
+or give its class __eq__ and __hash__, or make the field dynamic if it holds data."""
 
 MSG_FROZEN: Final = """\
 cannot {verb} {cls}.{name}: treeclass instances are immutable.
@@ -151,9 +155,25 @@ def _items(value: object) -> Iterable[object]:
     return ()
 
 
-def check_static(cls: type, name: str, value: object) -> None:
-    """Raises `TypeError` if `value` cannot be a static value; warns if it compares by
-    identity. Recurses into tuples and frozensets."""
+def _identity_item(value: object, at: str) -> tuple[str, str] | None:
+    """The place (`opt.init`) and description of the first item of `value` (itself, or
+    inside its tuples, NamedTuples and frozensets) that compares by identity; None if
+    none does. An optax optimizer is a NamedTuple of closures."""
+    what = _identity_compared(value)
+    if what is not None:
+        return at, what
+    names: Any = getattr(value, "_fields", None)
+    for i, item in enumerate(_items(value)):
+        sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
+        found = _identity_item(item, sub)
+        if found is not None:
+            return found
+    return None
+
+
+def check_static(cls: type, name: str, value: object, *, top: bool = True) -> None:
+    """Raises `TypeError` if `value` cannot be a static value; warns once (`top`) if it
+    or an item compares by identity. Recurses into tuples and frozensets."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
     kind = _array_kind(value)
@@ -162,7 +182,7 @@ def check_static(cls: type, name: str, value: object) -> None:
         msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
         raise TypeError(msg)
     for item in _items(value):
-        check_static(cls, name, item)
+        check_static(cls, name, item, top=False)
     try:
         hash(value)
     except TypeError:
@@ -170,9 +190,11 @@ def check_static(cls: type, name: str, value: object) -> None:
             cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
         )
         raise TypeError(msg) from None
-    what = _identity_compared(value)
-    if what is not None:
-        msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what)
+    found = _identity_item(value, name) if top else None
+    if found is not None:
+        at, what = found
+        what += "" if at == name else f" ({cls.__name__}.{at})"
+        msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what, const=name.upper())
         # stacklevel 4: check_static <- generated __init__/replace <- the user's call.
         warnings.warn(msg, RecompileWarning, stacklevel=4)
 

@@ -37,6 +37,10 @@ __all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
+ON_CLASS: Final[list[Callable[[type], object]]] = []
+"""Called with each new treeclass: layers above `_core` subscribe without `_core`
+importing them (treeclass/_checkpoint/flax_state.py, for flax.serialization)."""
+
 # Names the generated code or the instance dict use; a field may not take them.
 _RESERVED: Final = {
     "replace": "the replace() method",
@@ -208,6 +212,8 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     _mark_abstract(cls)
     setattr(cls, LAYOUT, layout)
     flatten.register(layout, ns)
+    for hook in ON_CLASS:
+        hook(cls)
     return cls
 
 

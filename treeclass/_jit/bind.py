@@ -77,20 +77,12 @@ class BoundMethod(Generic[_P, _R]):
         return hash((self.__func__, self.__self__))
 
 
-def _flatten_with_keys(b: BoundMethod[..., Any]) -> tuple[tuple[tuple[Any, Any], ...], Any]:
-    return ((jax.tree_util.GetAttrKey("__self__"), b.__self__),), b.__func__
-
-
-def _flatten(b: BoundMethod[..., Any]) -> tuple[tuple[Any], Any]:
-    return (b.__self__,), b.__func__
-
-
-def _unflatten(func: Callable[..., Any], children: Any) -> BoundMethod[..., Any]:
-    (obj,) = children
-    return BoundMethod(func, obj)
-
-
-jax.tree_util.register_pytree_with_keys(BoundMethod, _flatten_with_keys, _unflatten, _flatten)
+jax.tree_util.register_pytree_with_keys(
+    BoundMethod,
+    lambda b: (((jax.tree_util.GetAttrKey("__self__"), b.__self__),), b.__func__),
+    lambda func, children: BoundMethod(func, *children),
+    lambda b: ((b.__self__,), b.__func__),
+)
 
 
 def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:

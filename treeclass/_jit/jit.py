@@ -8,18 +8,13 @@ The trap it removes (from JAX's tutorial on stateful computations):
         def inc(self):
             self.count += 1     # runs once, at trace time; later calls lose it
 
-`self` static means one compile per instance, and the mutation happens only while
-tracing. With `tc.jit` on a treeclass method, `self` is an ordinary traced pytree
-argument of ONE class-level `jax.jit` function, so instances of the same structure
-share a compile, arrays are never baked in as constants, and mutating `self` raises
-`FrozenInstanceError` (instances are frozen) instead of being lost.
-
-What `tc.jit(fun)` returns is a plain Python function (`call`) wrapping the
-`jax.jit` object. Being a plain function it binds like any method, through the C
-descriptor: `obj.step` costs what any bound method costs, and no per-instance compile
-or cache exists. Its job on each call is a `try` around the jitted call (free unless
-it raises), to turn JAX's "not a valid JAX type" for a treeclass field into an error
-naming `Class.field` (`treeclass/_jit/untraceable.py`). At trace time only, a `TraceLog` records why it traced.
+`self` static means one compile per instance and a mutation made only while tracing.
+With `tc.jit` on a treeclass method, `self` is a traced argument of ONE class-level
+`jax.jit` function: instances of the same structure share a compile, arrays are never
+baked in, and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain
+function (`call`) around the `jax.jit` object, so it binds like any method (`obj.step`
+costs what a bound method costs); its `try` is free unless the call raises, and then
+names the field to blame (`untraceable.py`). `TraceLog` records why it traced.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
@@ -36,32 +30,21 @@ import jax
 from treeclass._core.layout import instance_layout
 from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
-from treeclass._jit.untraceable import concrete_field, is_argument_error, untraceable_field
+from treeclass._jit.untraceable import field_error, note_held
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
-
-# Set on an exception that the function's own body raised while JAX traced it, so
-# that `call` never mistakes it for an argument JAX could not interpret.
-_FROM_BODY: Final = "__tc_from_body__"
-
-
-def static_args(jit_kwargs: dict[str, Any]) -> frozenset[str | int]:
-    """The names and positions that `static_argnames` / `static_argnums` make static."""
-    found: set[str | int] = set()
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
-        found.update((value,) if isinstance(value, str | int) else value)
-    return frozenset(found)
 
 
 def _make(
     fun: Callable[..., Any], jit_kwargs: dict[str, Any], max_traces: int | None, explain: bool
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
-
-    static = static_args(jit_kwargs)
+    static: set[str | int] = set()  # the names and positions made static
+    for option in ("static_argnames", "static_argnums"):
+        value: Any = jit_kwargs.get(option, ())
+        static.update((value,) if isinstance(value, str | int) else value)
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -69,7 +52,7 @@ def _make(
         try:
             return fun(*args, **kwargs)
         except TypeError as error:
-            setattr(error, _FROM_BODY, True)
+            note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
 
     jitted = jax.jit(traced, **jit_kwargs)
@@ -79,47 +62,24 @@ def _make(
         try:
             return jitted(*args, **kwargs)
         except TypeError as error:
-            if getattr(error, _FROM_BODY, False):
-                # The body's own error, unchanged, unless it needed the value of a
-                # Python int or bool held in a dynamic field (a shape, a loop length).
-                found = concrete_field(fun, args, kwargs, static)
-            elif is_argument_error(error):
-                found = untraceable_field(fun, args, kwargs, static)
-            else:
-                found = None
+            found = field_error(error, fun, args, kwargs, static)
             if found is None:
-                raise
+                raise  # the body's own error, or JAX's about something else: unchanged
             raise found from error
 
-    # What _typing.JitFunction declares for the type checkers; a plain function
-    # takes any attribute at runtime.
-    extras: dict[str, Any] = {"__tc_jit__": jitted, "trace_log": log}
+    # What protocols.JitFunction declares for the type checkers.
+    vars(call).update(__tc_jit__=jitted, trace_log=log)
     for name in ("lower", "trace", "eval_shape", "clear_cache"):
         if hasattr(jitted, name):
-            extras[name] = getattr(jitted, name)
-    for name, value in extras.items():
-        setattr(call, name, value)
+            setattr(call, name, getattr(jitted, name))
     return call
 
 
-# tc.jit(obj.method) for many instances must reuse one compiled function per method.
-_BOUND: weakref.WeakKeyDictionary[Callable[..., Any], dict[Hashable, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _jit_bound(method: types.MethodType, jit_kwargs: dict[str, Any], max_traces: int | None, explain: bool) -> Any:
-    func = method.__func__
-    key: Hashable = (tuple(sorted(jit_kwargs.items())), max_traces, explain)
-    try:
-        hash(key)
-    except TypeError:
-        return types.MethodType(_make(func, jit_kwargs, max_traces, explain), method.__self__)
-    per_func = _BOUND.setdefault(func, {})
-    call = per_func.get(key)
-    if call is None:
-        call = per_func[key] = _make(func, jit_kwargs, max_traces, explain)
-    return types.MethodType(call, method.__self__)
+# tc.jit(obj.method) for many instances reuses one compiled function per method and
+# options, kept in an attribute of the function: a cycle (function -> compiled ->
+# function) that dies with the function, where a module-level cache would keep every
+# function and its executables alive.
+_BOUND: Final = "__tc_bound__"
 
 
 # The overloads keep the wrapped signature and declare `trace_log` & co (see
@@ -217,18 +177,14 @@ def jit(
     >>> Counter.inc.trace_log.count  # five instances, one trace
     1
     """
+    jit_kwargs = dict(
+        static_argnames=static_argnames, donate_argnames=donate_argnames, **jax_jit_kwargs
+    )
     if fun is None:
-        return functools.partial(
-            jit,
-            static_argnames=static_argnames,
-            donate_argnames=donate_argnames,
-            max_traces=max_traces,
-            explain=explain,
-            **jax_jit_kwargs,
-        )
-    jit_kwargs = dict(static_argnames=static_argnames, donate_argnames=donate_argnames, **jax_jit_kwargs)
+        return functools.partial(jit, max_traces=max_traces, explain=explain, **jit_kwargs)
+    make = functools.partial(_make, jit_kwargs=jit_kwargs, max_traces=max_traces, explain=explain)
     if isinstance(fun, staticmethod):
-        return staticmethod(_make(fun.__func__, jit_kwargs, max_traces, explain))
+        return staticmethod(make(fun.__func__))
     if isinstance(fun, classmethod):
         # The class is a hashable constant: make it static, by name.
         # isinstance leaves classmethod's type arguments unknown to pyright.
@@ -236,13 +192,18 @@ def jit(
         cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         jit_kwargs["static_argnames"] = (cls_param, *names)
-        return classmethod(_make(func, jit_kwargs, max_traces, explain))
-    if isinstance(fun, types.MethodType):
-        if hasattr(fun.__func__, "__tc_jit__"):
-            return fun  # already a tc.jit method, bound
-        if instance_layout(fun.__self__) is not None:
-            return _jit_bound(fun, jit_kwargs, max_traces, explain)
+        return classmethod(make(func))
+    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
+        return fun  # already a tc.jit method, bound
+    if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
+        func, key = fun.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
+        try:
+            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault(_BOUND, {})
+            call = cache.get(key) or cache.setdefault(key, make(func))
+        except TypeError:  # a callable without a __dict__; unhashable options
+            call = make(func)
+        return types.MethodType(call, fun.__self__)
     if not callable(fun):
         msg = f"tc.jit() takes a function or method; got {fun!r}."
         raise TypeError(msg)
-    return _make(fun, jit_kwargs, max_traces, explain)
+    return make(fun)

@@ -1,19 +1,11 @@
 """What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
 
-At runtime `tc.jit(fun)` is a plain function (see `treeclass/_jit/jit.py`) carrying `trace_log`
-and `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`, and it binds as a
-method through the ordinary function descriptor. A `Callable[P, R]` return type would
-keep the signature but hide those attributes (`Counter.inc.trace_log` would be an
-error), and returning the argument's own type (`_F`) hides them too. These protocols
-declare both: the call keeps `fun`'s parameters (`ParamSpec`), and `__get__` says
-what attribute access gives, the function itself on the class and a `JitMethod`
-without the first parameter on an instance:
-
-    Counter.inc          # JitFunction[(self: Counter, by: Array), Counter]
-    Counter(x).inc       # JitMethod[(by: Array), Counter]
-
-They are protocols, not classes, because nothing is an instance of them at runtime:
-they describe the plain function honestly without wrapping it (a wrapper class would
+At runtime `tc.jit(fun)` is a plain function carrying `trace_log` and `jax.jit`'s
+`lower`, `trace`, `eval_shape` and `clear_cache`, which `Callable[P, R]` would hide.
+These protocols declare them, keep `fun`'s parameters (`ParamSpec`), and say in
+`__get__` what attribute access gives: the function on the class, a `JitMethod` without
+the first parameter on an instance (`Counter(x).inc: JitMethod[(by: Array), Counter]`).
+Protocols, not classes: nothing wraps the function at runtime (a wrapper class would
 cost a Python-level `__get__` on every `obj.method` access).
 """
 

@@ -11,15 +11,15 @@ retrace is explained by the difference to the closest earlier signature:
 
 from __future__ import annotations
 
-import inspect
 import threading
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
 from treeclass._core.show import short_repr
 from treeclass._core.walk import array_name, is_array, path_str, walk
-from treeclass._jit.untraceable import root_name
+from treeclass._jit.untraceable import labelled_arguments, root_name
 
 
 class RetraceError(RuntimeError):
@@ -75,62 +75,83 @@ class RetraceWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.RetraceWarning, where users import it
 
 
-def _abstract(x: Any) -> str:
-    """`f32[100]` for an array or a tracer (`{weak}` if weakly typed); the value's
-    short repr for anything else (a static argument, or a leaf JAX would reject)."""
-    aval: Any = getattr(x, "aval", None)
-    if aval is not None and hasattr(aval, "shape") and hasattr(aval, "dtype"):
+def _entry(v: Any) -> str | tuple[str, Any]:
+    """What JAX keys its cache on at one visit: a leaf's abstract value (`f32[100]`,
+    `f32[]{weak}`), a node's type (a list that became a tuple), or a static value (a
+    static field's, or a static argument's leaf) as its short repr and itself: JAX
+    compares those with `==`, which their repr may not show (new closures print alike)."""
+    aval: Any = getattr(v.value, "aval", None)
+    if v.kind == "node":
+        return "None" if v.value is None else type(v.value).__qualname__
+    if v.kind == "leaf" and aval is not None and hasattr(aval, "shape"):
         return array_name(aval.dtype, aval.shape, getattr(aval, "weak_type", False))
-    if is_array(x):
-        return array_name(x.dtype, x.shape)
-    return short_repr(x)
-
-
-def _node(x: Any) -> str:
-    return "None" if x is None else type(x).__qualname__
+    if v.kind == "leaf" and is_array(v.value):
+        return array_name(v.value.dtype, v.value.shape)
+    return short_repr(v.value), v.value
 
 
 _PASSED: Final = " (passed)"
 
 
-def signature(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
-    """`{path: what JAX keys its cache on}` for one call: every leaf's abstract value,
-    every static field's value, every node's type (a list that became a tuple), and
-    how each argument was passed (JAX keys positional and keyword arguments apart)."""
-    items: list[tuple[str, Any]]
-    try:
-        if sig is None:
-            raise TypeError
-        items = list(sig.bind(*args, **kwargs).arguments.items())
-    except TypeError:
-        items = [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
-    # A treeclass argument is named by its class (`MLP.layers[0].w`), unless two
-    # arguments share the class: then by their parameter names (`a.w`, `b.w`).
-    roots = [root_name(name, value) for name, value in items]
-    out: dict[str, str] = {}
-    for (name, value), root in zip(items, roots, strict=True):
+def signature(
+    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """`{path: what JAX keys its cache on}` for one call of `fun`: each visit's entry
+    (`_entry`), and how each argument was passed (JAX keys positional and keyword apart).
+    A treeclass argument is named by its class (`MLP.layers[0].w`), unless two arguments
+    share the class: then by their parameter names (`a.w`, `b.w`)."""
+    items = labelled_arguments(fun, args, kwargs)
+    roots = [root_name(name, value) for name, value, _ in items]
+    out: dict[str, Any] = {}
+    for (name, value, _), root in zip(items, roots, strict=True):
         out[name + _PASSED] = "by keyword" if name in kwargs else "positionally"
-        root = name if roots.count(root) > 1 else root
         for v in walk(value):
-            where = path_str(root, v.path)
-            if v.kind == "static":
-                out[f"{where} (static)"] = short_repr(v.value)
-            else:
-                out[where] = _abstract(v.value) if v.kind == "leaf" else _node(v.value)
+            where = path_str(name if roots.count(root) > 1 else root, v.path)
+            out[f"{where} (static)" if v.kind == "static" else where] = _entry(v)
     return out
 
 
-def diff(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    absent = "<absent>"
+def _equal(a: Any, b: Any) -> bool:
+    """`a == b` as JAX's cache compares static values (False if `==` cannot answer)."""
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # noqa: BLE001 - an == that raises: unequal, as for JAX
+        return False
+
+
+def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
+    """Where `new` first differs from `old` inside tuples and NamedTuples alike in type
+    and length (`S.opt.init is another function ...`), and whether that place compares
+    by identity (so that a new object of the same repr is unequal)."""
+    if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
+        names: Any = getattr(new, "_fields", None)
+        for i, (o, n) in enumerate(zip(old, new, strict=True)):
+            if not _equal(o, n):
+                return _unequal(o, n, f"{at}.{names[i]}" if names else f"{at}[{i}]")
+    cls: type[object] = type(new)
+    fn = isinstance(new, types.FunctionType)
+    what = f"{at} is another {f'function {new.__qualname__}' if fn else cls.__qualname__}"
+    if cls.__eq__ is not object.__eq__:
+        return f"{what}, unequal by its __eq__", False
+    return f"{what}, compared by identity: create it once and reuse it", True
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The lines saying what differs between two signatures, as `path: old -> new`."""
     lines: list[str] = []
     for key in dict.fromkeys([*old, *new]):
-        before, after = old.get(key, absent), new.get(key, absent)
-        if before == after:
-            continue
-        if key.endswith(_PASSED):
-            now, then = (x.replace(absent, "not at all") for x in (after, before))
-            lines.append(f"argument {key[: -len(_PASSED)]!r} passed {now} now, {then} before")
-        else:
+        before, after = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if isinstance(before, tuple) and isinstance(after, tuple):  # static values
+            if _equal(before[1], after[1]):
+                continue
+            why, identity = _unequal(before[1], after[1], key.removesuffix(" (static)"))
+            note = f" ({why})" if identity or before[0] == after[0] else ""  # what repr hides
+            lines.append(f"{key}: {before[0]} -> {after[0]}{note}")
+        elif key.endswith(_PASSED) and before != after:
+            now, then = (str(x).replace("<absent>", "not at all") for x in (after, before))
+            lines.append(f"argument {key.removesuffix(_PASSED)!r} passed {now} now, {then} before")
+        elif before != after:
+            before, after = (x[0] if isinstance(x, tuple) else x for x in (before, after))
             lines.append(f"{key}: {before} -> {after}")
     return lines
 
@@ -139,14 +160,9 @@ class TraceLog:
     """Counts the traces of one jitted function, explains retraces, enforces a limit."""
 
     def __init__(self, fun: Callable[..., Any], max_traces: int | None, explain: bool) -> None:
-        self.name = getattr(fun, "__qualname__", repr(fun))
-        try:
-            self._sig: inspect.Signature | None = inspect.signature(fun)
-        except (TypeError, ValueError):
-            self._sig = None
-        self.max_traces = max_traces
-        self.explain = explain
-        self.signatures: list[dict[str, str]] = []
+        self.fun, self.name = fun, getattr(fun, "__qualname__", repr(fun))
+        self.max_traces, self.explain = max_traces, explain
+        self.signatures: list[dict[str, Any]] = []
         self.reasons: list[str] = []
         self._lock = threading.Lock()
 
@@ -163,31 +179,23 @@ class TraceLog:
 
     def __repr__(self) -> str:
         if not self.reasons:
-            traced = "traced 1 time" if self.count else "not traced yet"
-            return f"TraceLog({self.name}: {traced})"
-        # The last reason, without its first line (which repeats name and count).
-        last = self.reasons[-1].split("\n", 1)[1]
+            return f"TraceLog({self.name}: {'traced 1 time' if self.count else 'not traced yet'})"
+        last = self.reasons[-1].split("\n", 1)[1]  # without the first line: name and count
         return f"TraceLog({self.name}: traced {self.count} times; last retrace:\n{last})"
 
     def record(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        new = signature(self._sig, args, kwargs)
+        new = signature(self.fun, args, kwargs)
         with self._lock:
             earlier = list(self.signatures)
             self.signatures.append(new)
         if not earlier:
             return
-        changes = min((diff(old, new) for old in earlier), key=len)
-        if changes:
-            detail = "".join(f"\n  {line}" for line in changes)
-        else:
-            detail = (
-                "\n  nothing in the arguments (structure, shapes, dtypes, static values);"
-                "\n  a jax config option, a global, or a cache clear?"
-            )
-        reason = (
-            f"{self.name} traced {len(earlier) + 1} times; what changed since the "
-            f"closest earlier trace:{detail}"
-        )
+        changes = min((diff(old, new) for old in earlier), key=len) or [
+            "nothing in the arguments (structure, shapes, dtypes, static values);",
+            "a jax config option, a global, or a cache clear?",
+        ]
+        what = "".join(f"\n  {line}" for line in changes)
+        reason = f"{self.name} traced {len(earlier) + 1} times; what changed since the closest earlier trace:{what}"
         self.reasons.append(reason)
         if self.max_traces is not None and len(earlier) + 1 > self.max_traces:
             msg = f"{reason}\n(max_traces={self.max_traces})"

@@ -1,18 +1,14 @@
-"""Which field of the arguments JAX could not trace, or could not trace as a concrete
-value: the errors that name it.
+"""The errors naming the field of the arguments that JAX could not trace, or could not
+trace as a concrete value. The field is found from the exception's type and the
+arguments' leaves: never from JAX's wording, never by running the function again.
 
-JAX rejects a string or a function among a traced argument's leaves with an error that
-gives a path at best ("Error interpreting argument to <fn> as an abstract array ... at
-path x.name"). When the leaf sits in a treeclass field, `untraceable_field()` builds
-the error users need instead: `Class.field`, the value found, and the two fixes (make
-the field static, or store an array). `tc.jit` asks for it when JAX rejected an
-argument (`is_argument_error`); `tc.grad` asks before it differentiates, as its split
-of the model leaves such leaves where JAX would not look.
-
-A Python int or bool in a dynamic field is traced as an array too, so a body that needs
-its value (a shape, a loop length, an `if`) fails with JAX's ConcretizationTypeError or
-a shape TypeError that does not say which field. `concrete_field()` names it, with the
-fix (`tc.Static[int]`), after checking that the int or bool was the cause.
+- A leaf `jax.typeof` rejects (a string, a function) makes JAX raise a pathless
+  `TypeError` before the body runs: `untraceable_field()` names it and the two fixes
+  (make the field static, or store an array). `tc.grad` asks before it differentiates.
+- A Python int or bool in a dynamic field is traced as an array, so a body needing its
+  value (a shape, a loop length, an `if`) fails: `note_held()` records, while the trace
+  is open, which arguments' tracers the raising frame holds, and `field_error()` names
+  the int or bool fields among them, with the fix (`tc.Static[int]`).
 """
 
 from __future__ import annotations
@@ -22,17 +18,18 @@ from collections.abc import Callable, Collection
 from typing import Any, Final
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 from jax.tree_util import DictKey, SequenceKey
 
 from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import PYTHON_SCALARS, KeyPath, is_array, path_str, walk
+from treeclass._core.walk import KeyPath, path_str, walk
 
 __all__ = [
-    "concrete_field",
-    "is_argument_error",
+    "field_error",
     "is_traceable",
     "labelled_arguments",
+    "note_held",
     "root_name",
     "untraceable_field",
 ]
@@ -52,25 +49,17 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
 
 or pass an array (jnp.asarray(...)) if it is data."""
 
-# JAX's words when an argument's leaf is not an array (jax.jit: "Error interpreting
-# argument to <fn> as an abstract array ... at path x.name"; jax.grad:
-# "Argument 'oops' of type <class 'str'> is not a valid JAX type"). Only these are
-# rewritten: any other TypeError is the user's own and must surface unchanged.
-# tests/test_untraceable.py triggers both from JAX itself, so a change of wording in a
-# new JAX fails there (and, until fixed, JAX's own error surfaces: nothing is lost).
-_ARGUMENT_ERRORS: Final = ("Error interpreting argument", "is not a valid JAX type")
-
-
-def is_argument_error(error: BaseException) -> bool:
-    """True for JAX's error about an argument leaf that is not an array."""
-    return isinstance(error, TypeError) and any(m in str(error) for m in _ARGUMENT_ERRORS)
-
 
 def is_traceable(leaf: Any) -> bool:
-    """True for the leaves JAX traces: arrays, Python numbers, array-likes."""
-    # Python numbers become weakly typed arrays; `__jax_array__` is JAX's protocol for
-    # array-likes. (None is no leaf: JAX flattens it to nothing.)
-    return isinstance(leaf, PYTHON_SCALARS) or is_array(leaf) or hasattr(leaf, "__jax_array__")
+    """True for the leaves JAX traces (arrays, Python and numpy numbers), as
+    `jax.typeof` decides on the leaf alone."""
+    if isinstance(leaf, jax.Array | float | complex):  # the common leaves, without asking
+        return True
+    try:
+        jax.typeof(leaf)
+    except (TypeError, ValueError, OverflowError):  # a str, a function; an int past int64
+        return False
+    return True
 
 
 def _annotation(owner: type, name: str) -> str:
@@ -89,7 +78,10 @@ def root_name(label: str, value: object) -> str:
 
 
 def labelled_arguments(
-    fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Collection[str | int] = ()
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    static: Collection[str | int] = (),
 ) -> list[tuple[str, Any, KeyPath]]:
     """The traced arguments, labelled by parameter name (`args[i]` past the named
     positional parameters, e.g. into `*rest`): those neither named nor numbered in
@@ -118,23 +110,10 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The error naming `Class.field` for the first leaf of a traced argument that JAX
-    cannot trace (or naming its path, outside every treeclass field); None if there is
-    none.
-
-    **Arguments**
-
-    - `fun`, `args`, `kwargs`: the function and the call's arguments; `fun`'s
-      signature names the arguments in the message.
-    - `static`: names and positions of static arguments (`static_argnames`,
-      `static_argnums`): never traced, so never blamed.
-
-    **Returns**
-
-    A `TypeError` saying which field holds what, where, and the two fixes (make it
-    static, or store an array); None if every leaf can be traced.
-
-    **Example**
+    """The `TypeError` naming `Class.field` (or the path, outside every treeclass field)
+    for the first leaf of a traced argument that JAX cannot trace, with the two fixes;
+    None if there is none. `fun`'s signature names the arguments; `static` holds the
+    names and positions of static arguments, never traced, so never blamed.
 
     >>> from treeclass._jit.untraceable import untraceable_field
     >>> class Cfg(tc.TreeClass):
@@ -151,74 +130,90 @@ def untraceable_field(
             kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
             what = f"{describe(v.value)} ({short_repr(v.value)})"
             if v.owner is None:
-                return TypeError(_MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind))
+                return TypeError(
+                    _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
+                )
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
-            msg = _MSG_UNTRACEABLE_FIELD.format(field=v.field, what=what, where=where, name=v.name, type=hint)
+            msg = _MSG_UNTRACEABLE_FIELD.format(
+                field=v.field, what=what, where=where, name=v.name, type=hint
+            )
             return TypeError(msg)
     return None
 
 
 _MSG_CONCRETE: Final = """\
 {fields} a dynamic field holding a Python {kinds}, which tc.jit traces as an array: the
-function needed its value while tracing (a shape, a loop length, an `if`), and a traced
+function needed {whose} while tracing (a shape, a loop length, an `if`), and a traced
 value has none. If it is configuration, make it static (each value compiles once):
 
 {fixes}
 
 JAX's error, above, says where the value was needed."""
 
+# The errors JAX raises for a traced value whose concrete value was needed.
+_NEEDS_VALUE: Final = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+_HELD: Final = "__tc_held__"
 
-def concrete_field(
+
+def note_held(error: BaseException, tree: Any) -> None:
+    """Marks `error`, raised by a function's body while JAX traced it with the tracers
+    in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
+    which raised it holds: the values the failing operation was given. It reads the
+    traceback, not the message, and runs nothing again. (Each tc.jit marks it anew: an
+    inner one's paths are into its own arguments.)"""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
+    local = tb.tb_frame.f_locals.values() if tb is not None else ()
+    values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
+    setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
+
+
+def field_error(
+    error: TypeError,
     fun: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    static: Collection[str | int] = (),
+    static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the dynamic fields that hold a Python int or bool the body
-    needed as a concrete value, for a `TypeError` the body raised while `tc.jit` traced
-    it; None when no such field caused it.
+    """The error naming the field behind `error`, a `TypeError` from calling `tc.jit`'s
+    `jax.jit` function with `args` and `kwargs`; None when no field is to blame.
 
-    Cause, not coincidence: the body is traced again, abstractly (`jax.eval_shape`),
-    with those ints and bools kept as constants, as static fields would keep them, all
-    together and then one at a time, to name the one(s) it needed. This runs on the
-    error path alone, and only where a dynamic field holds a Python int or bool."""
-    flat, structure = jax.tree_util.tree_flatten_with_path((args, kwargs))
-    treedef: Any = structure  # a PyTreeDef: jaxlib ships no stubs
-    index = {path: i for i, (path, _) in enumerate(flat)}
-    found: dict[int, tuple[str, str]] = {}  # flat index -> (the leaf's path, its fix)
+    Raised before the body ran (not marked by `note_held`): the first leaf JAX cannot
+    trace. Raised by the body: the dynamic fields holding a Python int or bool whose
+    tracer the raising frame holds; if it holds none of the arguments' tracers (a value
+    computed from them), a ConcretizationTypeError names every such field, as candidates."""
+    if not hasattr(error, _HELD):
+        return untraceable_field(fun, args, kwargs, static)
+    held: set[KeyPath] = getattr(error, _HELD)
+    if not held and not isinstance(error, _NEEDS_VALUE):
+        return None
+    found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)
     for label, value, root in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
-            if v.kind == "leaf" and v.owner is not None and type(v.value) in (int, bool):
+            owner, kind = v.owner, type(v.value).__name__
+            if v.kind != "leaf" or owner is None or type(v.value) not in (int, bool):
+                continue
+            if not held or (*root, *v.path) in held:
                 at = f"{path_str(root_name(label, value), v.path)} ({v.value!r})"
-                fix = f"    {v.name}: tc.Static[{type(v.value).__name__}]   # in {v.owner.__name__}"
-                found[index[(*root, *v.path)]] = (at, fix)
-    leaves = [x for _, x in flat]
-
-    def traces(constant: Collection[int]) -> bool:
-        """Whether `fun` traces with these leaves constant (and every other int, bool
-        or static argument's value, as under jit), the rest abstract."""
-        vary = [
-            i not in constant and (i in found or is_array(x) or type(x) in (float, complex))
-            for i, x in enumerate(leaves)
-        ]
-
-        def again(*values: Any) -> Any:
-            it = iter(values)
-            a, k = treedef.unflatten([next(it) if v else x for x, v in zip(leaves, vary, strict=True)])
-            return fun(*a, **k)
-
-        try:
-            jax.eval_shape(again, *[x for x, v in zip(leaves, vary, strict=True) if v])
-        except Exception:  # noqa: BLE001 - still failing: these were not the cause
-            return False
-        return True
-
-    if not found or not traces(found):
+                fix = f"    {v.name}: tc.Static[{kind}]   # in {owner.__name__}"
+                found.append((at, fix, kind))
+    if not found:
         return None
-    needed = [i for i in found if traces({i})] or list(found)
-    kinds = " or ".join(sorted({type(leaves[i]).__name__ for i in needed}))
-    named = ", ".join(found[i][0] for i in needed)
-    verb = "is" if len(needed) == 1 else "are each"
-    fixes = "\n".join(dict.fromkeys(found[i][1] for i in needed))
-    return TypeError(_MSG_CONCRETE.format(fields=f"{named} {verb}", kinds=kinds, fixes=fixes))
+    one = len(found) == 1
+    whose = "its value" if one else "their values"
+    return TypeError(
+        _MSG_CONCRETE.format(
+            fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
+            kinds=" or ".join(sorted({kind for _, _, kind in found})),
+            whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
+            fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
+        )
+    )

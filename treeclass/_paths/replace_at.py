@@ -1,20 +1,14 @@
 """`replace_at()`: nested update along the path(s) that `where` reads.
 
-`_path.record` reads `where` into the path(s) it selects, `_path.follow` reads them
-from the object (checking each step, with errors that name the path), and here each
-parent on a path is rebuilt bottom-up with one entry changed: a treeclass through its
-generated `replace()` (converters, checks on the changed fields, `__post_init__`), a
-NamedTuple through `_replace()`, a tuple, list or dict by copy. Everything off the path
-is shared, not copied.
+`record` reads `where` into the path(s) it selects, `follow` reads them from the object,
+and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes: a
+treeclass through `replace()`, a NamedTuple through `_replace()`, a container by copy.
 
 Why not equinox's way (`tree_at` runs `where` on a copy whose leaves are sentinels, then
-finds the sentinels by identity): it reaches only pytree children, so not static
-fields; it rebuilds every node by unflatten, so no check runs and the result can hold
-what no constructor would accept (`Linear.w = 'oops'`); and it flattens, maps and
-unflattens the whole tree for one change.
-
-Under `jax.jit` this runs once, at trace time; its eager cost against the hand-written
-chain of `replace()` calls is in benchmarks/RESULTS.md, "whole_models".
+finds the sentinels by identity): it runs `where` on the real tree; it reaches only
+pytree children, so not static fields; it rebuilds by unflatten, so no check runs; and
+it flattens, maps and unflattens the whole tree for one change. The eager cost of ours
+against the hand-written `replace()` chain: benchmarks/RESULTS.md, "whole_models".
 """
 
 from __future__ import annotations
@@ -23,69 +17,49 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
-from treeclass._paths.record import (
-    DICT,
-    LIST,
-    NAMEDTUPLE,
-    TREECLASS,
-    TUPLE,
-    Path,
-    follow,
-    record,
-    show,
-)
+from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
 
 __all__ = ["replace_at"]
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
+_SEQUENCES: Final = (tuple, list)
+_End = tuple[list[Parent], tuple[Any, ...], Any]  # a path's parents (from `follow`), path, new node
 
 
 def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
     """`parent` with the entries `changes` (keys as stored) replaced."""
-    if kind == TREECLASS:
-        # The generated replace(): converters and checks on these fields, __post_init__.
-        return type(parent).replace(parent, **changes)
+    if kind == TREECLASS:  # replace(): converters and checks on these fields, __post_init__
+        return parent.replace(**changes)
     if kind == NAMEDTUPLE:
         return parent._replace(**changes)
-    if kind == DICT:
-        return parent | changes  # a copy, of the type `copy()` gives
+    if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
+        return parent | changes
     items = list(parent)
     for i, value in changes.items():
         items[i] = value
-    if type(parent) is list or type(parent) is tuple:
-        return items if kind == LIST else tuple(items)
-    return type(parent)(items)  # a subclass of list or tuple
+    return items if kind == LIST else tuple(items)
 
 
-def _replace_many(obj: Any, root: str, paths: list[Path], news: list[Any]) -> Any:
-    """Replaces several nodes, rebuilding each shared ancestor once with all of its
-    changes (so a `__post_init__` that checks two fields together sees both new)."""
-    # A trie of the steps: (kind, key) -> [the child read from the parent, the next
-    # level or, at the end of a path, the new node].
-    trie: dict[tuple[int, Any], list[Any]] = {}
-    for path, new in zip(paths, news, strict=True):
-        parents, _ = follow(obj, path, root)
-        level = trie
-        for depth, (_, kind, key) in enumerate(parents):
-            last = depth == len(parents) - 1
-            entry = level.get((kind, key))
-            if entry is None:
-                child = None if last else parents[depth + 1][0]
-                entry = level[kind, key] = [child, new if last else {}]
-            elif last or type(entry[1]) is not dict:
-                at = show(root, path[: depth + 1])
-                msg = f"`where` selects {at} twice, or both {at} and a node inside it."
-                raise ValueError(msg)
-            if not last:
-                level = entry[1]
-    return _rebuild(obj, trie)
-
-
-def _rebuild(parent: Any, level: dict[tuple[int, Any], list[Any]]) -> Any:
-    changes = {k: _rebuild(child, sub) if type(sub) is dict else sub for (_, k), (child, sub) in level.items()}
-    kind = next(iter(level))[0]  # one parent: every entry was read the same way
-    return _put(parent, kind, changes)
+def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
+    """The node at `depth` on the paths of `ends` (one node, down to there) with the new
+    nodes put in: each parent rebuilt once with all of its changes, so a `__post_init__`
+    that checks two fields together sees both new ones."""
+    parents, _, new = ends[0]
+    if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
+        for parent, kind, key in reversed(parents[depth:]):
+            new = _put(parent, kind, {key: new})
+        return new
+    changes: dict[Any, Any] = {}
+    for end in ends:
+        if len(end[1]) == depth:
+            other = show(root, next(e for e in ends if e is not end)[1])
+            msg = f"`where` selects {show(root, end[1])} and {other}: one holds the other, or they are one node."
+            raise ValueError(msg)
+        changes.setdefault(end[0][depth][2], []).append(end)
+    for key, group in changes.items():
+        changes[key] = _rebuild(group, depth + 1, root)
+    return _put(parents[depth][0], parents[depth][1], changes)
 
 
 @overload
@@ -106,25 +80,28 @@ def replace_at(
 
     - `obj`: a treeclass instance (or a tuple, list, dict or NamedTuple holding them).
     - `where`: a function that reads the node(s) to replace from its argument, through
-      fields (static ones too) and entries of tuples, lists, dicts and NamedTuples:
-      `lambda m: m.layers[1].w`, or a tuple of such reads to replace several at once.
+      fields (static ones too) and entries of tuples, lists, dicts (OrderedDict,
+      defaultdict) and NamedTuples: `lambda m: m.layers[1].w`, or a tuple of such reads
+      to replace several at once. It receives a stand-in, never `obj`.
     - `value`: the new node; a tuple of them, one per node, when `where` returns a tuple.
     - `fn`: instead of `value`, a function called on each selected node's current value,
       returning its replacement.
 
     **Returns**
 
-    An object of `obj`'s type. Each treeclass on the path is rebuilt with `replace()`,
-    so converters, static checks and `__post_init__` run on the changed fields; each
-    tuple, list or dict on the path is copied with its entry changed; every other node
-    is shared with `obj`, not copied.
+    An object of `obj`'s type. Each treeclass on the path is rebuilt once with
+    `replace()`, so converters, static checks and `__post_init__` run on the changed
+    fields; each container on the path is copied, of its own type, with its entries
+    changed; every other node is shared with `obj`, not copied.
 
     **Raises**
 
     `AttributeError`, `IndexError` or `KeyError` for a read that `obj` has no node for,
-    `TypeError` when `where` calls, computes or compares instead of reading, each naming
+    `TypeError` when `where` calls, computes, compares or slices instead of reading, or
+    reads into a node that JAX does not flatten (a dict subclass, an array), each naming
     the path (`MLP.layers[1].weight: no such field, did you mean 'w'?`); `ValueError` for
-    a `value` that does not match the nodes selected; whatever `replace()` raises.
+    a `value` that does not match the nodes selected, or nodes selected twice; whatever
+    `replace()` raises.
 
     **Example**
 
@@ -150,35 +127,20 @@ def replace_at(
         msg = "replace_at() takes either a value or fn=, not both and not neither."
         raise TypeError(msg)
     root = type(obj).__name__
-    paths = record(where, root)
-    if isinstance(paths, tuple):  # one node, the common case
-        parents, node = follow(obj, paths, root)
-        new = value if fn is None else fn(node)
-        for parent, kind, key in reversed(parents):
-            # The common cases inline: one Python call fewer per level.
-            if kind == TREECLASS:
-                new = parent.replace(**{key: new})
-            elif kind == TUPLE and type(parent) is tuple:
-                new = (*parent[:key], new, *parent[key + 1 :])
-            else:
-                new = _put(parent, kind, {key: new})
-        return new  # type: ignore[no-any-return]
-    if not paths:
-        return obj
-    if fn is not None:
-        news = [fn(follow(obj, path, root)[1]) for path in paths]
-    elif isinstance(value, tuple | list) and len(value) == len(paths):
-        news = list(value)
-    else:
-        found = f" of length {len(value)}" if isinstance(value, tuple | list) else ""
+    selected = record(where, root)
+    if isinstance(selected, tuple):  # one path: the same route, without the checks of many
+        parents, node = follow(obj, selected, root)
+        return _rebuild([(parents, selected, value if fn is None else fn(node))], 0, root)  # type: ignore[no-any-return]
+    if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
+        length = f" of length {len(value)}" if isinstance(value, _SEQUENCES) else ""
         msg = (
-            f"`where` selects {len(paths)} nodes ({', '.join(show(root, p) for p in paths)}), "
-            f"so value must be a tuple of {len(paths)} new values; got "
-            f"{describe(value, shape=False)}{found}."
+            f"`where` selects {len(selected)} nodes ({', '.join(show(root, p) for p in selected)}), "
+            f"so value must be a tuple of {len(selected)} new values; got "
+            f"{describe(value, shape=False)}{length}."
         )
         raise ValueError(msg)
-    if any(not path for path in paths):
-        msg = "`where` selects the object itself among other nodes; select one or the other."
-        raise ValueError(msg)
-    return _replace_many(obj, root, paths, news)  # type: ignore[no-any-return]
-
+    ends: list[_End] = []
+    for i, path in enumerate(selected):
+        parents, node = follow(obj, path, root)
+        ends.append((parents, path, value[i] if fn is None else fn(node)))
+    return _rebuild(ends, 0, root) if ends else obj

@@ -1,19 +1,9 @@
-"""`grad()`, `value_and_grad()` and `apply_updates()`: differentiate and optimise the
-trainable leaves of a model that also holds state, keys, integers, masks and strings.
-
-`jax.grad(loss)(model)` refuses a model holding a bool mask or an int counter, with
-`allow_int=True` returns `float0` gradients that optax cannot add, and differentiates
-BatchNorm's running statistics as if they were weights. So, as equinox's
-`filter_value_and_grad` does, we split the first argument in two, differentiate the
-trainable half only (`_trainable.mask`: floating-point leaves outside fields declared
-`trainable=False`, narrowed by `where=`), and rebuild the model inside:
-
-    params, rest = partition(model)
-    jax.value_and_grad(lambda params, rest, *args: fun(combine(params, rest), *args))
-
-All of this is Python that runs while JAX traces: inside `jax.jit` the compiled program
-is the one `jax.value_and_grad` on hand-split parameters would compile, and a call
-costs the same (benchmarks/RESULTS.md, the jitted training step).
+"""`grad()`, `value_and_grad()` and `apply_updates()` for models that also hold state,
+keys, integers, masks and strings, which `jax.grad` refuses (or, with `allow_int`, gives
+`float0` for, which optax cannot add) or differentiates (BatchNorm statistics). As
+equinox's `filter_value_and_grad`, they differentiate only the half that `tc.partition`
+selects: the gradient has the structure optax's state is built on, and under `jax.jit`
+the program of hand-split parameters (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -23,19 +13,27 @@ from collections.abc import Callable
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload
 
 import jax
+import jax.numpy as jnp
 
 from treeclass._core.walk import path_str
 from treeclass._jit.untraceable import is_traceable, untraceable_field
-from treeclass._train.partition import combine
-from treeclass._train.select import leaf_visits, mask, nothing_trainable, trainable, why_not
+from treeclass._train.select import combine, halves, leaf_visits, listed, select, trainable, why_not
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _A = TypeVar("_A")
 _P = ParamSpec("_P")
+_Where = Callable[[_T], Any] | None
+_Filter = Callable[[Any], bool] | None
 
-Where = Callable[[Any], Any]
-"""`where=`: a predicate on leaves, or a selector in `tc.replace_at`'s form."""
+_MSG_NOTHING: Final = """\
+{what} has nothing to differentiate: none of its leaves is trainable.
+
+Trainable leaves are floating-point (or complex) arrays and Python floats that no field
+above them declares trainable=False. Its leaves: {leaves}.
+
+Store the parameters as float arrays (jnp.asarray(x, jnp.float32)), or, if nothing here
+should be trained, call the loss without tc.grad."""
 
 _MSG_UPDATE_NOT_TRAINABLE: Final = """\
 {path}: an update for a leaf that is not trainable ({what}).
@@ -47,18 +45,68 @@ tc.partition(model) (or on tc.grad's gradients), which holds None here:
     updates, state = optimizer.update(grads, state, params)"""
 
 
-def _split(fun: Callable[..., Any], *, has_aux: bool) -> Callable[..., Any]:
-    """`jax.value_and_grad` of `fun` with its first argument split in two, to call as
-    `vg(params, rest, *args, **kwargs)`: only `params` is differentiated."""
+@overload
+def value_and_grad(
+    fun: Callable[Concatenate[_T, _P], _R],
+    *,
+    where: _Where[_T] = None,
+    filter: _Filter = None,
+    has_aux: Literal[False] = False,
+) -> Callable[Concatenate[_T, _P], tuple[_R, _T]]: ...
+@overload
+def value_and_grad(
+    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]],
+    *,
+    where: _Where[_T] = None,
+    filter: _Filter = None,
+    has_aux: Literal[True],
+) -> Callable[Concatenate[_T, _P], tuple[tuple[_R, _A], _T]]: ...
+def value_and_grad(
+    fun: Callable[..., Any],
+    *,
+    where: _Where[Any] = None,
+    filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    has_aux: bool = False,
+) -> Callable[..., Any]:
+    """`jax.value_and_grad` with respect to the trainable leaves of the first argument,
+    whatever else it holds.
+
+    **Arguments**
+
+    - `fun`: a function of a pytree (a model) first, returning a scalar, or `(scalar,
+      aux)` with `has_aux=True` (as in `jax.value_and_grad`).
+    - `where`, `filter`: as in `tc.partition`, a selector (`lambda m: m.head`) and a
+      predicate on leaves (`lambda x: x.ndim == 2`) narrowing the trainable leaves.
+
+    **Returns**
+
+    A function of `fun`'s parameters returning `(value, grads)` (`((value, aux), grads)`
+    with `has_aux`): `grads` has the structure and type of the first argument and of
+    `tc.partition(model, where, filter=filter)[0]`, the gradient at each selected leaf (a
+    scalar array for a Python float, as `jax.grad` gives) and `None` elsewhere.
+
+    **Raises**
+
+    `TypeError` naming the class when nothing is selected, or `Class.field` where a
+    dynamic field holds what JAX cannot trace (a string); `tc.partition`'s errors for
+    `where`; `jax.value_and_grad`'s otherwise.
+
+    **Example**
+
+    >>> class Model(tc.TreeClass):
+    ...     w: jax.Array
+    ...     mask: jax.Array
+    >>> loss = lambda m, x: jnp.sum(jnp.where(m.mask, m.w * x, 0.0))
+    >>> m = Model(jnp.ones(3), jnp.array([True, False, True]))
+    >>> value, grads = tc.value_and_grad(loss)(m, jnp.full(3, 2.0))
+    >>> float(value), grads.w.tolist(), grads.mask
+    (4.0, [2.0, 0.0, 2.0], None)
+    """
 
     def merged(params: Any, rest: Any, *args: Any, **kwargs: Any) -> Any:
         return fun(combine(params, rest), *args, **kwargs)
 
-    return jax.value_and_grad(merged, has_aux=has_aux)
-
-
-def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool, where: Where | None) -> Callable[..., Any]:
-    vg = _split(fun, has_aux=has_aux)
+    vg = jax.value_and_grad(merged, has_aux=has_aux)  # of the selected half only
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -70,163 +118,116 @@ def _value_and_grad(fun: Callable[..., Any], *, has_aux: bool, where: Where | No
             found = untraceable_field(fun, (x,), {})
             if found is not None:
                 raise found
-        chosen = mask(x, where, visits, predicate_alone=False)
+        chosen = select(x, visits, where, filter, only_trainable=True)
         if not any(chosen):  # never a tree of None in silence
-            raise nothing_trainable(x, visits, narrowed=where is not None)
-        leaves = [v.value for v in visits]
-        treedef: Any = jax.tree.structure(x)  # a PyTreeDef: jaxlib ships no stubs
-        params = treedef.unflatten([a if c else None for a, c in zip(leaves, chosen, strict=True)])
-        rest = treedef.unflatten([None if c else a for a, c in zip(leaves, chosen, strict=True)])
-        return vg(params, rest, *args, **kwargs)
+            root = type(x).__name__
+            what = f"{root}, narrowed by `where`/`filter`," if where or filter else root
+            raise TypeError(_MSG_NOTHING.format(what=what, leaves=listed(visits, root)))
+        return vg(*halves(x, visits, chosen), *args, **kwargs)
 
     return call
 
 
 @overload
-def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], _R], *, has_aux: Literal[False] = False, where: Where | None = None
-) -> Callable[Concatenate[_T, _P], tuple[_R, _T]]: ...
-@overload
-def value_and_grad(
-    fun: Callable[Concatenate[_T, _P], tuple[_R, _A]], *, has_aux: Literal[True], where: Where | None = None
-) -> Callable[Concatenate[_T, _P], tuple[tuple[_R, _A], _T]]: ...
-def value_and_grad(
-    fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None
-) -> Callable[..., Any]:
-    """`jax.value_and_grad` with respect to the trainable leaves of the first argument,
-    whatever else it holds.
-
-    **Arguments**
-
-    - `fun`: a function whose first argument is a pytree (a model) and which returns a
-      scalar, or `(scalar, aux)` with `has_aux=True`.
-    - `has_aux`: as in `jax.value_and_grad`.
-    - `where`: narrows what is differentiated: a selector in `tc.replace_at`'s form
-      (`lambda m: m.head`, or a tuple of such reads: only the trainable leaves inside
-      those subtrees, for fine-tuning), or a predicate on leaves.
-
-    **Returns**
-
-    A function with `fun`'s parameters returning `(value, grads)` (`((value, aux),
-    grads)` with `has_aux`). `grads` has the first argument's structure and type: the
-    gradient at each trainable leaf (a floating-point or complex array, or a Python
-    float, which gets a scalar array as `jax.grad` gives it; not under a field declared
-    `trainable=False`), `None` at every other leaf. The other arguments are passed
-    through as `jax.value_and_grad` passes them.
-
-    **Raises**
-
-    `TypeError` naming the class when the first argument has nothing to differentiate;
-    `TypeError` naming `Class.field` when a dynamic field holds a value JAX cannot trace
-    (a string, a function); for a selector, the errors of `tc.replace_at` naming the
-    path, and `ValueError` when it selects no trainable leaf; `jax.value_and_grad`'s
-    errors otherwise.
-
-    **Example**
-
-    >>> class Model(tc.TreeClass):
-    ...     w: jax.Array
-    ...     mask: jax.Array
-    ...     step: jax.Array
-    >>> def loss(m, x):
-    ...     return jnp.sum(jnp.where(m.mask, m.w * x, 0.0))
-    >>> m = Model(jnp.ones(3), jnp.array([True, False, True]), jnp.array(0))
-    >>> value, grads = tc.value_and_grad(loss)(m, jnp.full(3, 2.0))
-    >>> float(value), grads.w.tolist(), grads.mask, grads.step
-    (4.0, [2.0, 0.0, 2.0], None, None)
-    """
-    return _value_and_grad(fun, has_aux=has_aux, where=where)
-
-
-@overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], Any], *, has_aux: Literal[False] = False, where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], Any],
+    *,
+    where: _Where[_T] = None,
+    filter: _Filter = None,
+    has_aux: Literal[False] = False,
 ) -> Callable[Concatenate[_T, _P], _T]: ...
 @overload
 def grad(
-    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]], *, has_aux: Literal[True], where: Where | None = None
+    fun: Callable[Concatenate[_T, _P], tuple[Any, _A]],
+    *,
+    where: _Where[_T] = None,
+    filter: _Filter = None,
+    has_aux: Literal[True],
 ) -> Callable[Concatenate[_T, _P], tuple[_T, _A]]: ...
-def grad(fun: Callable[..., Any], *, has_aux: bool = False, where: Where | None = None) -> Callable[..., Any]:
+def grad(
+    fun: Callable[..., Any],
+    *,
+    where: _Where[Any] = None,
+    filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    has_aux: bool = False,
+) -> Callable[..., Any]:
     """`jax.grad` with respect to the trainable leaves of the first argument, whatever
-    else it holds.
-
-    **Arguments**
-
-    - `fun`: a function whose first argument is a pytree (a model) and which returns a
-      scalar, or `(scalar, aux)` with `has_aux=True`.
-    - `has_aux`: as in `jax.grad`.
-    - `where`: as in `tc.value_and_grad`: a selector (`lambda m: m.head`) or a
-      predicate on leaves, narrowing what is differentiated.
+    else it holds: `tc.value_and_grad`'s gradient, with its arguments and errors.
 
     **Returns**
 
     A function with `fun`'s parameters returning the gradient (`(grads, aux)` with
-    `has_aux`): the first argument's structure and type, with the gradient at each
-    trainable leaf and `None` at every other leaf.
-
-    **Raises**
-
-    As `tc.value_and_grad`.
+    `has_aux`): the first argument's structure and type, `None` at every leaf that is
+    not selected.
 
     **Example**
 
-    >>> class Stats(tc.TreeClass):
-    ...     mean: jax.Array
     >>> class Model(tc.TreeClass):
     ...     w: jax.Array
     ...     key: jax.Array
     ...     rate: float
-    ...     stats: Stats = tc.field(trainable=False)
-    >>> m = Model(jnp.array([1.0, 2.0]), jax.random.key(0), 0.5, Stats(jnp.zeros(2)))
-    >>> grads = tc.grad(lambda m: jnp.sum(m.w**2) * m.rate + jnp.sum(m.stats.mean))(m)
-    >>> grads.w.tolist(), float(grads.rate), grads.key, grads.stats.mean
+    ...     mean: jax.Array = tc.field(trainable=False)
+    >>> m = Model(jnp.array([1.0, 2.0]), jax.random.key(0), 0.5, jnp.zeros(2))
+    >>> grads = tc.grad(lambda m: jnp.sum(m.w**2) * m.rate + jnp.sum(m.mean))(m)
+    >>> grads.w.tolist(), float(grads.rate), grads.key, grads.mean
     ([1.0, 2.0], 5.0, None, None)
     >>> tc.grad(lambda m: jnp.sum(m.w**2), where=lambda m: m.w)(m).rate is None
     True
+    >>> tc.grad(lambda m: jnp.sum(m.w**2), filter=tc.is_inexact_array)(m).rate is None
+    True
     """
-    vg = _value_and_grad(fun, has_aux=has_aux, where=where)
+    # Wrapped, so that errors name `fun`'s parameters (`tc.jit`'s "argument 'm'").
+    with_aux = fun if has_aux else functools.wraps(fun)(lambda *a, **k: (fun(*a, **k), None))
+    vg = value_and_grad(with_aux, where=where, filter=filter, has_aux=True)
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
-        value, grads = vg(x, *args, **kwargs)
-        return (grads, value[1]) if has_aux else grads
+        (_, aux), grads = vg(x, *args, **kwargs)
+        return (grads, aux) if has_aux else grads
 
     return call
 
 
 def _add(x: Any, u: Any) -> Any:
-    if not hasattr(x, "dtype") or x.dtype == u.dtype:
-        return x + u
-    # Added in the wider of the two dtypes, then stored back in the leaf's own: a
-    # bfloat16 weight with a float32 update rounds once, not twice. Chosen by size, not
-    # by `jnp.promote_types`, which refuses bfloat16 + float32 under
-    # jax_numpy_dtype_promotion="strict".
+    x, u = jnp.asarray(x), jnp.asarray(u)  # a Python float: the weak scalar JAX traces
+    # Added in the wider dtype, then stored in the leaf's: a bfloat16 weight with a
+    # float32 update rounds once, not twice. Wider by size: `jnp.promote_types` refuses
+    # bfloat16 + float32 under jax_numpy_dtype_promotion="strict".
     wide = x.dtype if x.dtype.itemsize >= u.dtype.itemsize else u.dtype
-    return (x.astype(wide) + u.astype(wide)).astype(x.dtype)
+    new = (x.astype(wide) + u.astype(wide)).astype(x.dtype)
+    if not x.weak_type:
+        return new
+    # A weak leaf stays weak, or the next step's arguments differ and it compiles again.
+    # JAX has no public "make this weakly typed"; `lax.full_like` keeps its template's
+    # weak type and takes a scalar fill, so it is mapped over every axis: the program
+    # holds one convert_element_type, where `x.at[...].add(u)` would hold a scatter.
+    fill = jax.lax.full_like
+    for _ in range(x.ndim):
+        fill = jax.vmap(fill)
+    return fill(x, new)
 
 
 def apply_updates(tree: _T, updates: Any) -> _T:
-    """Adds `updates` to `tree`'s trainable leaves where an update is not `None`,
-    keeping each leaf's dtype: the step after `optimizer.update`.
+    """Adds `updates` to `tree`'s trainable leaves where an update is not `None`: the
+    step after `optimizer.update`.
 
     **Arguments**
 
     - `tree`: the model (any pytree).
-    - `updates`: a pytree of `tree`'s structure with `None` where a leaf is not
-      updated, such as optax's updates computed on `tc.partition(tree)[0]`, or grads
-      from `tc.grad`.
+    - `updates`: a pytree of `tree`'s structure, `None` where a leaf is not updated:
+      optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s gradients.
 
     **Returns**
 
-    A tree of `tree`'s structure and type (whatever the type of `updates`, such as
-    optax's): `leaf + update` (in the leaf's dtype) where the update is not `None`, the
-    leaf itself elsewhere (shared, not copied).
+    A tree of `tree`'s structure and type (whatever the type of `updates`): `leaf +
+    update` in the leaf's dtype, weakly typed if the leaf was (a Python float gives a
+    weak scalar array, as JAX traces it), so a jitted step does not compile again; the
+    leaf itself (shared) where the update is `None`.
 
     **Raises**
 
-    `ValueError` naming the path for an update at a leaf that is not trainable (under
-    a field declared `trainable=False`, or not floating-point); JAX's `ValueError` when
-    `updates` does not have `tree`'s structure.
+    `ValueError` naming the path for an update at a leaf that is not trainable; JAX's
+    `ValueError` when `updates` does not have `tree`'s structure.
 
     **Example**
 
@@ -234,12 +235,11 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     ...     w: jax.Array
     ...     step: jax.Array
     >>> m = Model(jnp.ones(2, jnp.bfloat16), jnp.array(3))
-    >>> updates = Model(jnp.full(2, 0.5), None)  # float32, as an optimizer may give
-    >>> new = tc.apply_updates(m, updates)
-    >>> new.w
-    Array([1.5, 1.5], dtype=bfloat16)
-    >>> new.step is m.step
-    True
+    >>> new = tc.apply_updates(m, Model(jnp.full(2, 0.5), None))  # a float32 update
+    >>> new.w, new.step is m.step
+    (Array([1.5, 1.5], dtype=bfloat16), True)
+    >>> tc.apply_updates(jnp.asarray(1.0), jnp.float32(0.5))  # weak stays weak
+    Array(1.5, dtype=float32, weak_type=True)
     >>> tc.apply_updates(m, Model(None, jnp.array(1)))
     Traceback (most recent call last):
     ValueError: Model.step: an update for a leaf that is not trainable (i32[], not floating-point).
@@ -250,12 +250,9 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     # `None` in `updates` stands where `tree` holds a leaf that is not updated.
     new: list[Any] = []
     for v, u in zip(visits, treedef.flatten_up_to(updates), strict=True):
-        if u is None:
-            new.append(v.value)
-            continue
-        if not trainable(v):
+        if u is not None and not trainable(v):
             path = path_str(type(tree).__name__, v.path)
             raise ValueError(_MSG_UPDATE_NOT_TRAINABLE.format(path=path, what=why_not(v)))
-        new.append(_add(v.value, u))
+        new.append(v.value if u is None else _add(v.value, u))
     result: _T = treedef.unflatten(new)
     return result

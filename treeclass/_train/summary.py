@@ -1,11 +1,7 @@
-"""`summary()`: the table users read to see what a model holds.
-
-One row per leaf and per static field, by path (`CNN.layers[0].w`), with its kind
-(trainable / non-trainable / static), dtype, shape, element count, bytes and, when any
-leaf was placed with a `NamedSharding`, its partition spec; then the totals of trainable
-parameters and of state. It reads shapes and dtypes only, never values (no device
-sync), as `repr` does. The result is a `str` whose repr is the table itself, so it
-shows as a table at a REPL prompt and, through `_repr_html_`, in a notebook.
+"""`summary()`: the table users read to see what a model holds, one row per leaf and
+static field by path (`CNN.layers[0].w`), or per subtree at `depth` (as `nnx.tabulate`).
+It reads shapes and dtypes, never values (no device sync), as `repr` does, and returns a
+`str` whose repr is the table: a table at a REPL prompt and, via `_repr_html_`, in a notebook.
 """
 
 from __future__ import annotations
@@ -49,12 +45,6 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
 
 
-def _spec(spec: Any) -> str:
-    """`P('data', None)`: a partition spec as the docs write it (its own str differs by
-    jax version)."""
-    return f"P({', '.join(map(repr, spec))})"
-
-
 def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
     """(dtype, shape, count, bytes, sharding) of a leaf."""
     x = v.value
@@ -63,33 +53,49 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         itemsize = 0 if jnp.issubdtype(x.dtype, jax.dtypes.extended) else np.dtype(x.dtype).itemsize
         if itemsize == 0:  # a typed PRNG key: its key data's bytes
             itemsize = math.prod(jax.eval_shape(jax.random.key_data, x).shape[x.ndim :]) * 4
-        # A sharding the user chose (tc.shardings, jax.device_put): its spec; the default
-        # placement on one device is no sharding to show.
+        # A sharding the user chose (tc.shardings, jax.device_put): its spec, written as
+        # the docs write it (its own str differs by jax version); the default placement
+        # on one device is no sharding to show.
         sharding = getattr(x, "sharding", None)
-        placed = _spec(sharding.spec) if isinstance(sharding, NamedSharding) else ""
-        return dtype_name(x.dtype), f"[{','.join(map(str, x.shape))}]", count, count * itemsize, placed
+        spec = ", ".join(map(repr, sharding.spec)) if isinstance(sharding, NamedSharding) else None
+        placed, shape = "" if spec is None else f"P({spec})", f"[{','.join(map(str, x.shape))}]"
+        return dtype_name(x.dtype), shape, count, count * itemsize, placed
     if isinstance(x, bool | int | float | complex):  # a Python number: JAX makes it a scalar
         dtype = jax.dtypes.canonicalize_dtype(type(x))
         return type(x).__name__, "[]", 1, np.dtype(dtype).itemsize, ""
     return type(x).__name__, "", 0, 0, ""
 
 
-def summary(tree: Any) -> str:
+def _fold(at: str, node: Any, below: list[tuple[bool, int, int]]) -> tuple[str, ...]:
+    """The row of a subtree folded at `depth`: its type, kind and subtotals."""
+    kinds = {is_param for is_param, _, _ in below}
+    kind = "trainable" if kinds == {True} else "non-trainable" if kinds == {False} else "static"
+    if len(kinds) == 2:
+        kind = f"mixed ({sum(count for is_param, count, _ in below if is_param):,} trainable)"
+    count, nbytes = sum(c for _, c, _ in below), sum(b for _, _, b in below)
+    return (at, kind, type(node).__name__, "", f"{count:,}", _size(nbytes), "")
+
+
+def summary(tree: Any, depth: int | None = None) -> str:
     """Returns a table of what `tree` holds: one row per leaf and static field.
 
     **Arguments**
 
-    - `tree`: a treeclass instance, or any pytree holding some; `jax.ShapeDtypeStruct`
-      leaves work (`tc.summary(jax.eval_shape(init))` needs no arrays).
+    - `tree`: any pytree (`jax.ShapeDtypeStruct` leaves too: `jax.eval_shape(init)`).
+    - `depth`: `None` expands every nested treeclass and container; `k` folds each
+      subtree at depth `k` (the root is 0, its fields 1) into one row: its type, kind
+      (`mixed (n trainable)` when it holds both) and subtotals.
 
     **Returns**
 
-    A `str`: a header, one row per path (nested treeclasses and containers expanded)
-    with its kind (`trainable`, `non-trainable`, `static`), dtype, shape, element count
-    and bytes, and a sharding column when any leaf was placed with a `NamedSharding`
-    (`jax.device_put(model, tc.shardings(model, mesh))`); then
-    the totals of trainable parameters and of the rest (state). Its repr is the table,
-    so a REPL and a notebook show it as one; `print()` it in a script.
+    A `str`: one row per path with its kind (`trainable`, `non-trainable`, `static`),
+    dtype, shape, element count and bytes (and the partition spec of a leaf placed with a
+    `NamedSharding`), then the totals of trainable parameters and of state, the same at
+    every depth. `print()` it in a script.
+
+    **Raises**
+
+    `ValueError` for a `depth` that is not `None` or an int >= 0.
 
     **Example**
 
@@ -100,44 +106,57 @@ def summary(tree: Any) -> str:
     ...     stats: Stats = tc.field(trainable=False)
     ...     step: jax.Array = tc.field(default_factory=lambda: jnp.array(0))
     ...     act: tc.Static[str] = "relu"
-    >>> tc.summary(Layer(jnp.ones((3, 4)), Stats(jnp.zeros(4))))
+    >>> layer = Layer(jnp.ones((3, 4)), Stats(jnp.zeros(4)))
+    >>> tc.summary(layer)
     path              kind           dtype  shape  count  bytes
     Layer.w           trainable      f32    [3,4]     12   48 B
     Layer.stats.mean  non-trainable  f32    [4]        4   16 B
     Layer.step        non-trainable  i32    []         1    4 B
     Layer.act         static         'relu'
     trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
+    >>> tc.summary({"layer": layer}, depth=1)
+    path            kind                  dtype  shape  count  bytes
+    dict['layer']   mixed (12 trainable)  Layer            17   68 B
+    trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
     """
+    if depth is not None and (type(depth) is not int or depth < 0):
+        msg = f"summary(depth={depth!r}): depth is None (every row) or an int >= 0, e.g. tc.summary(model, depth=1)."
+        raise ValueError(msg)
     root = type(tree).__name__
-    rows: list[tuple[str, ...]] = []
+    rows: list[Any] = []  # a row (a tuple), or a folded subtree to sum up (a list)
     totals = {True: [0, 0], False: [0, 0]}  # trainable? -> [count, bytes]
-    placed = False
     for v in walk(tree):
         at = path_str(root, v.path)
-        if v.kind == "static":
+        folded = depth is not None and len(v.path) > depth  # into the row of `rows[-1]`
+        if depth is not None and len(v.path) == depth and v.kind == "node":
+            rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
+        elif v.kind == "static" and folded:
+            rows[-1][3] += 1
+        elif v.kind == "static":
             rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
         elif v.kind == "leaf":
             dtype, shape, count, nbytes, sharding = _leaf(v)
             is_param = trainable(v)
             totals[is_param][0] += count
             totals[is_param][1] += nbytes
-            placed = placed or bool(sharding)
-            kind = "trainable" if is_param else "non-trainable"
-            rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
-    columns = (*_COLUMNS, "sharding") if placed else _COLUMNS
+            if folded:
+                rows[-1][2].append((is_param, count, nbytes))
+            else:
+                kind = "trainable" if is_param else "non-trainable"
+                rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
+    # A subtree of neither leaves nor statics (None, an empty tuple) has no row, folded
+    # or not.
+    rows = [_fold(*row[:3]) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
+    columns = (*_COLUMNS, "sharding") if any(row[6] for row in rows) else _COLUMNS
     table = [columns, *(row[: len(columns)] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    right = {"count", "bytes"}
-    lines = []
-    for row in table:
-        cells = [
-            cell.rjust(width) if name in right else cell.ljust(width)
-            for cell, width, name in zip(row, widths, columns, strict=True)
-        ]
-        lines.append("  ".join(cells).rstrip())
+    right = [name in ("count", "bytes") for name in columns]
+    lines = [
+        "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)
+        ).rstrip()
+        for row in table
+    ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
-    lines.append(
-        f"trainable: {params:,} parameters, {_size(param_bytes)}; "
-        f"non-trainable: {state:,} elements, {_size(state_bytes)}"
-    )
-    return Summary("\n".join(lines))
+    total = f"trainable: {params:,} parameters, {_size(param_bytes)}; non-trainable: {state:,} elements, {_size(state_bytes)}"
+    return Summary("\n".join([*lines, total]))

@@ -1,0 +1,231 @@
+"""What `tc.load` trusts in a checkpoint file (treeclass/_checkpoint/npz.py,
+manifest.py): arrays are bound to the manifest by their CRC-32, static values are
+encoded the same in every process, and a save killed midway leaves the old file and no
+temporary behind. A small fuzz of `tc.load` (benchmarks/fuzz_checkpoints.py) runs here;
+`python -m benchmarks --only fuzz` runs the large one."""
+
+import ast
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import zipfile
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from checkpoints import damaged, manifest_of, model, path, rewrite, tuned
+
+import treeclass as tc
+
+__all__ = ["path"]  # the fixture, imported for pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays bound to the manifest.
+
+
+def test_member_rewritten_in_a_valid_zip_is_refused(path: pathlib.Path):
+    m = model()
+    tc.save(path, m)
+    # Same shape and dtype, other values, and a zip whose own CRC-32 fits them.
+    rewrite(path, {"head.w": np.asarray(m.head.w) + 1}, crc=False)
+    damaged(
+        path,
+        r"Model\.head\.w: head\.w\.npy is not the array the manifest records \(another CRC-32\)",
+    )
+
+
+def test_members_swapped_are_refused(path: pathlib.Path):
+    tc.save(path, model())
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    a, b = members["layers.0.w.npy"], members["layers.1.w.npy"]  # both float32 (3, 3)
+    members["layers.0.w.npy"], members["layers.1.w.npy"] = b, a
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    damaged(path, r"Model\.layers\[0\]\.w: layers\.0\.w\.npy is not the array the manifest records")
+
+
+def test_manifest_records_swapped_are_refused(path: pathlib.Path):
+    tc.save(path, model())
+    manifest = manifest_of(path)
+    layers = manifest["tree"]["children"]["layers"]["children"]
+    first, second = layers["0"]["children"], layers["1"]["children"]
+    first["w"], second["w"] = second["w"], first["w"]  # each record with its own CRC-32
+    rewrite(path, {"__treeclass__": manifest})
+    damaged(path, r"its manifest is malformed at Model\.layers\[0\]\.w")
+
+
+def test_manifest_without_checksums_is_refused(path: pathlib.Path):
+    tc.save(path, model())
+    manifest = manifest_of(path)
+    del manifest["tree"]["children"]["head"]["children"]["b"]["crc32"]
+    rewrite(path, {"__treeclass__": manifest})
+    damaged(path, r"its manifest is malformed at Model\.head\.b")
+
+
+# ---------------------------------------------------------------------------------------
+# Static values encoded the same in every process.
+
+
+def run_python(code: str, hash_seed: int) -> None:
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": str(hash_seed),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}",
+    }
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+
+
+def test_statics_load_under_another_hash_seed(path: pathlib.Path):
+    """A frozenset's repr follows string hashing: the file's encoding must not."""
+    save = f"import treeclass as tc, checkpoints; tc.save({str(path)!r}, checkpoints.tuned())"
+    load = f"import treeclass as tc, checkpoints as c; assert tc.load({str(path)!r}, c.tuned()) == c.tuned()"
+    run_python(save, hash_seed=1)
+    encoded = manifest_of(path)["tree"]["static"]["options"]
+    assert encoded == {
+        "checkpoints.Options": [
+            {"frozenset": ["elu", "gelu", "mish", "relu", "selu", "silu", "swish", "tanh"]},
+            [["a", {"frozenset": ["v", "w", "x", "y", "z"]}], ["b", {"frozenset": []}]],
+        ]
+    }
+    for seed in (2, 3):
+        run_python(load, hash_seed=seed)
+    assert tc.load(path, tuned()) == tuned()  # this process's seed too
+
+
+# ---------------------------------------------------------------------------------------
+# A save killed midway.
+
+KILLED_SAVE = """
+import sys, time
+import treeclass as tc, checkpoints
+from treeclass._checkpoint import npz
+real = npz.write_member
+def stall(zf, name, array):
+    crc = real(zf, name, array)
+    print("writing", flush=True)
+    time.sleep(600)
+    return crc
+npz.write_member = stall
+tc.save(sys.argv[1], checkpoints.model(scale=2.0))
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="temporaries are cleaned on POSIX only")
+def test_save_killed_midway_leaves_no_temporary_after_the_next_save(path: pathlib.Path):
+    tc.save(path, model())
+    before = path.read_bytes()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
+    command = [sys.executable, "-c", KILLED_SAVE, str(path)]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "writing\n"  # one member written
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+    (stale,) = (p for p in path.parent.iterdir() if p.name.endswith(".tmp"))
+    assert stale.name.startswith(f".{path.name}.")
+    assert path.read_bytes() == before  # the old checkpoint, intact
+    tc.save(path, model(scale=3.0))
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # the stale one removed
+    assert tc.load(path, model(scale=3.0)).scale == 3.0
+    # A temporary of a live process (this one), and one of another host, are left alone.
+    live = path.parent / stale.name.replace(f".{child.pid}.", f".{os.getpid()}.")
+    other_host = path.parent / f".{path.name}.00000000.{child.pid}.0.tmp"
+    assert live != stale
+    live.write_bytes(b"")
+    other_host.write_bytes(b"")
+    tc.save(path, model())
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, live.name, other_host.name]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The fuzz, small.
+
+
+def test_damaged_files_are_refused_or_load_exactly(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import fuzz_checkpoints
+
+    counts = fuzz_checkpoints.fuzz(20, seed=1)
+    assert set(counts) == set(fuzz_checkpoints.KINDS)
+    for kind, outcomes in counts.items():
+        assert set(outcomes) <= {"refused", "exact"}, (kind, outcomes)
+        assert outcomes["refused"] > 0, kind
+    assert counts["rewrite"]["refused"] == 20  # new bytes: never loaded
+    assert counts["swap"]["refused"] == 20
+
+
+def test_fuzz_tells_exact_from_another_model():
+    """The fuzz's comparison sees a changed value, dtype, weak type or static."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.fuzz_checkpoints import identical, net
+    finally:
+        sys.path.remove(str(ROOT))
+    a = net(0)
+    assert identical(a, net(0))
+    changed: list[Any] = [
+        net(1),
+        a.replace(lr=float(a.lr) + 1e-9),
+        a.replace(state={**a.state, "count": a.state["count"].astype(jnp.int16)}),
+        a.replace(state={**a.state, "count": jnp.asarray(int(a.state["count"]))}),  # weak
+        a.replace(blocks=[a.blocks[0].replace(act=frozenset()), *a.blocks[1:]]),
+    ]
+    for other in changed:
+        assert not identical(a, other)
+
+
+# ---------------------------------------------------------------------------------------
+# Layering: the checkpoint modules import no cycle (type-only imports included), and the
+# class machinery (_core) does not import them.
+
+
+def module_imports(path: pathlib.Path) -> set[str]:
+    """Every `treeclass...` module `path` imports anywhere, `if TYPE_CHECKING:` included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return {name for name in names if name.startswith("treeclass.")}
+
+
+def test_checkpoint_modules_import_no_cycle():
+    package = ROOT / "treeclass"
+    modules = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
+    }
+    graph = {name: module_imports(p) & set(modules) for name, p in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            name = todo.pop()
+            if name == goal:
+                return True
+            if name not in seen:
+                seen.add(name)
+                todo += graph[name]
+        return False
+
+    checkpoint = [name for name in modules if name.startswith("treeclass._checkpoint.")]
+    assert len(checkpoint) >= 3
+    for name in checkpoint:
+        assert not reaches(name, name), f"{name} imports itself through a cycle"
+    for name in modules:
+        if name.startswith("treeclass._core"):
+            assert not any(m.startswith("treeclass._checkpoint") for m in graph[name]), name

@@ -1,0 +1,73 @@
+"""treeclasses in `flax.serialization` (`to_state_dict`, `from_state_dict`, `to_bytes`,
+`from_bytes`), as flax.struct classes, without importing flax (a slow import). flax
+finds serializers by exact type, so each class is registered: when it is created if
+flax.serialization is imported (`ON_CLASS`), else when that is imported (`_OnImport`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import weakref
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any, Final
+
+import jax
+
+from treeclass._checkpoint.state_dict import CheckpointError, differences, keyed
+from treeclass._core.decorator import ON_CLASS
+from treeclass._core.walk import node_def
+
+FLAX: Final = "flax.serialization"
+_pending: weakref.WeakSet[type] = weakref.WeakSet()  # created before flax was imported
+
+
+def _to_state_dict(x: Any) -> dict[str, Any]:
+    to_state_dict = sys.modules[FLAX].to_state_dict
+    return {k: to_state_dict(child) for _, k, child in keyed(x, lambda: "") or ()}
+
+
+def _from_state_dict(x: Any, state: Any) -> Any:
+    """Each field restored by flax; rebuilt as JAX rebuilds pytrees (no user code)."""
+    flax, pairs = sys.modules[FLAX], keyed(x, lambda: "") or []
+    differ = (
+        differences([k for _, k, _ in pairs], state, "state dict")
+        if isinstance(state, Mapping)
+        else f"a state dict expected, got a {type(state).__name__}"
+    )
+    if differ is not None:
+        msg = f"{type(x).__name__} at {flax.current_path()}: {differ}"
+        raise CheckpointError(msg)
+    values = [flax.from_state_dict(child, state[k], name=k) for _, k, child in pairs]
+    return jax.tree.unflatten(node_def(x), values)
+
+
+def _register(cls: type) -> None:
+    flax = sys.modules[FLAX]
+    flax.register_serialization_state(cls, _to_state_dict, _from_state_dict, override=True)
+
+
+class _OnImport:
+    """A meta path finder that finds flax.serialization through the others, once, and
+    registers the classes created so far when it has run."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        if name != FLAX:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module: ModuleType) -> None:
+                run(module)
+                for cls in list(_pending):
+                    _register(cls)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+ON_CLASS.append(lambda cls: _register(cls) if FLAX in sys.modules else _pending.add(cls))
+if FLAX not in sys.modules:
+    sys.meta_path.insert(0, _OnImport())
