@@ -148,6 +148,27 @@ class WithPostInit(Plain):
             raise ValueError(msg)
 
 
+@tc.treeclass(frozen=False)  # frozen=False: for the type checkers (assignments in __init__)
+class HandInit:
+    """`Plain`'s fields, set by a hand-written `__init__` (equinox's style)."""
+
+    a0: jax.Array
+    a1: jax.Array
+    a2: jax.Array
+    a3: jax.Array
+    a4: jax.Array
+    a5: jax.Array
+    a6: jax.Array
+    a7: jax.Array
+    n: int = tc.static()
+    name: str = tc.static()
+
+    def __init__(self, a0, a1, a2, a3, a4, a5, a6, a7, n, name) -> None:
+        self.a0, self.a1, self.a2, self.a3 = a0, a1, a2, a3
+        self.a4, self.a5, self.a6, self.a7 = a4, a5, a6, a7
+        self.n, self.name = n, name
+
+
 class BasePlain(Plain, tc.TreeClass):
     """`Plain`'s fields, in the base-class form: the same generated code as the
     decorator's, so its rows should match the decorator's."""
@@ -168,6 +189,7 @@ def contenders() -> list[Contender]:
         ("treeclass", Plain, ""),
         ("treeclass: TreeClass base", BasePlain, "Plain's fields, base-class form: same code"),
         ("treeclass + __post_init__", WithPostInit, ""),
+        ("treeclass: hand-written __init__", HandInit, "self.a0 = a0, ... in __init__"),
         ("(a) C++ dataclass node", DataclassNode, "unflatten = cls(**kw)"),
         ("(b) Python callbacks", CallbackNode, "no cached flat tuple"),
     )

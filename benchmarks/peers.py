@@ -37,6 +37,29 @@ def _equinox() -> Contender:
     return Contender("equinox.Module", EqxModule, all_kwargs(), DC_REPLACE)
 
 
+def _equinox_init() -> Contender:
+    import equinox as eqx
+
+    class EqxInit(eqx.Module):
+        a0: jax.Array
+        a1: jax.Array
+        a2: jax.Array
+        a3: jax.Array
+        a4: jax.Array
+        a5: jax.Array
+        a6: jax.Array
+        a7: jax.Array
+        n: int = eqx.field(static=True)
+        name: str = eqx.field(static=True)
+
+        def __init__(self, a0, a1, a2, a3, a4, a5, a6, a7, n, name):
+            self.a0, self.a1, self.a2, self.a3 = a0, a1, a2, a3
+            self.a4, self.a5, self.a6, self.a7 = a4, a5, a6, a7
+            self.n, self.name = n, name
+
+    return Contender("equinox: hand-written __init__", EqxInit, all_kwargs(), DC_REPLACE)
+
+
 def _flax() -> Contender:
     from flax import struct
 
@@ -100,6 +123,7 @@ def _jax_dataclasses() -> Contender:
 
 _BUILDERS: dict[str, Callable[[], Contender]] = {
     "equinox": _equinox,
+    "equinox (hand-written __init__)": _equinox_init,
     "flax": _flax,
     "chex": _chex,
     "jax_dataclasses": _jax_dataclasses,

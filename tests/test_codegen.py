@@ -27,7 +27,7 @@ def test_one_namespace_per_class():
     init_globals = Neuron.__init__.__globals__
     assert Neuron.replace.__globals__ is init_globals  # type: ignore[attr-defined]
     assert init_globals["_tc_cls"] is Neuron
-    assert init_globals["_tc_finalize"].__globals__ is init_globals
+    assert init_globals["_tc_unflatten"].__globals__ is init_globals
 
     @tc.treeclass
     class Other:
@@ -43,8 +43,9 @@ def test_generated_functions_carry_the_class_qualname_and_source():
     filename = Neuron.__init__.__code__.co_filename
     assert filename == "<treeclass test_codegen.Neuron>"
     source = "".join(linecache.getlines(filename))
-    for name in ("def __init__(", "def replace(", "def _tc_unflatten(", "def _tc_finalize("):
+    for name in ("def __init__(", "def replace(", "def _tc_unflatten("):
         assert name in source
+    assert "def _tc_finalize(" not in source  # only a hand-written __init__ needs it
     assert inspect.getsource(Neuron.replace).startswith("def replace(_tc_self, /, *,")  # type: ignore[attr-defined]
 
 

@@ -2,14 +2,20 @@
 and equinox: their own dunders kept, hand-written `__init__`, signatures, typo hints,
 generic aliases, property overrides, readable generated source."""
 
+import abc
 import dataclasses
 import inspect
 import sys
-from typing import Generic, TypeVar
+import threading
+from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+from forms import FORMS, Form
+from hypothesis import given
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -133,7 +139,7 @@ def test_hand_written_init_missing_field_without_default_names_the_fix():
     message = str(info.value)
     assert "init=False" not in message
     assert "Forgot.__init__ does not set it" in message
-    assert 'object.__setattr__(self, "y", ...)' in message
+    assert "self.y = ..." in message
 
 
 def test_init_false_field_not_set_message_is_unchanged():
@@ -262,3 +268,306 @@ def test_same_qualname_classes_show_their_own_source():
     assert "scale" in inspect.getsource(first.__init__)
     assert "scale" not in inspect.getsource(second.__init__)
     assert "scale" in inspect.getsource(first.replace)  # type: ignore[attr-defined]
+
+
+# --- what equinox and flax users bring with them (issue #29, SPEC section 13) ---------
+
+
+def test_init_assigns_fields_with_self_dot_then_the_instance_is_frozen(form: Form):
+    @form.decorate
+    class Linear(*form.bases):
+        w: jax.Array
+        b: jax.Array = tc.field(converter=jnp.asarray)
+        n: tc.Static[int] = 0
+
+        def __init__(self, size: int):
+            self.w = jnp.ones(size)
+            self.b = [0.0] * size  # the converter runs after __init__
+            self.n = size
+
+        def __post_init__(self):
+            assert isinstance(self.b, jax.Array)  # converters ran first
+
+    lin = Linear(3)
+    assert lin.w.shape == lin.b.shape == (3,)
+    assert lin.n == 3
+    assert isinstance(lin.b, jax.Array)
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Linear\.w") as info:
+        lin.w = jnp.zeros(3)
+    assert "self.replace(w=...)" in str(info.value)
+    assert jax.tree.leaves(lin.replace(n=4))[0] is lin.w
+
+
+def test_init_may_not_assign_a_name_that_is_no_field(form: Form):
+    @form.decorate
+    class Typo(*form.bases):
+        w: jax.Array
+
+        def __init__(self):
+            self.ww = jnp.ones(1)
+
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"'ww' is not a field of Typo"):
+        Typo()
+
+
+def test_assignment_is_open_only_for_the_instance_whose_init_runs(form: Form):
+    # Other instances built meanwhile (of this class or another, in this thread or
+    # another) stay frozen: the permission belongs to the instance, not the class.
+    caught: list[str] = []
+
+    @form.decorate
+    class Leaf(*form.bases):
+        x: float
+
+    done = Leaf(0.0)
+
+    def assign_elsewhere() -> None:
+        try:
+            done.x = 1.0
+        except dataclasses.FrozenInstanceError:
+            caught.append("thread")
+
+    @form.decorate
+    class Node(*form.bases):
+        x: float
+        child: Any = None
+
+        def __init__(self, depth: int):
+            self.x = float(depth)
+            self.child = Node(depth - 1) if depth else Leaf(-1.0)
+            try:
+                self.child.x = 5.0  # built, so frozen, though its class is ours
+            except dataclasses.FrozenInstanceError:
+                caught.append("nested")
+            thread = threading.Thread(target=assign_elsewhere)
+            thread.start()
+            thread.join()
+
+    node = Node(2)
+    assert node.child.child.x == 0.0
+    assert node.child.child.child.x == -1.0
+    assert caught == ["nested", "thread"] * 3
+
+
+def test_a_field_init_leaves_unset_without_default_is_named(form: Form):
+    @form.decorate
+    class Half(*form.bases):
+        w: jax.Array
+        b: jax.Array
+
+        def __init__(self):
+            self.w = jnp.ones(1)
+
+    with pytest.raises(TypeError, match=r"Half\.b was not initialized") as info:
+        Half()
+    assert "self.b = ..." in str(info.value)
+
+
+@given(form=st.sampled_from(FORMS), depth=st.integers(1, 4), declare_at=st.one_of(st.none(), st.integers(1, 4)))
+def test_a_subclass_without_fields_inherits_the_hand_written_init(form, depth, declare_at):
+    def __init__(self, k):
+        self.w = jnp.full(k, 2.0)
+        self.n = k
+
+    annotations = {"w": jax.Array, "n": tc.Static[int]}
+    cls = form.decorate(type("Root", form.bases, {"__annotations__": annotations, "__init__": __init__}))
+    declared = False
+    for level in range(1, depth + 1):
+        body: dict[str, Any] = {"__annotations__": {}}
+        if declare_at == level:  # declares a field: a generated __init__, as a dataclass
+            body = {"__annotations__": {"extra": float}, "extra": 0.5}
+            declared = True
+        cls = form.decorate(type(f"Sub{level}", (cls,), body))
+    if declared:
+        obj = cls(jnp.ones(2), 3)
+        assert (obj.w.tolist(), obj.n, obj.extra) == ([1.0, 1.0], 3, 0.5)
+    else:
+        obj = cls(3)
+        assert (obj.w.tolist(), obj.n) == ([2.0, 2.0, 2.0], 3)
+    assert jax.jit(lambda o: o)(obj) == obj
+
+
+@given(
+    form=st.sampled_from(FORMS),
+    levels=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4),
+    hand_written=st.booleans(),
+)
+def test_every_check_init_runs_base_first_on_construction_and_replace_never_in_unflatten(form, levels, hand_written):
+    log: list[int] = []
+    classes: list[type] = []
+    for level, (checks, adds_field) in enumerate(levels):
+        body: dict[str, Any] = {"__annotations__": {}}
+        if level == 0:
+            body["__annotations__"]["x"] = float
+            if hand_written:
+                body["__init__"] = lambda self, x: setattr(self, "x", x)
+        elif adds_field:
+            body["__annotations__"][f"x{level}"] = float
+            body[f"x{level}"] = float(level)
+        if checks:
+            body["__check_init__"] = lambda self, level=level: log.append(level)
+        bases = (classes[-1],) if classes else form.bases
+        classes.append(form.decorate(type(f"L{level}", bases, body)))
+    expected = [level for level, (checks, _) in enumerate(levels) if checks]
+    obj = classes[-1](1.0)
+    assert log == expected
+    for rebuild in (lambda: obj.replace(x=2.0), lambda: tc.replace_at(obj, lambda o: o.x, 3.0)):
+        log.clear()
+        rebuild()
+        assert log == expected
+    log.clear()
+    jax.tree.map(lambda v: v, obj)
+    jax.jit(lambda o: o)(obj)
+    assert log == []
+
+
+def test_check_init_can_refuse_whatever_the_subclass_overrides(form: Form):
+    @form.decorate
+    class Positive(*form.bases):
+        q: float
+
+        def __check_init__(self):
+            if self.q < 0:
+                msg = f"q must be >= 0, got {self.q}"
+                raise ValueError(msg)
+
+    @form.decorate
+    class Child(Positive):
+        def __post_init__(self):  # no super(): __check_init__ runs anyway
+            pass
+
+    with pytest.raises(ValueError, match="q must be >= 0, got -1"):
+        Child(-1.0)
+    with pytest.raises(ValueError, match="q must be >= 0, got -2"):
+        Child(1.0).replace(q=-2.0)
+
+
+@pytest.mark.parametrize("abc_base", [False, True])
+def test_unimplemented_abstract_methods_refuse_instantiation(form: Form, abc_base: bool):
+    bases = (*form.bases, abc.ABC) if abc_base else form.bases
+
+    @form.decorate
+    class Layer(*bases):
+        w: jax.Array
+
+        @abc.abstractmethod
+        def __call__(self, x): ...
+
+        @property
+        @abc.abstractmethod
+        def width(self) -> int: ...
+
+    with pytest.raises(TypeError, match=r"abstract class Layer") as info:
+        Layer(jnp.ones(1))
+    assert "__call__" in str(info.value)
+    assert "width" in str(info.value)
+
+    @form.decorate
+    class Half(Layer):
+        def __call__(self, x):
+            return x
+
+    with pytest.raises(TypeError, match=r"abstract class Half") as info:
+        Half(jnp.ones(1))
+    assert "width" in str(info.value)
+    assert "__call__" not in str(info.value)
+
+    @form.decorate
+    class Dense(Half):
+        @property
+        def width(self) -> int:
+            return 1
+
+    assert Dense(jnp.ones(1)).width == 1
+
+
+def test_a_jax_array_default_is_accepted_and_shared(form: Form):
+    @form.decorate
+    class Zeros(*form.bases):
+        w: jax.Array = jnp.zeros(3)
+        b: jax.Array = tc.field(default=jnp.ones(2))
+
+    a, b = Zeros(), Zeros()
+    assert a.w is b.w
+    assert a.w.tolist() == [0.0, 0.0, 0.0]
+    assert [f.default.shape for f in tc.fields(Zeros)] == [(3,), (2,)]
+    assert Zeros.w is a.w  # the class attribute, as for any default
+    assert Zeros(w=jnp.ones(3)).w.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("default", "kind"),
+    [("np.zeros(3)", "a numpy.ndarray"), ("[1.0]", "a list"), ("{}", "a dict"), ("set()", "a set"),
+     ("tc.field(default=[1.0])", "a list")],
+)
+def test_a_mutable_default_is_refused_naming_the_field_and_default_factory(form: Form, default: str, kind: str):
+    source = f"{form.class_source('Bad')}\n    w: Any = {default}\n"
+    with pytest.raises(ValueError, match=rf"Bad\.w has a mutable default \({kind}\)") as info:
+        exec(source, {"tc": tc, "np": np, "Any": Any})
+    assert "tc.field(default_factory=lambda: ...)" in str(info.value)
+
+
+def test_an_initvar_the_hand_written_init_assigns_goes_to_post_init(form: Form):
+    @form.decorate
+    class Shifted(*form.bases):
+        x: float
+        shift: dataclasses.InitVar[float] = 1.0
+
+        def __init__(self, x: float, shift: float = 3.0):
+            self.x = x
+            self.shift = shift
+
+        def __post_init__(self, shift: float):
+            object.__setattr__(self, "x", self.x + shift)
+
+    s = Shifted(1.0)
+    assert s.x == 4.0
+    assert "shift" not in s.__dict__
+    assert Shifted(1.0, 10.0).x == 11.0
+    assert s.replace(x=0.0).x == 1.0  # replace: the InitVar's default
+    assert s.replace(x=0.0, shift=5.0).x == 5.0
+
+
+def test_the_frozen_error_says_where_assignment_works(form: Form):
+    @form.decorate
+    class Point(*form.bases):
+        x: float
+
+    with pytest.raises(dataclasses.FrozenInstanceError) as info:
+        Point(1.0).x = 2.0
+    assert "self.x = ...` works only inside the class's own\n__init__" in str(info.value)
+
+
+def test_super_init_into_a_generated_init_runs_the_hooks_once_when_the_subclass_is_built(form: Form):
+    # equinox's style: a subclass's own __init__ calls the parent's (generated) one.
+    log: list[str] = []
+
+    @form.decorate
+    class Base(*form.bases):
+        w: jax.Array = tc.field(converter=jnp.asarray)
+
+        def __post_init__(self):
+            log.append("base")
+
+        def __check_init__(self):
+            log.append("check base")
+
+    @form.decorate
+    class Child(Base):
+        b: jax.Array
+
+        def __init__(self, size: int):
+            super().__init__([1.0] * size)  # stores w (converted), runs no hook yet
+            self.b = jnp.zeros(size)
+
+        def __post_init__(self):
+            super().__post_init__()
+            log.append(f"child {self.b.shape}")  # b is set: the hook runs after __init__
+
+    child = Child(2)
+    assert log == ["base", "child (2,)", "check base"]
+    assert isinstance(child.w, jax.Array)
+    assert jax.tree.leaves(child)[1].shape == (2,)
+    log.clear()
+    Base([1.0])  # the parent's own instances: hooks as before
+    assert log == ["base", "check base"]

@@ -1,9 +1,18 @@
 """Pytree registration: children, treedef, key paths, and unflatten running no user
 code. A golden corpus pins the treedef strings (as jax's tree_util_test does)."""
 
+import copy
+import pickle
+import sys
+import types
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import pytest
+from forms import FORMS
+from hypothesis import given
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -165,3 +174,74 @@ def test_prefix_unknown_or_static_name_rejected():
 def test_prefix_takes_a_treeclass_instance():
     with pytest.raises(TypeError, match=r"treeclass\.prefix\(\) takes a treeclass instance; got tuple"):
         tc.prefix((1, 2))
+
+
+# --- round trips of Python scalars, and pickles by name (issue #27, defects 4, 10) ----
+
+
+@given(
+    form=st.sampled_from(FORMS),
+    value=st.one_of(st.floats(-1e3, 1e3, allow_nan=False, width=32), st.integers(-1000, 1000), st.booleans()),
+)
+def test_a_python_scalar_leaf_round_trips_through_jit_and_device_put(form, value):
+    @form.decorate
+    class Scalar(*form.bases):
+        s: Any
+        a: jax.Array
+
+    m = Scalar(value, jnp.arange(3.0))
+    back = jax.jit(lambda m: m)(m)
+    assert back.s.shape == ()  # a 0-d array now, as SPEC section 2 says
+    assert back == m
+    assert m == back
+    assert jax.device_put(m) == m
+    assert back != m.replace(s=value + 1)  # by value, not just by kind
+
+
+def test_python_scalar_and_0d_array_compare_by_the_dtype_jax_gives_the_scalar():
+    assert tc.tree_equal(1.5, jnp.asarray(1.5))
+    assert tc.tree_equal(jnp.asarray(3), 3)
+    assert tc.tree_equal(True, jnp.asarray(True))
+    assert not tc.tree_equal(1.0, jnp.asarray(1.0, jnp.float16))  # not the dtype of 1.0
+    assert not tc.tree_equal(1, jnp.asarray(1.0))  # an int is not a float32
+    assert not tc.tree_equal(1.0, jnp.ones(1))  # 0-d only
+    assert not tc.tree_equal(2**40, jnp.asarray(1))  # no int32 holds it: unequal, no error
+    assert tc.tree_equal(1.0, 1)  # two Python scalars: == as before
+
+
+_REORDERED_SOURCE = """\
+import jax
+import treeclass as tc
+{header}
+{fields}
+"""
+
+
+@given(
+    form=st.sampled_from(FORMS),
+    order=st.permutations(["a", "b", "c", "d"]),
+    static=st.sets(st.sampled_from(["a", "b", "c", "d"]), max_size=2),
+)
+def test_pickle_stores_fields_by_name_so_a_reordered_class_flattens_each_value_into_its_field(form, order, static):
+    values = {"a": 1.0, "b": 2.0, "c": 3, "d": 4}
+
+    def define(names):
+        fields = "\n".join(f"    {n}: {'tc.Static[Any]' if n in static else 'Any'}" for n in names)
+        source = "from typing import Any\n" + _REORDERED_SOURCE.format(header=form.class_source("Moved"), fields=fields)
+        exec(source, module.__dict__)
+
+    module = types.ModuleType("moved_fields")
+    sys.modules["moved_fields"] = module
+    try:
+        define(["a", "b", "c", "d"])
+        data = pickle.dumps(module.Moved(**values))
+        define(order)  # the class changed between the pickle and the load
+        loaded = pickle.loads(data)
+    finally:
+        del sys.modules["moved_fields"]
+    assert loaded == module.Moved(**values)
+    doubled = jax.tree.map(lambda x: x * 2, loaded)
+    assert {n: getattr(doubled, n) for n in values} == {n: v if n in static else v * 2 for n, v in values.items()}
+    for clone in (copy.copy(loaded), copy.deepcopy(loaded)):
+        assert jax.tree.leaves(clone) == jax.tree.leaves(loaded)
+        assert "__tc_flat__" not in clone.__getstate__()

@@ -5,6 +5,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import pytest
+from forms import FORMS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -129,3 +132,41 @@ def test_replace_works_under_jit():
 
     c = Counter(jnp.array(0), jnp.zeros(3), step=2)
     assert int(bump(bump(c)).count) == 4
+
+
+# --- replace() rebuilds as construction does (issue #27, defect 2) --------------------
+
+
+def _derive(self):
+    object.__setattr__(self, "y", self.x * 2 + 1)
+
+
+def _init_calling_post_init(self, x):
+    object.__setattr__(self, "x", x)
+    self.__post_init__()
+
+
+@settings(max_examples=25)
+@given(
+    x0=st.integers(-50, 50),
+    x1=st.integers(-50, 50),
+    hand_written=st.booleans(),
+    form=st.sampled_from(FORMS),
+    via=st.sampled_from(["method", "function", "replace_at"]),
+)
+def test_replace_derives_init_false_fields_again_as_dataclasses_replace_does(x0, x1, hand_written, form, via):
+    body: dict[str, object] = {"__annotations__": {"x": int, "y": int}, "__post_init__": _derive}
+    if hand_written:
+        body["__init__"] = _init_calling_post_init
+    plain = dataclasses.dataclass(frozen=True)(type("P", (), {**body, "y": dataclasses.field(init=False)}))
+    cls = form.decorate(type("C", form.bases, {**body, "y": tc.field(init=False)}))
+    obj = cls(x0)
+    new = {
+        "method": lambda: obj.replace(x=x1),
+        "function": lambda: tc.replace(obj, x=x1),
+        "replace_at": lambda: tc.replace_at(obj, lambda c: c.x, x1),
+    }[via]()
+    expected = dataclasses.replace(plain(x0), x=x1)
+    assert (new.x, new.y) == (expected.x, expected.y) == (x1, 2 * x1 + 1)
+    leaves = jax.tree.leaves(new)
+    assert leaves == [x1, 2 * x1 + 1]  # the flatten cache holds the derived value too

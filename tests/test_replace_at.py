@@ -162,7 +162,6 @@ def test_replace_semantics_converters_checks_and_post_init_run() -> None:
     assert got.inner.lo.shape == (3,)
 
 
-@pytest.mark.xfail(strict=True, reason="needs core branch")
 def test_post_init_runs_on_a_rebuilt_class_that_writes_its_own_init(form: Any) -> None:
     # Issue #27, defect 2: the init=False field `y` stayed stale (2.0).
     @form.decorate

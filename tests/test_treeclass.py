@@ -7,14 +7,20 @@ end of this file; what only the base class has is in test_base.py."""
 import copy
 import dataclasses
 import inspect
+import os
 import pickle
+import subprocess
 import sys
+import types
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
 import pytest
-from forms import Form
+from forms import FORMS, Form
+from hypothesis import given
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -83,6 +89,74 @@ def test_static_annotation_as_string(form: Form):
     exec(source, ns)
     kinds = {f.name: f.metadata["static"] for f in tc.fields(ns["S"])}
     assert kinds == {"x": False, "n": True, "later": True}
+
+
+_ALIAS_SOURCE = """\
+{future}
+import jax
+import treeclass as tc
+{module}
+def outer():
+    {outer}
+    def inner():
+        {inner}
+{cls}
+            x: jax.Array
+            h: {annotation} = 0.5
+        return {name}
+    return inner()
+{name} = outer()
+"""
+
+
+@given(
+    form=st.sampled_from(FORMS),
+    future=st.booleans(),
+    placement=st.sampled_from(["module", "outer", "inner"]),
+    spelling=st.sampled_from([("tc.Static[float]", "Hyper"), ("tc.Static", "Hyper[float]")]),
+)
+def test_static_alias_is_static_wherever_it_is_defined(form, future, placement, spelling):
+    # Issue #27, defect 3: under `from __future__ import annotations` an alias local to
+    # a function made the field silently dynamic (trained by tc.grad, updated by optax).
+    alias, annotation = spelling
+    where = {key: f"Hyper = {alias}" if key == placement else "pass" for key in ("module", "outer", "inner")}
+    cls_source = "\n".join(" " * 8 + line for line in form.class_source("Gen").splitlines())
+    source = _ALIAS_SOURCE.format(
+        future="from __future__ import annotations" if future else "",
+        cls=cls_source, annotation=annotation, name="Gen", **where,
+    )
+    gen = _exec_module(source)["Gen"]
+    assert {f.name: f.metadata["static"] for f in tc.fields(gen)} == {"x": False, "h": True}
+    assert len(jax.tree.leaves(gen(jnp.ones(1)))) == 1
+
+
+def _exec_module(source: str) -> dict[str, Any]:
+    """Runs `source` as the module `generated` (dataclasses looks a class's module up
+    in sys.modules to read string annotations)."""
+    module = types.ModuleType("generated")
+    sys.modules["generated"] = module
+    try:
+        exec(source, module.__dict__)
+    finally:
+        del sys.modules["generated"]
+    return module.__dict__
+
+
+def test_unresolvable_annotation_raises_naming_class_field(form: Form):
+    source = (
+        "from __future__ import annotations\n"
+        "import jax\n"
+        "import treeclass as tc\n"
+        f"{form.class_source('S')}\n"
+        "    x: jax.Array\n"
+        "    h: Hyperr = 0.5\n"
+    )
+    with pytest.raises(TypeError, match=r"S\.h is annotated 'Hyperr', which treeclass cannot resolve") as info:
+        _exec_module(source)
+    assert "h: Hyperr = tc.static()" in str(info.value)
+    # A field specifier declares the kind itself: nothing to resolve.
+    ns = _exec_module(source.replace("= 0.5", "= tc.static(default=0.5)"))
+    assert [f.metadata["static"] for f in tc.fields(ns["S"])] == [False, True]
 
 
 def test_classvar_is_not_a_field(form: Form):
@@ -435,3 +509,63 @@ def test_base_form_options_message_names_every_base():
         class Both(Mixin, Layer):
             x: int = 0
 
+
+
+# --- cloudpickle: classes defined in __main__ (issue #29, SPEC section 13) -----------
+
+_MAIN_SOURCE = """\
+import sys
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import treeclass as tc
+
+{header}
+    w: jax.Array
+    n: tc.Static[int] = 2
+
+    @tc.jit
+    def scaled(self, x):
+        return self.w * x * self.n
+
+    def __check_init__(self):
+        assert self.n > 0
+
+m = Model(jnp.arange(3.0))
+m.scaled(1.0)  # the jit wrapper and its trace log exist
+sys.stdout.buffer.write(cloudpickle.dumps(m))
+"""
+
+_LOAD_SOURCE = """\
+import pickle, sys
+import jax, jax.numpy as jnp
+import treeclass as tc
+m = pickle.loads(sys.stdin.buffer.read())
+assert type(m).__module__ == "__main__" and tc.is_treeclass(m)
+assert jax.tree.leaves(m)[0].tolist() == [0.0, 1.0, 2.0]
+assert m.scaled(2.0).tolist() == [0.0, 4.0, 8.0]
+assert jax.jit(lambda m: m)(m) == m
+assert type(m)(jnp.ones(1), n=3).replace(n=4).n == 4
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f.name)
+def test_cloudpickle_carries_a_main_class_with_jit_methods_to_a_new_process(form: Form, tmp_path):
+    # Each side is a process of its own: in one process cloudpickle hands back the
+    # class it already has, which proves nothing. They run in tmp_path, so that they
+    # import the treeclass this test imports, not one in the current directory.
+    pytest.importorskip("cloudpickle")
+    package = str(Path(tc.__file__).parent.parent)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": package}
+    dumped = subprocess.run(
+        [sys.executable, "-c", _MAIN_SOURCE.format(header=form.class_source("Model"))],
+        capture_output=True, check=False, env=env, cwd=tmp_path,
+    )
+    assert dumped.returncode == 0, dumped.stderr.decode()[-2000:]
+    loaded = subprocess.run(
+        [sys.executable, "-c", _LOAD_SOURCE], input=dumped.stdout,
+        capture_output=True, check=False, env=env, cwd=tmp_path,
+    )
+    assert loaded.returncode == 0, loaded.stderr.decode()[-2000:]
+    assert loaded.stdout.strip() == b"ok"

@@ -104,6 +104,13 @@ PYRIGHT_ERRORS = {
     # The known limitation: the runtime-added `replace` method is invisible.
     ("fail_replace_method.py", "n.replace(v=x)", "reportAttributeAccessIssue",
      'Cannot access attribute "replace" for class "Neuron"'),
+    # `self.w = ...` in __init__ of a frozen class (pass_init.py: frozen=False), and the
+    # hand-written __init__ a subclass without fields inherits, which checkers miss.
+    ("fail_init.py", "self.w = jnp.ones(size)", "reportAttributeAccessIssue",
+     'Cannot assign to attribute "w" for class "Linear*"'),
+    ("fail_init.py", "self.size = size", "reportAttributeAccessIssue",
+     'Cannot assign to attribute "size" for class "Linear*"'),
+    ("fail_init.py", "same = Same(3)", "reportCallIssue", 'Argument missing for parameter "size"'),
 }
 
 # (file, snippet, mypy error code, text in the message)
@@ -160,6 +167,10 @@ MYPY_ERRORS = {
     ("fail_where.py", "where=lambda n: n.encodr", "attr-defined", '"Net" has no attribute "encodr"'),
     ("fail_replace_method.py", "n.replace(v=x)", "attr-defined",
      '"Neuron" has no attribute "replace"'),
+    ("fail_init.py", "self.w = jnp.ones(size)", "misc", 'Property "w" defined in "Linear" is read-only'),
+    ("fail_init.py", "self.size = size", "misc", 'Property "size" defined in "Linear" is read-only'),
+    ("fail_init.py", "same = Same(3)", "call-arg", 'Missing positional argument "size" in call to "Same"'),
+    ("fail_init.py", "same = Same(3)", "arg-type", 'Argument 1 to "Same" has incompatible type "int"'),
 }
 
 # The inferred constructor signatures, as each checker prints them.

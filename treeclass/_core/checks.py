@@ -80,7 +80,8 @@ Build a changed copy instead, and keep it:
     self.replace({name}=...)
 
 Inside a method, return the copy: a change made in place inside jax.jit would be lost
-when the function returns."""
+when the function returns. (`self.{name} = ...` works only inside the class's own
+__init__, while it builds the instance.)"""
 
 MSG_NOT_SET: Final = """\
 {cls}.{name} was not initialized.
@@ -95,7 +96,7 @@ MSG_NOT_SET_BY_INIT: Final = """\
 
 {cls}.__init__ does not set it and the field has no default. Set it there:
 
-    object.__setattr__(self, "{name}", ...)
+    self.{name} = ...
 
 or give the field a default (fields with one are filled in after __init__)."""
 

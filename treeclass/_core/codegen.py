@@ -13,14 +13,14 @@ import dataclasses
 import inspect
 import itertools
 import linecache
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from treeclass._core import checks
-from treeclass._core.layout import Layout
+from treeclass._core.layout import FLAT, Layout
 
 __all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
-           "flat_expr", "namespace", "static_check_line", "with_self"]
+           "finish", "namespace", "static_check_line", "with_self"]
 
 
 class Sentinel:
@@ -73,6 +73,8 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
         ns[f"_tc_factory_{f.name}"] = f.default_factory
     for name, conv in layout.converters.items():
         ns[f"_tc_conv_{name}"] = conv
+    for i, check_init in enumerate(layout.check_inits):
+        ns[f"_tc_check_init_{i}"] = check_init
     return ns
 
 
@@ -95,13 +97,32 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
     return ns
 
 
-def flat_expr(layout: Layout, value: Callable[[str], str]) -> str:
-    """Source for the `(children, statics)` tuple, each field read through `value`."""
+def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) -> list[str]:
+    """The end of every construction route (`__init__`, a hand-written `__init__`'s
+    `_tc_finalize`, `replace`), as source lines: the one place that runs `__post_init__`
+    and caches the flat form. On entry each field's value is in a local of its name and
+    in `_tc_d`, the dict of `obj`, except where `read_back` says user code set them.
 
-    def tup(names: tuple[str, ...]) -> str:
-        return "(" + "".join(f"{value(n)}, " for n in names) + ")"
-
-    return f"({tup(layout.dynamic)}, {tup(layout.static)})"
+    `__post_init__` (if any) may change fields, so after it, or with `read_back`, the
+    values are read back from `_tc_d` (a field still unset is named) and every static
+    is checked; else only where `check_statics` (the caller checked the values it had)."""
+    lines: list[str] = []
+    if layout.post_init:
+        lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
+    if (read_back or layout.post_init) and layout.names:
+        lines.append("try:")
+        lines.append(f"    {', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},")
+        lines.append("except _tc_KeyError as _tc_e:")
+        lines.append("    _tc_not_set(_tc_e.args[0])")
+        check_statics = True
+    if check_statics:
+        lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
+    children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
+    lines.append(f"_tc_d[{FLAT!r}] = (({children}), ({statics}))")
+    # Every `__check_init__` of the MRO, base first, on the finished instance (it may
+    # flatten it); never in unflatten, which is not a construction.
+    lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
+    return lines
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:

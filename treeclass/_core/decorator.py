@@ -1,6 +1,6 @@
 """`@treeclass`: decorate -> analyse fields -> generate -> register.
 
-1. `Static[T]` annotations become static fields (`_mark_static_annotations`).
+1. `Static[T]` annotations become static fields, defaults are checked (`prepare.py`).
 2. `dataclasses.dataclass(frozen=True)` does the field analysis Python users know:
    defaults, `kw_only`, `InitVar`, `ClassVar`, inheritance, the argument-order checks.
 3. `_layout.analyse` splits the fields into children (dynamic) and treedef (static).
@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import sys
 import types
-import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
-from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, field, static
-from treeclass._core.layout import FLAT, LAYOUT, SET, analyse, layout_of
+from treeclass._core.fields import STATIC, TRAINABLE, field, static
+from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
+from treeclass._core.prepare import MSG_STATIC_NOT_TRAINABLE, prepare
 
 __all__ = ["TreeClass", "process", "treeclass"]
 
@@ -46,7 +45,8 @@ importing them (treeclass/_checkpoint/flax_state.py, for flax.serialization)."""
 _RESERVED: Final = {
     "replace": "the replace() method",
     FLAT: "the flatten cache",
-    SET: "replace_at's setter",
+    INIT: "the construction marker",
+    "__tc_registration__": "the JAX registration",
 }
 # Methods treeclass must own; a class body that defines them is refused, not overridden.
 _OWNED: Final = {
@@ -55,63 +55,6 @@ _OWNED: Final = {
     "tree_flatten": "treeclass registers the class with JAX itself",
     "tree_unflatten": "treeclass registers the class with JAX itself",
 }
-
-_STATIC_STRING: Final = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*Static\[")
-
-
-_MSG_STATIC_NOT_TRAINABLE: Final = """\
-{cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
-of a dynamic field as state (traced, but never differentiated or optimised); a static
-value is never traced at all. Drop trainable=False, or make the field dynamic:
-
-    {name}: ... = tc.field(trainable=False)"""
-
-
-def _is_static_annotation(annotation: Any, cls: type) -> bool:
-    if isinstance(annotation, str):
-        # `from __future__ import annotations`: try to evaluate; a forward reference
-        # that cannot be resolved yet falls back to reading the text.
-        module = sys.modules.get(cls.__module__)
-        try:
-            annotation = eval(annotation, vars(module) if module else {}, dict(vars(cls)))  # noqa: S307
-        except Exception:  # noqa: BLE001
-            return bool(_STATIC_STRING.match(annotation))
-    if typing.get_origin(annotation) is typing.Annotated:
-        return any(m is STATIC_MARKER for m in annotation.__metadata__)
-    return False
-
-
-def _mark_static_annotations(cls: type) -> None:
-    for name, annotation in inspect.get_annotations(cls).items():
-        if not _is_static_annotation(annotation, cls):
-            continue
-        value = cls.__dict__.get(name, dataclasses.MISSING)
-        if isinstance(value, dataclasses.Field):
-            if not value.metadata.get(STATIC, False):
-                if "axes" in value.metadata or "converter" in value.metadata:
-                    msg = (
-                        f"{cls.__name__}.{name} is annotated Static[...] but its field() "
-                        "has axes= or converter=, which only dynamic fields take."
-                    )
-                    raise TypeError(msg)
-                if value.metadata.get(TRAINABLE) is False:
-                    raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
-                # The Field's default and default_factory pass through as they are (one
-                # is MISSING), which no overload of static() takes.
-                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-                    default=value.default,
-                    default_factory=value.default_factory,
-                    init=value.init,
-                    repr=value.repr,
-                    kw_only=value.kw_only,
-                    metadata=value.metadata,
-                )
-                setattr(cls, name, replacement)
-        elif value is dataclasses.MISSING:
-            setattr(cls, name, static())
-        else:
-            setattr(cls, name, static(default=value))
-
 
 def _check_names(cls: type) -> None:
     for name, why in _OWNED.items():
@@ -122,26 +65,13 @@ def _check_names(cls: type) -> None:
             raise TypeError(msg)
 
 
-def _check_static_defaults(cls: type) -> None:
-    # Before dataclasses sees the class: it would reject an unhashable default with
-    # "mutable default ... use default_factory", the wrong fix for a static field.
-    for name in inspect.get_annotations(cls):
-        value = cls.__dict__.get(name)
-        if (
-            isinstance(value, dataclasses.Field)
-            and value.metadata.get(STATIC, False)
-            and value.default is not dataclasses.MISSING
-        ):
-            checks.check_static(cls, name, value.default)
-
-
 def _check_fields(cls: type) -> None:
     own = inspect.get_annotations(cls)
     for f in dataclasses.fields(cls):
         static = f.metadata.get(STATIC, False)
         trainable = f.metadata.get(TRAINABLE, True)
         if static and not trainable and f.name in own:
-            raise TypeError(_MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
+            raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
         # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata; give
         # every field both keys, so `f.metadata["static"]` always answers. A static
         # field holds no leaves, so none of it is trainable.
@@ -177,6 +107,12 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:
+    d = self.__dict__
+    if name in d.get(INIT, ()):
+        # `self.w = ...` inside the instance's own hand-written `__init__` (init.py marks
+        # the instance while it runs): equinox's style. Frozen again when it returns.
+        d[name] = value
+        return
     if name == "__orig_class__":
         # `Box[int](1)`: typing records the alias on the instance, as for any generic
         # class. It is metadata, not a field: flatten, == and hash ignore it.
@@ -215,25 +151,50 @@ def _install(cls: type, **methods: object) -> None:
         setattr(cls, name, method)
 
 
+def _inherited_init(cls: type) -> Callable[..., None] | None:
+    """The hand-written `__init__` a subclass that declares no fields of its own and
+    writes no `__init__` inherits from its nearest treeclass base, as in equinox (one
+    that declares fields gets a generated `__init__`, as a dataclass does)."""
+    own = inspect.get_annotations(cls)
+    if any(f.name in own for f in dataclasses.fields(cls)):
+        return None
+    parent = next((layout_of(b) for b in cls.__mro__[1:] if layout_of(b) is not None), None)
+    return None if parent is None else parent.user_init
+
+
+def _mark_abstract(cls: type) -> None:
+    """Makes a class with unimplemented `abc.abstractmethod`s abstract, as `abc.ABCMeta`
+    does, so that instantiating it raises Python's `TypeError` naming them, also where
+    `abc.ABC` is not among its bases: setting `__abstractmethods__` is what sets the
+    flag `object.__new__` checks."""
+    names = {name for k in cls.__mro__ for name in vars(k)}
+    abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
+    if abstract:
+        _install(cls, __abstractmethods__=frozenset(abstract))
+
+
+def _rebuilt_by_cloudpickle() -> bool:
+    """True while cloudpickle rebuilds a class it pickled by value (one defined in
+    `__main__` or a notebook): it creates it empty, running `__init_subclass__` (this
+    call), then sets the attributes of the class that was pickled, a processed one."""
+    frame = sys._getframe(2)  # the caller of `__init_subclass__`: types.new_class
+    return frame.f_back is not None and frame.f_back.f_code.co_name == "_make_skeleton_class"
+
+
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
-    _mark_static_annotations(cls)
-    _check_static_defaults(cls)
+    restore = prepare(cls)
     # eq/repr=False: we install our own below. dataclass(init=True) still validates the
     # argument order and keeps a hand-written __init__ (we then wrap that one).
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
+    restore()
     _check_fields(cls)
+    user_init = user_init or _inherited_init(cls)
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
-    sources = [
-        init.finalize_source(layout),
-        replace.source(layout),
-        replace.set_source(layout),
-        flatten.unflatten_source(layout),
-    ]
-    if user_init is None:
-        sources.append(init.init_source(layout))
+    construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
+    sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
     ns = codegen.compile_class(layout, sources, {**init.helpers(layout), **replace.helpers(layout)})
     replace_fn = replace.install(layout, ns)
     _install(
@@ -243,9 +204,12 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __replace__=replace_fn,
         __setattr__=_setattr,
         __delattr__=_delattr,
-        **{SET: ns["_tc_set"]},
+        __getstate__=flatten.getstate,
+        __setstate__=flatten.setstate,
+        __tc_registration__=flatten.Registration(layout),
     )
     _install_dunders(cls, repr=repr, eq=eq)
+    _mark_abstract(cls)
     setattr(cls, LAYOUT, layout)
     flatten.register(layout, ns)
     for hook in ON_CLASS:
@@ -259,7 +223,7 @@ def treeclass(cls: type[_T], /) -> type[_T]: ...
 @overload
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
-    *, kw_only: bool = False, repr: bool = True, eq: bool = True
+    *, kw_only: bool = False, repr: bool = True, eq: bool = True, frozen: bool = True
 ) -> Callable[[type[_T]], type[_T]]: ...
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
@@ -269,6 +233,7 @@ def treeclass(
     kw_only: bool = False,
     repr: bool = True,  # noqa: A002
     eq: bool = True,
+    frozen: bool = True,  # read by type checkers (dataclass_transform), not at runtime
 ) -> type[_T] | Callable[[type[_T]], type[_T]]:
     """Makes `cls` a frozen dataclass and a JAX pytree, and returns it.
 
@@ -281,6 +246,11 @@ def treeclass(
     - `kw_only`: make every field keyword-only in `__init__`.
     - `repr`: install the array-summarising `__repr__`.
     - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values).
+    - `frozen`: for type checkers only: `False` tells pyright and mypy that the class's
+      hand-written `__init__` assigns its fields (`self.w = ...`), which they flag in a
+      frozen class. They then flag no assignment to its fields elsewhere either, and
+      want every class of the hierarchy to say the same; at runtime instances are
+      frozen whatever it says (assigning outside `__init__` raises).
 
     As with `dataclasses`, a `__repr__`, `__eq__` or `__hash__` that the class body
     defines itself is kept: treeclass installs its own only where the body has none
@@ -294,7 +264,11 @@ def treeclass(
 
     `TypeError` for a static default that is an array or unhashable, a field named
     `replace`, a class body that defines `replace`, `tree_flatten` or `tree_unflatten`,
-    and the usual dataclass errors (a required field after a defaulted one, ...).
+    an annotation that cannot be resolved (under `from __future__ import annotations`)
+    and does not say whether the field is static, and the usual dataclass errors (a
+    required field after a defaulted one, ...); `ValueError` for a mutable default of a
+    dynamic field (a `jax.Array` default is fine). Instantiating a class with
+    unimplemented `abc.abstractmethod`s raises `TypeError` naming them.
 
     **Example**
 
@@ -336,8 +310,9 @@ def treeclass(
 
 
 # frozen_default=True: checkers flag `obj.x = ...` as at runtime. (equinox leaves it
-# off because its modules assign fields in __init__; here a hand-written __init__
-# assigns with object.__setattr__, as for any frozen dataclass.)
+# off because its modules assign fields in __init__; checkers cannot tell __init__
+# from other methods, so here a class that assigns in __init__ and is type-checked
+# says `frozen=False`, for the checkers only.)
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 class TreeClass:
     """A base class that makes every subclass a treeclass, as `@tc.treeclass` does.
@@ -350,9 +325,7 @@ class TreeClass:
 
     **Arguments** (class keywords)
 
-    - `kw_only`: make every field keyword-only in `__init__`.
-    - `repr`: install the array-summarising `__repr__` (unless the body defines one).
-    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (unless the body defines them).
+    `kw_only`, `repr`, `eq` and `frozen`, as `tc.treeclass` takes them.
 
     **Returns**
 
@@ -387,9 +360,12 @@ class TreeClass:
         kw_only: bool = False,
         repr: bool = True,  # noqa: A002 - the decorator's option, by its name
         eq: bool = True,
+        frozen: bool = True,  # read by type checkers (dataclass_transform), not at runtime
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
+        if _rebuilt_by_cloudpickle():
+            return  # its attributes follow; `__tc_registration__` registers it
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Final, TypeVar, overload
+from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 
 __all__ = ["Static", "field", "static"]
 
@@ -69,6 +69,18 @@ _MSG_AXES: Final = (
 )
 
 
+class _Options(TypedDict, total=False):
+    """The options every overload of `field()` takes besides the default and converter."""
+
+    static: bool
+    trainable: bool
+    init: bool
+    repr: bool
+    kw_only: bool
+    metadata: Mapping[str, Any] | None
+    axes: tuple[str | None, ...] | None
+
+
 # The overloads mirror `dataclasses.field` in typeshed, so a type checker infers the
 # field's type from `default`/`default_factory` and sees a required argument otherwise.
 # With a converter, the field holds what the converter returns (`_T`) and the default
@@ -76,81 +88,17 @@ _MSG_AXES: Final = (
 # `__init__` parameter's (`w: Array = field(converter=jnp.asarray)` takes a list);
 # mypy does not, and keeps the annotation (docs/faq.md says what each does).
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    default: _S,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: Callable[[_S], _T],
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> _T: ...
+def field(*, default: _S, converter: Callable[[_S], _T], **options: Unpack[_Options]) -> _T: ...
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    default_factory: Callable[[], _S],
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: Callable[[_S], _T],
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> _T: ...
+def field(*, default_factory: Callable[[], _S], converter: Callable[[_S], _T], **options: Unpack[_Options]) -> _T: ...
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: Callable[[_S], _T],
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> _T: ...
+def field(*, converter: Callable[[_S], _T], **options: Unpack[_Options]) -> _T: ...
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    default: _T,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: None = None,
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> _T: ...
+def field(*, default: _T, converter: None = None, **options: Unpack[_Options]) -> _T: ...
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    default_factory: Callable[[], _T],
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: None = None,
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> _T: ...
+def field(*, default_factory: Callable[[], _T], converter: None = None, **options: Unpack[_Options]) -> _T: ...
 @overload
-def field(
-    *,
-    static: bool = False,
-    trainable: bool = True,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    converter: None = None,
-    metadata: Mapping[str, Any] | None = None,
-    axes: tuple[str | None, ...] | None = None,
-) -> Any: ...
+def field(*, converter: None = None, **options: Unpack[_Options]) -> Any: ...
 def field(
     *,
     static: bool = False,
@@ -245,32 +193,21 @@ def field(
     )
 
 
+class _StaticOptions(TypedDict, total=False):
+    """The options every overload of `static()` takes besides the default."""
+
+    init: bool
+    repr: bool
+    kw_only: bool
+    metadata: Mapping[str, Any] | None
+
+
 @overload
-def static(
-    default: _T,
-    *,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    metadata: Mapping[str, Any] | None = None,
-) -> _T: ...
+def static(default: _T, **options: Unpack[_StaticOptions]) -> _T: ...
 @overload
-def static(
-    *,
-    default_factory: Callable[[], _T],
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    metadata: Mapping[str, Any] | None = None,
-) -> _T: ...
+def static(*, default_factory: Callable[[], _T], **options: Unpack[_StaticOptions]) -> _T: ...
 @overload
-def static(
-    *,
-    init: bool = True,
-    repr: bool = True,
-    kw_only: bool = ...,
-    metadata: Mapping[str, Any] | None = None,
-) -> Any: ...
+def static(**options: Unpack[_StaticOptions]) -> Any: ...
 def static(
     default: Any = dataclasses.MISSING,
     *,

@@ -39,15 +39,16 @@ For the class in `init.py` the generated unflatten is
 from __future__ import annotations
 
 import operator
+import weakref
 from typing import Any, TypeVar
 
 import jax
 
-from treeclass._core import checks
+from treeclass._core import checks, codegen
 from treeclass._core.layout import FLAT, Layout, instance_layout
 from treeclass._core.walk import node_def
 
-__all__ = ["prefix", "register", "unflatten_source"]
+__all__ = ["Registration", "getstate", "prefix", "register", "setstate", "unflatten_source"]
 
 _T = TypeVar("_T")
 
@@ -71,8 +72,34 @@ def unflatten_source(layout: Layout) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+# The classes registered with JAX in this process.
+_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+class Registration:
+    """The class attribute `__tc_registration__`: unpickled, it registers the class
+    with JAX. cloudpickle pickles a class defined in `__main__` or a notebook by value
+    and rebuilds it as an empty class whose attributes it then sets, this one among
+    them; nothing else would register the rebuilt class in the process that loads it."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reregister, (self.layout,))
+
+
+def _reregister(layout: Layout) -> Registration:
+    if layout.cls not in _REGISTERED:
+        register(layout, codegen.compile_class(layout, [unflatten_source(layout)], {}))
+    return Registration(layout)
+
+
 def register(layout: Layout, ns: dict[str, Any]) -> None:
     """Registers the class with JAX, with the generated `_tc_unflatten` from `ns`."""
+    _REGISTERED.add(layout.cls)
     keys = tuple(jax.tree_util.GetAttrKey(name) for name in layout.dynamic)
 
     def flatten_with_keys(obj: Any) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
@@ -85,6 +112,27 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         ns["_tc_unflatten"],
         flatten_func=operator.attrgetter(FLAT),
     )
+
+
+def getstate(self: object) -> dict[str, Any]:
+    """What `pickle`, `copy` and `deepcopy` store: the fields by name, never the flatten
+    cache, whose order is the class's field order when the instance was pickled."""
+    return {k: v for k, v in self.__dict__.items() if k != FLAT}
+
+
+def setstate(self: object, state: dict[str, Any]) -> None:
+    """Restores `getstate`'s fields by name and rebuilds the flatten cache in the
+    class's current field order, running no user code (as unflatten). A state from an
+    older treeclass that holds the cache has it rebuilt too."""
+    layout = instance_layout(self)
+    assert layout is not None  # installed on treeclasses only
+    d = self.__dict__
+    d.update(state)
+    try:
+        d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
+    except KeyError as e:
+        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: the class has a field the pickled instance has not."
+        raise TypeError(msg) from None
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:

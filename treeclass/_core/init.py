@@ -1,7 +1,10 @@
-"""The generated `__init__`: the user-facing construction path.
+"""The generated `__init__`: the user-facing construction path; or, for a class that
+writes its own `__init__`, the wrapper around it (`self.w = ...` allowed while it runs)
+and `_tc_finalize`, run when it returns.
 
-It is the only place (with `replace`) where converters, `__post_init__` and the static
-checks run. JAX never calls it: unflatten (`flatten.py`) fills the instance directly.
+It is the only place (with `replace`) where converters, `__post_init__`, the static
+checks and `__check_init__` run. JAX never calls it: unflatten (`flatten.py`) fills
+the instance directly.
 
 For a class
 
@@ -13,12 +16,17 @@ For a class
 it generates (see `inspect.getsource(Neuron.__init__)`):
 
     def __init__(_tc_self, v, tau=_tc_dflt_tau):
-        if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)
+        _tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)
         if _tc_type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
         _tc_d = _tc_self.__dict__
         _tc_d['v'] = v
         _tc_d['tau'] = tau
+        if _tc_nested: return
         _tc_d['__tc_flat__'] = ((v, ), (tau, ))
+
+A class with `__post_init__` calls it after the stores, reads the fields back (the hook
+may have set or changed them) and then checks every static: the lines after the stores
+are `codegen.finish`, shared with `replace` and a hand-written `__init__`'s finalize.
 
 Writing `__dict__` directly rather than `object.__setattr__` per field (what a frozen
 dataclass does) is what makes construction cheap.
@@ -39,18 +47,22 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, flat_expr, static_check_line
-from treeclass._core.layout import FLAT, Layout, layout_of
+from treeclass._core.codegen import field_annotations, finish, static_check_line
+from treeclass._core.layout import INIT, Layout, layout_of
 
 __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
 
-def _subclass_check(self: object) -> None:
+def _subclass_check(self: object) -> bool:
+    """For an instance of a subclass: refuses an undecorated one; True while its own
+    hand-written `__init__` runs (`super().__init__(...)` into a generated one, which
+    then only stores the fields: the subclass's finalize runs the hooks, once)."""
     cls = type(self)
     if layout_of(cls) is None:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
         msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
         raise TypeError(msg)
+    return INIT in self.__dict__
 
 
 def _not_set(layout: Layout, name: str) -> None:
@@ -58,24 +70,8 @@ def _not_set(layout: Layout, name: str) -> None:
     raise TypeError(template.format(cls=layout.cls.__name__, name=name))
 
 
-def _complete(layout: Layout, self: object) -> None:
-    """After a hand-written `__init__`: run the converters on the values it set, and
-    give the fields it left unset their defaults (equinox does the same)."""
-    d = self.__dict__
-    for f in layout.fields:
-        if f.name not in d:
-            if f.default is not dataclasses.MISSING:
-                d[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                d[f.name] = f.default_factory()
-            else:
-                continue  # finalize names it
-        if f.name in layout.converters:
-            d[f.name] = layout.converters[f.name](d[f.name])
-
-
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `__init__` and `_tc_finalize` call."""
+    """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
     return {
         "_tc_subclass_check": _subclass_check,
         "_tc_not_set": functools.partial(_not_set, layout),
@@ -83,19 +79,22 @@ def helpers(layout: Layout) -> dict[str, Any]:
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`: checks the statics and caches the flat form by reading the
-    fields back. Used after user code (`__post_init__`, a hand-written `__init__`) may
-    have set fields with `object.__setattr__`."""
-    lines = ["def _tc_finalize(_tc_self):", "    _tc_d = _tc_self.__dict__"]
-    for name in layout.static:
-        lines.append(f"    {name} = _tc_d.get({name!r}, _tc_MISSING)")
-        lines.append(f"    if {name} is not _tc_MISSING:")
-        lines.append(f"        {static_check_line(name, skip_default=False)}")
-    lines.append("    try:")
-    lines.append(f"        _tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: f'_tc_d[{n!r}]')}")
-    lines.append("    except _tc_KeyError as _tc_e:")
-    lines.append("        _tc_not_set(_tc_e.args[0])")
-    return "".join(f"{line}\n" for line in lines)
+    """`_tc_finalize(self)`, run when a hand-written `__init__` returns: the fields it
+    left unset get their defaults (as in equinox), converters run on every value, then
+    `codegen.finish` (`__post_init__`, the static checks, the flatten cache)."""
+    lines = ["_tc_d = _tc_self.__dict__"]
+    for f in layout.fields:
+        if f.default is not dataclasses.MISSING:
+            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_dflt_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_factory_{f.name}()")
+        if f.name in layout.converters:
+            lines.append(f"if {f.name!r} in _tc_d: _tc_d[{f.name!r}] = _tc_conv_{f.name}(_tc_d[{f.name!r}])")
+    # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__, not
+    # to a field; one it did not, with its default.
+    lines += [f"{f.name} = _tc_d.pop({f.name!r}, _tc_dflt_{f.name})" for f in layout.initvars]
+    lines += finish(layout, "_tc_self", read_back=True, check_statics=True)
+    return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
 def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
@@ -122,38 +121,34 @@ def _param_list(params: list[dataclasses.Field[Any]]) -> str:
 
 def init_source(layout: Layout) -> str:
     """The generated `__init__`."""
-    body = ["if _tc_type(_tc_self) is not _tc_cls: _tc_subclass_check(_tc_self)"]
+    body = ["_tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
-    for f in (*layout.fields, *layout.initvars):
+    body += [f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()" for f in layout.initvars
+             if f.default_factory is not dataclasses.MISSING]
+    for f in layout.fields:
         has_factory = f.default_factory is not dataclasses.MISSING
         if f.init:
             if has_factory:
                 body.append(f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()")
-        elif f in layout.initvars:
-            continue
         elif has_factory:
             body.append(f"{f.name} = _tc_factory_{f.name}()")
         elif f.default is not dataclasses.MISSING:
             body.append(f"{f.name} = _tc_dflt_{f.name}")
-        else:
+        elif layout.post_init:
             continue  # init=False without a default: __post_init__ must set it
-        if f in layout.initvars:
+        else:
+            body.append(f"_tc_not_set({f.name!r})")
             continue
         if f.name in layout.converters:
             body.append(f"{f.name} = _tc_conv_{f.name}({f.name})")
-        if layout.init_sets_every_field and f.name in layout.static:
+        if f.name in layout.static and not layout.post_init:  # else finish checks them
             skip_default = f.default is not dataclasses.MISSING and f.name not in layout.converters
             body.append(static_check_line(f.name, skip_default=skip_default))
         assigned.append(f.name)
     body.append("_tc_d = _tc_self.__dict__")
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
-    if layout.init_sets_every_field:
-        body.append(f"_tc_d[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
-    else:
-        if layout.post_init:
-            args = ", ".join(f.name for f in layout.initvars)
-            body.append(f"_tc_self.__post_init__({args})")
-        body.append("_tc_finalize(_tc_self)")
+    body.append("if _tc_nested: return")
+    body += finish(layout, "_tc_self", read_back=False, check_statics=False)
     return f"def __init__({_param_list(_parameters(layout))}):\n" + "".join(f"    {line}\n" for line in body)
 
 
@@ -171,12 +166,26 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
 def _wrap_user_init(
     layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
 ) -> Callable[..., None]:
-    # A hand-written __init__ sets fields with object.__setattr__ in any order; the
-    # defaults, converters, checks and the flatten cache come after it, once it is done.
+    """The hand-written `__init__`, run with the instance open to `self.w = ...` (the
+    `INIT` mark in its `__dict__`, which `decorator._setattr` reads: one instance, so
+    other instances built meanwhile, of this class or another, in this thread or
+    another, stay frozen), then frozen, then finalized: defaults, converters,
+    `__post_init__`, checks and the flatten cache."""
+    cls, names = layout.cls, frozenset((*layout.names, *(f.name for f in layout.initvars)))
+
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        user_init(self, *args, **kwargs)
-        _complete(layout, self)
+        d = self.__dict__
+        if INIT in d:  # super().__init__(...) inside a subclass's own __init__
+            user_init(self, *args, **kwargs)
+            return
+        if type(self) is not cls:
+            _subclass_check(self)
+        d[INIT] = names
+        try:
+            user_init(self, *args, **kwargs)
+        finally:
+            del d[INIT]
         finalize(self)
 
     return __init__

@@ -14,16 +14,16 @@ from typing import Any, Final, cast
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
-__all__ = ["FLAT", "LAYOUT", "SET", "Layout", "analyse", "instance_layout", "layout_of"]
+__all__ = ["FLAT", "INIT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
 
 # The attribute that caches an instance's flattened form, `(children, statics)`.
 # Instances are immutable, so it is computed once (at construction or unflatten) and
 # JAX's flatten becomes `operator.attrgetter(FLAT)`: a C call with no Python frame.
 FLAT: Final = "__tc_flat__"
 LAYOUT: Final = "__tc_layout__"
-# The class attribute holding `set(self, name, value)`: `self.replace(name=value)` for a
-# field name known only at run time (`replace_at`), generated per class (`treeclass/_core/replace.py`).
-SET: Final = "__tc_set__"
+# In an instance's `__dict__` only while its hand-written `__init__` runs: the one time
+# `self.w = ...` is allowed (`decorator._setattr`).
+INIT: Final = "__tc_init__"
 
 # `dataclasses.fields()` hides InitVar pseudo-fields, but the generated `__init__` must
 # accept them in declaration order and pass them to `__post_init__`. The marker has
@@ -49,23 +49,10 @@ class Layout:
     post_init: bool
     user_init: Callable[..., None] | None
     """The class's own `__init__`, if it wrote one (dataclasses then keeps it)."""
+    check_inits: tuple[Callable[[Any], None], ...]
+    """Every `__check_init__` of the class's MRO, base first."""
     options: dict[str, bool]
     """The decorator's options the class was built with (`kw_only`, `repr`, `eq`)."""
-
-    @property
-    def init_sets_every_field(self) -> bool:
-        """True when the generated `__init__` alone assigns every field (no
-        `__post_init__`, no hand-written `__init__`, no `init=False` field without a
-        default), so it and `replace` can check the statics and build the flatten cache
-        from local variables instead of reading the fields back."""
-        if self.post_init or self.user_init is not None:
-            return False
-        return all(
-            f.init
-            or f.default is not dataclasses.MISSING
-            or f.default_factory is not dataclasses.MISSING
-            for f in self.fields
-        )
 
 
 def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
@@ -106,6 +93,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
         converters={f.name: f.metadata[CONVERTER] for f in fields if CONVERTER in f.metadata},
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
+        check_inits=tuple(vars(k)["__check_init__"] for k in reversed(cls.__mro__) if "__check_init__" in vars(k)),
         options=options,
     )
 

@@ -2,18 +2,24 @@
 
 Generated per class with one keyword parameter per field, so Python binds the changes
 in C and the body touches only what changed: a converter or static check runs on a
-changed value only; `__post_init__` (whole-object validation) runs on every replace.
-For `Neuron` (see `init.py`):
+changed value only; then the end every construction shares (`codegen.finish`):
+`__post_init__` (whole-object validation, derived `init=False` fields) runs on every
+replace, then the flatten cache. For `Neuron` (see `init.py`):
 
     def replace(_tc_self, /, *, v=_tc_UNCHANGED, tau=_tc_UNCHANGED, **_tc_unknown):
         if _tc_unknown: _tc_raise_unknown(_tc_unknown)
-        _tc_d = _tc_self.__dict__
-        if v is _tc_UNCHANGED: v = _tc_d['v']
-        if tau is _tc_UNCHANGED: tau = _tc_d['tau']
+        _tc_od = _tc_self.__dict__
+        if v is _tc_UNCHANGED: v = _tc_od['v']
+        if tau is _tc_UNCHANGED: tau = _tc_od['tau']
         else:
             if _tc_type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
         _tc_new = _tc_object_new(_tc_cls)
         ...
+
+A class that writes its own `__init__` is rebuilt the same way: its `__init__` is not
+run again (it may take arguments that are no fields, a PRNG key, a layer size), but its
+`__post_init__` is, as after construction, so an `init=False` field derived there is
+derived again from the new values (where `dataclasses.replace` would call `__init__`).
 
 A dict merge instead (`new.__dict__.update(self.__dict__); .update(changes)`) was
 measured slower for the small classes models are made of, and faster only for classes
@@ -28,10 +34,10 @@ import inspect
 from typing import Any, Final, TypeVar
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, flat_expr, static_check_line, with_self
-from treeclass._core.layout import FLAT, Layout, instance_layout
+from treeclass._core.codegen import field_annotations, finish, static_check_line, with_self
+from treeclass._core.layout import Layout, instance_layout
 
-__all__ = ["helpers", "install", "replace", "set_source", "source"]
+__all__ = ["helpers", "install", "replace", "source"]
 
 _T = TypeVar("_T")
 
@@ -58,61 +64,35 @@ def helpers(layout: Layout) -> dict[str, Any]:
     }
 
 
-def _runs_post_init(layout: Layout) -> bool:
-    # A hand-written __init__ replaces the dataclass protocol: Python's dataclasses call
-    # __post_init__ only from the generated __init__, so for such a class __post_init__
-    # is not part of construction (the __init__ may call it itself, with arguments that
-    # replace cannot know). replace runs what construction runs on fields: the
-    # converters and the static checks, then the flatten cache.
-    return layout.post_init and layout.user_init is None
-
-
 def source(layout: Layout) -> str:
-    initvars = layout.initvars if _runs_post_init(layout) else ()
-    names = [*layout.names, *(f.name for f in initvars)]
+    names = [*layout.names, *(f.name for f in layout.initvars)]
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [
         "if _tc_unknown: _tc_raise_unknown(_tc_unknown)",
-        "_tc_d = _tc_self.__dict__",
+        "_tc_od = _tc_self.__dict__",
     ]
     for name in layout.names:
-        body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_d[{name!r}]")
+        body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_od[{name!r}]")
         on_change: list[str] = []
         if name in layout.converters:
             on_change.append(f"{name} = _tc_conv_{name}({name})")
-        if layout.init_sets_every_field and name in layout.static:
+        if name in layout.static and not layout.post_init:  # else finish checks them
             on_change.append(static_check_line(name, skip_default=False))
         if on_change:
             body.append("else:")
             body.extend(f"    {line}" for line in on_change)
-    for f in initvars:
+    for f in layout.initvars:
         if f.default is not dataclasses.MISSING:
             body.append(f"if {f.name} is _tc_UNCHANGED: {f.name} = _tc_dflt_{f.name}")
         else:
             body.append(f"if {f.name} is _tc_UNCHANGED: _tc_missing_initvar(_tc_cls, {f.name!r})")
     body.append("_tc_new = _tc_object_new(_tc_cls)")
-    body.append("_tc_nd = _tc_new.__dict__")
-    body.extend(f"_tc_nd[{name!r}] = {name}" for name in layout.names)
-    if layout.init_sets_every_field:
-        body.append(f"_tc_nd[{FLAT!r}] = {flat_expr(layout, lambda n: n)}")
-    else:
-        if _runs_post_init(layout):
-            body.append(f"_tc_new.__post_init__({', '.join(f.name for f in initvars)})")
-        body.append("_tc_finalize(_tc_new)")
+    body.append("_tc_d = _tc_new.__dict__")
+    body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
+    body += finish(layout, "_tc_new", read_back=False, check_statics=False)
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
-
-
-def set_source(layout: Layout) -> str:
-    """`_tc_set(self, name, value)`: `replace(self, name=value)` for a field name known
-    only at run time, as `replace_at` has it. `replace(**{name: value})` would do the
-    same, but building and unpacking a dict of keywords costs about half a `replace()`
-    more, once per level of a `replace_at` path."""
-    lines = ["def _tc_set(_tc_self, _tc_name, _tc_value):"]
-    lines += [f"    if _tc_name == {n!r}: return replace(_tc_self, {n}=_tc_value)" for n in layout.names]
-    lines.append("    return replace(_tc_self, **{_tc_name: _tc_value})  # not a field: its error")
-    return "".join(f"{line}\n" for line in lines)
 
 
 def install(layout: Layout, ns: dict[str, Any]) -> Any:
@@ -120,8 +100,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Any:
     `self` and the fields (`tau: float = <unchanged>`)."""
     fn = ns["replace"]
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
-    initvars = layout.initvars if _runs_post_init(layout) else ()
-    fn.__annotations__ = field_annotations([*layout.fields, *initvars])
+    fn.__annotations__ = field_annotations([*layout.fields, *layout.initvars])
     fn.__signature__ = with_self(inspect.signature(fn), drop_last=True)
     return fn
 
@@ -129,7 +108,8 @@ def install(layout: Layout, ns: dict[str, Any]) -> Any:
 _REPLACE_DOC = """Returns a new {cls} with the given fields changed; the others are shared.
 
 Fields: {names}. Converters and static checks run on the changed values, then
-`__post_init__` if the class has one."""
+`__post_init__` if the class has one (also when the class writes its own `__init__`,
+which is not run again)."""
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
@@ -146,6 +126,10 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     **Returns**
 
     A new instance of `type(obj)`. Unchanged fields are the same objects, not copies.
+    Converters run on the changed values, then `__post_init__` if the class has one,
+    whether its `__init__` is generated or hand-written (a hand-written `__init__` is
+    not run again: it may take arguments that are not fields), so `init=False` fields
+    derived in `__post_init__` follow the change, as with `dataclasses.replace`.
 
     **Raises**
 

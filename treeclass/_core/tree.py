@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass._core.layout import FLAT, layout_of
-from treeclass._core.walk import is_array
+from treeclass._core.walk import PYTHON_SCALARS, is_array
 
 
 def is_treeclass(x: Any) -> bool:
@@ -79,7 +79,11 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
 
     Array leaves are equal when their shapes, dtypes and values are (so `NaN != NaN`,
     and `f32[3]` never equals `i32[3]`); typed PRNG keys when their implementation and
-    key data are; other leaves compare with `==`.
+    key data are; other leaves compare with `==`. A Python scalar (`bool`, `int`,
+    `float`, `complex`) and a 0-d array are equal when the array has the dtype JAX
+    gives that scalar (`jnp.asarray(1.0).dtype`, float32 unless x64 is on) and an
+    equal value: what `jax.jit(lambda m: m)` and `jax.device_put` return for a scalar
+    leaf equals the original. Any other scalar-array pair is unequal.
 
     **Arguments**
 
@@ -117,6 +121,7 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
         if x is y:
             continue
         if is_array(x) or is_array(y):
+            x, y = _as_array(x, y), _as_array(y, x)
             if not (is_array(x) and is_array(y)):
                 return False
             if x.shape != y.shape or x.dtype != y.dtype:
@@ -134,6 +139,17 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     if traced:
         return jnp.all(jnp.stack(traced))
     return True
+
+
+def _as_array(x: Any, other: Any) -> Any:
+    """`x` as JAX would hold it where `x` is a Python scalar and `other` a 0-d array;
+    else `x` itself."""
+    if type(x) in PYTHON_SCALARS and getattr(other, "shape", None) == ():
+        try:
+            return jnp.asarray(x)
+        except OverflowError:  # an int no JAX dtype holds: equal to no array
+            return x
+    return x
 
 
 def _plain_equal(x: Any, y: Any) -> bool:

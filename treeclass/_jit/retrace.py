@@ -166,6 +166,13 @@ class TraceLog:
         self.reasons: list[str] = []
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled with its class (cloudpickle, a class defined in __main__): no lock.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     @property
     def count(self) -> int:
         return len(self.signatures)
