@@ -546,3 +546,33 @@ def test_a_value_computed_from_int_fields_names_every_candidate() -> None:
         doubled(Looped(jnp.ones(3), 3))
     assert "needed a value computed from one of them" in str(info.value)
     assert isinstance(info.value.__cause__, jax.errors.ConcretizationTypeError)
+
+
+def test_a_type_error_the_body_raises_itself_passes_through_unchanged() -> None:
+    # Regression: the body's own TypeError, raised in a frame that held an int field's
+    # tracer (a local `n = self.n`, a helper given `self.n`), was replaced by "Looped.n
+    # ... needed its value": only JAX's errors (raised in JAX's code) are about a value.
+    raised: list[TypeError] = []
+
+    def check(n: object, x: jax.Array) -> None:
+        raised.append(TypeError("x must have 3 rows"))
+        raise raised[-1]
+
+    @tc.jit
+    def local(m: Looped, x: jax.Array) -> jax.Array:
+        n = m.n
+        if x.shape[0] != 3:
+            raised.append(TypeError(f"x must have 3 rows, not {x.shape[0]} (n={n})"))
+            raise raised[-1]
+        return m.w * x
+
+    @tc.jit
+    def helper(m: Looped, x: jax.Array) -> jax.Array:
+        check(m.n, x)
+        return m.w * x
+
+    m = Looped(jnp.ones(3), 3)
+    for call in (local, helper):
+        with pytest.raises(TypeError, match=r"^x must have 3 rows") as info:
+            call(m, jnp.ones(2))
+        assert info.value is raised[-1]

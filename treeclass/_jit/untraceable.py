@@ -163,12 +163,17 @@ _HELD: Final = "__tc_held__"
 def note_held(error: BaseException, tree: Any) -> None:
     """Marks `error`, raised by a function's body while JAX traced it with the tracers
     in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
-    which raised it holds: the values the failing operation was given. It reads the
+    which raised it holds: the values the failing operation was given (none when a plain
+    `TypeError` was raised outside JAX's code: the body's own error). It reads the
     traceback, not the message, and runs nothing again. (Each tc.jit marks it anew: an
     inner one's paths are into its own arguments.)"""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
+    # A plain TypeError raised outside JAX's code is the body's own: no value to blame.
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    if not isinstance(error, _NEEDS_VALUE) and module.partition(".")[0] not in ("jax", "jaxlib"):
+        tb = None
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
