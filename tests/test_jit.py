@@ -576,3 +576,24 @@ def test_a_type_error_the_body_raises_itself_passes_through_unchanged() -> None:
         with pytest.raises(TypeError, match=r"^x must have 3 rows") as info:
             call(m, jnp.ones(2))
         assert info.value is raised[-1]
+
+
+def test_concrete_int_needed_by_a_tc_jit_method_called_from_another_is_named() -> None:
+    # Regression: inside an outer tc.jit, the inner one's arguments are the outer's
+    # tracers (no Python int to name), and the outer's frame check saw only the inner
+    # tracers, so `jnp.zeros(self.n)` one call down gave JAX's pathless TypeError.
+    class Nested(tc.TreeClass):
+        w: jax.Array
+        n: int
+
+        @tc.jit
+        def zeros(self) -> jax.Array:
+            return jnp.zeros(self.n) + self.w
+
+        @tc.jit
+        def twice(self) -> jax.Array:
+            return self.zeros() * 2
+
+    with pytest.raises(TypeError, match=r"^Nested\.n \(3\) is a dynamic field holding a Python int") as info:
+        Nested(jnp.ones(3), 3).twice()
+    assert "    n: tc.Static[int]" in str(info.value)

@@ -158,6 +158,7 @@ _NEEDS_VALUE: Final = (
     jax.errors.TracerArrayConversionError,
 )
 _HELD: Final = "__tc_held__"
+_UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
@@ -178,7 +179,18 @@ def note_held(error: BaseException, tree: Any) -> None:
     tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
     values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
+    # From a tc.jit called inside this trace: the values it was given that the raising
+    # frame held (its own tracers are not ours).
+    values = getattr(error, _UP, values)
     setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
+
+
+def _pass_up(error: BaseException, tree: Any) -> None:
+    """Leaves on `error`, which no field of `tree` (this tc.jit's arguments) explains,
+    the arguments' values the raising frame held, for a tc.jit tracing this call."""
+    held = getattr(error, _HELD, set())
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    setattr(error, _UP, [x for path, x in flat if path in held])
 
 
 def field_error(
@@ -198,6 +210,7 @@ def field_error(
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)
+    _pass_up(error, (args, kwargs))
     if not held and not isinstance(error, _NEEDS_VALUE):
         return None
     found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)
