@@ -182,6 +182,19 @@ def test_apply_updates_skips_none_and_keeps_dtypes() -> None:
     assert new.step is m.step
 
 
+def test_apply_updates_takes_none_for_a_whole_subtree() -> None:
+    # Regression: `None` stood only for a leaf; for a whole model (or the whole update,
+    # as eqx.apply_updates takes it) JAX's "Custom node type mismatch" came out.
+    m = mlp()
+    one = jax.tree.map(lambda x: jnp.full(x.shape, 0.5, jnp.float32), tc.partition(m)[0])
+    assert tc.apply_updates(m, None) == m
+    new = tc.apply_updates((m, m), (one, None))
+    assert new[1] == m
+    assert new[0] == tc.apply_updates(m, one)
+    first = one.replace(layers=(None, one.layers[1]))  # type: ignore[attr-defined]
+    assert tc.apply_updates(m, first).layers[0] == m.layers[0]  # type: ignore[attr-defined]
+
+
 def test_optax_adamw_in_jit_and_scan() -> None:
     m = mlp()
     opt = optax.adamw(1e-2)

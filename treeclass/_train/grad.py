@@ -214,8 +214,9 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     **Arguments**
 
     - `tree`: the model (any pytree).
-    - `updates`: a pytree of `tree`'s structure, `None` where a leaf is not updated:
-      optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s gradients.
+    - `updates`: a pytree of `tree`'s structure, `None` where a leaf (or a subtree) is
+      not updated: optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s
+      gradients.
 
     **Returns**
 
@@ -247,7 +248,13 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     """
     visits = leaf_visits(tree)
     treedef: Any = jax.tree.structure(tree)  # a PyTreeDef: jaxlib ships no stubs
-    # `None` in `updates` stands where `tree` holds a leaf that is not updated.
+
+    # `None` in `updates` stands where `tree` holds a leaf, or a subtree (as in
+    # `eqx.apply_updates`), that is not updated.
+    def spread(u: Any, sub: Any) -> Any:
+        return jax.tree.map(lambda _: None, sub) if u is None else u
+
+    updates = jax.tree.map(spread, updates, tree, is_leaf=lambda u: u is None)
     new: list[Any] = []
     for v, u in zip(visits, treedef.flatten_up_to(updates), strict=True):
         if u is not None and not trainable(v):
