@@ -207,6 +207,29 @@ def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
     assert [r() for r in functions + compiled] == [None] * 60
 
 
+def test_jit_of_a_bound_method_whose_function_wraps_another_runs_the_wrapper():
+    # Regression: the per-method cache lived in the function's __dict__, which
+    # functools.wraps copies into a wrapper, so tc.jit(obj.method) after the method was
+    # wrapped (a logging decorator, a notebook patch) ran the old function in silence.
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+        def apply(self, x):
+            return self.w * x
+
+    lin = Lin(jnp.ones(2))
+    assert tc.jit(lin.apply)(1.0).tolist() == [1.0, 1.0]
+    inner = Lin.apply
+
+    @functools.wraps(inner)
+    def logged(self, x):
+        return inner(self, x) + 100
+
+    Lin.apply = logged  # type: ignore[method-assign]
+    assert tc.jit(lin.apply)(1.0).tolist() == [101.0, 101.0]
+
+
 def test_mutation_in_jitted_method_raises_with_fix():
     @tc.treeclass
     class Acc:
