@@ -62,13 +62,26 @@ def is_traceable(leaf: Any) -> bool:
     return True
 
 
+# A static value is hashed: the hashable form of a list, dict or set annotation.
+_HASHABLE: Final = {
+    "list": "tuple[{}, ...]",
+    "set": "frozenset[{}]",
+    "dict": "tuple[tuple[{}], ...]",
+}
+
+
 def _annotation(owner: type, name: str) -> str:
-    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`)."""
+    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`), or
+    its hashable form for a list, dict or set (`dict[str, str]` -> `tuple[tuple[str,
+    str], ...]`), which a static field can hold."""
     layout = layout_of(owner)
     hint: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
-    if isinstance(hint, str):
-        return hint
-    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+    if not isinstance(hint, str):
+        hint = hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+    base, _, args = hint.partition("[")
+    if base in _HASHABLE and (not args or args.endswith("]")):  # not in a union
+        return _HASHABLE[base].format(args[:-1] or ("Any, Any" if base == "dict" else "Any"))
+    return hint
 
 
 def root_name(label: str, value: object) -> str:
