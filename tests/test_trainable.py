@@ -353,6 +353,8 @@ def test_a_where_that_slices_computes_or_calls_names_the_path(where: Any, match:
         (lambda n: (n.step, n.history), ValueError, r"selects Net\.step, Net\.history, which hold no trainable leaf"),
         (lambda n: n.encoder.weights, AttributeError, r"^Net\.encoder\.weights: no such field"),
         (lambda n: n.history[3], IndexError, r"^Net\.history\[3\]: index out of range"),
+        # Regression: an empty tuple read "`where` selects , which hold no trainable leaf".
+        (lambda n: (), ValueError, r"^`where` selects nothing \(an empty tuple\), which hold no trainable leaf: none\.\n"),
     ],
 )
 def test_a_selector_that_selects_nothing_trainable_is_refused(where: Any, error: type[Exception], match: str) -> None:

@@ -173,8 +173,9 @@ def select(
         chosen = [c and i for c, i in zip(chosen, inside, strict=True)]
         if not any(chosen):
             under = [v for i, v in zip(inside, visits, strict=True) if i]
-            leaves = listed(under, root) if under else "no leaves at all (a static field, or None)"
-            shown = ", ".join(show(root, path) for path in paths)
+            empty = "no leaves at all (a static field, or None)" if paths else "none"
+            leaves = listed(under, root) if under else empty
+            shown = ", ".join(show(root, path) for path in paths) or "nothing (an empty tuple)"
             s, kind = ("s" if len(paths) == 1 else ""), ("trainable " if only_trainable else "")
             msg = _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
             raise ValueError(msg)
