@@ -75,9 +75,10 @@ def _annotation(owner: type, name: str) -> str:
     its hashable form for a list, dict or set (`dict[str, str]` -> `tuple[tuple[str,
     str], ...]`), which a static field can hold."""
     layout = layout_of(owner)
-    hint: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
-    if not isinstance(hint, str):
-        hint = hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+    found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
+    hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
+    if isinstance(found, type):
+        hint = found.__name__
     base, _, args = hint.partition("[")
     if base in _HASHABLE and (not args or args.endswith("]")):  # not in a union
         return _HASHABLE[base].format(args[:-1] or ("Any, Any" if base == "dict" else "Any"))
@@ -201,7 +202,7 @@ def note_held(error: BaseException, tree: Any) -> None:
 def _pass_up(error: BaseException, tree: Any) -> None:
     """Leaves on `error`, which no field of `tree` (this tc.jit's arguments) explains,
     the arguments' values the raising frame held, for a tc.jit tracing this call."""
-    held = getattr(error, _HELD, set())
+    held: set[KeyPath] = getattr(error, _HELD, set())
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     setattr(error, _UP, [x for path, x in flat if path in held])
 
