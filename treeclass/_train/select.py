@@ -150,6 +150,7 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
 
 
 def _names(node: Any) -> tuple[str, ...]:
+    """The field names of a treeclass instance; () for anything else."""
     layout = layout_of(type(node))
     return layout.names if layout is not None else ()
 
