@@ -5,6 +5,7 @@ the untraceable-field error naming `Class.field`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import hypothesis
@@ -180,6 +181,34 @@ def test_apply_updates_skips_none_and_keeps_dtypes() -> None:
     assert new.mask is m.mask  # None update: the leaf itself, shared
     assert new.key is m.key
     assert new.step is m.step
+
+
+def test_apply_updates_takes_none_for_a_whole_subtree() -> None:
+    # Regression: `None` stood only for a leaf; for a whole model (or the whole update,
+    # as eqx.apply_updates takes it) JAX's "Custom node type mismatch" came out.
+    m = mlp()
+    one = jax.tree.map(lambda x: jnp.full(x.shape, 0.5, jnp.float32), tc.partition(m)[0])
+    assert tc.apply_updates(m, None) == m
+    new = tc.apply_updates((m, m), (one, None))
+    assert new[1] == m
+    assert new[0] == tc.apply_updates(m, one)
+    first = one.replace(layers=(None, one.layers[1]))  # type: ignore[attr-defined]
+    assert tc.apply_updates(m, first).layers[0] == m.layers[0]  # type: ignore[attr-defined]
+
+
+def test_apply_updates_never_changes_a_leafs_shape() -> None:
+    # Regression: a (1, 4, 8) update (a stray batch axis) on a (4, 8) weight made it
+    # (1, 4, 8) in silence (optax and equinox add as well); a scalar still broadcasts.
+    m = mlp()
+    w = m.layers[0].w  # type: ignore[attr-defined]
+    wrong = jax.tree.map(lambda x: None, tc.partition(m)[0])
+    for update, did in ((jnp.ones((1, *w.shape)), r"change it to \(1, 4, 8\)"), (jnp.ones(3), "fail")):
+        bad = wrong.replace(layers=(wrong.layers[0].replace(w=update), wrong.layers[1]))  # type: ignore[attr-defined]
+        match = rf"^MLP\.layers\[0\]\.w: an update of shape {re.escape(str(update.shape))} for a leaf of shape \(4, 8\); adding it would {did}"
+        with pytest.raises(ValueError, match=match):
+            tc.apply_updates(m, bad)
+    scalar = wrong.replace(layers=(wrong.layers[0].replace(w=jnp.float32(0.5)), wrong.layers[1]))  # type: ignore[attr-defined]
+    assert tc.apply_updates(m, scalar).layers[0].w.shape == w.shape  # type: ignore[attr-defined]
 
 
 def test_optax_adamw_in_jit_and_scan() -> None:

@@ -207,6 +207,29 @@ def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
     assert [r() for r in functions + compiled] == [None] * 60
 
 
+def test_jit_of_a_bound_method_whose_function_wraps_another_runs_the_wrapper():
+    # Regression: the per-method cache lived in the function's __dict__, which
+    # functools.wraps copies into a wrapper, so tc.jit(obj.method) after the method was
+    # wrapped (a logging decorator, a notebook patch) ran the old function in silence.
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+        def apply(self, x):
+            return self.w * x
+
+    lin = Lin(jnp.ones(2))
+    assert tc.jit(lin.apply)(1.0).tolist() == [1.0, 1.0]
+    inner = Lin.apply
+
+    @functools.wraps(inner)
+    def logged(self, x):
+        return inner(self, x) + 100
+
+    Lin.apply = logged  # type: ignore[method-assign]
+    assert tc.jit(lin.apply)(1.0).tolist() == [101.0, 101.0]
+
+
 def test_mutation_in_jitted_method_raises_with_fix():
     @tc.treeclass
     class Acc:
@@ -546,3 +569,54 @@ def test_a_value_computed_from_int_fields_names_every_candidate() -> None:
         doubled(Looped(jnp.ones(3), 3))
     assert "needed a value computed from one of them" in str(info.value)
     assert isinstance(info.value.__cause__, jax.errors.ConcretizationTypeError)
+
+
+def test_a_type_error_the_body_raises_itself_passes_through_unchanged() -> None:
+    # Regression: the body's own TypeError, raised in a frame that held an int field's
+    # tracer (a local `n = self.n`, a helper given `self.n`), was replaced by "Looped.n
+    # ... needed its value": only JAX's errors (raised in JAX's code) are about a value.
+    raised: list[TypeError] = []
+
+    def check(n: object, x: jax.Array) -> None:
+        raised.append(TypeError("x must have 3 rows"))
+        raise raised[-1]
+
+    @tc.jit
+    def local(m: Looped, x: jax.Array) -> jax.Array:
+        n = m.n
+        if x.shape[0] != 3:
+            raised.append(TypeError(f"x must have 3 rows, not {x.shape[0]} (n={n})"))
+            raise raised[-1]
+        return m.w * x
+
+    @tc.jit
+    def helper(m: Looped, x: jax.Array) -> jax.Array:
+        check(m.n, x)
+        return m.w * x
+
+    m = Looped(jnp.ones(3), 3)
+    for call in (local, helper):
+        with pytest.raises(TypeError, match=r"^x must have 3 rows") as info:
+            call(m, jnp.ones(2))
+        assert info.value is raised[-1]
+
+
+def test_concrete_int_needed_by_a_tc_jit_method_called_from_another_is_named() -> None:
+    # Regression: inside an outer tc.jit, the inner one's arguments are the outer's
+    # tracers (no Python int to name), and the outer's frame check saw only the inner
+    # tracers, so `jnp.zeros(self.n)` one call down gave JAX's pathless TypeError.
+    class Nested(tc.TreeClass):
+        w: jax.Array
+        n: int
+
+        @tc.jit
+        def zeros(self) -> jax.Array:
+            return jnp.zeros(self.n) + self.w
+
+        @tc.jit
+        def twice(self) -> jax.Array:
+            return self.zeros() * 2
+
+    with pytest.raises(TypeError, match=r"^Nested\.n \(3\) is a dynamic field holding a Python int") as info:
+        Nested(jnp.ones(3), 3).twice()
+    assert "    n: tc.Static[int]" in str(info.value)

@@ -194,6 +194,28 @@ def test_an_optax_optimizer_in_a_static_field_is_named_as_what_changed() -> None
         )
 
 
+def test_the_latest_of_equally_close_traces_explains_a_retrace() -> None:
+    # Regression: the earliest of the traces that differ in as many lines was taken, so
+    # after a run without an optimizer, a second adam "changed from None" and the
+    # identity note (the reason it recompiled) was lost.
+    class Run(tc.TreeClass):
+        w: jax.Array
+        opt: tc.Static[optax.GradientTransformation]
+
+        @tc.jit
+        def step(self) -> jax.Array:
+            return self.w * 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tc.RecompileWarning)
+        for opt in (None, optax.adam(1e-3), optax.adam(1e-3)):  # None: no optimizer yet
+            Run(jnp.ones(2), opt).step()  # pyright: ignore[reportArgumentType]
+    assert Run.step.trace_log.count == 3
+    last = Run.step.trace_log.reasons[-1]
+    assert "\n  Run.opt (static): GradientTransformationExtraArgs(" in last
+    assert last.endswith(", compared by identity: create it once and reuse it)")
+
+
 def test_an_optax_optimizer_in_a_static_field_warns_once_naming_the_field_and_the_fix() -> None:
     _, caught = _built(opt=optax.adam(1e-3))
     assert [w.category for w in caught] == [tc.RecompileWarning]  # one warning, not one per closure

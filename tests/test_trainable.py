@@ -290,8 +290,41 @@ def test_a_field_named_dtype_is_no_leaf_attribute() -> None:
 
     c = Cast(jnp.ones(2), jnp.zeros(1))
     assert tc.partition(c, lambda c: c.dtype)[0].w is None  # a selector of that field
-    with pytest.raises(TypeError, match=r"^Cast: `where` reads \.dtype, which only leaves have"):
+    # Cast has a field `dtype`: the predicate reads it and compares (replace_at's error),
+    # and the note still points to filter=.
+    with pytest.raises(TypeError, match=r"^Cast\.dtype: `where` compared it \(==\)") as info:
         tc.partition(c, lambda x: x.dtype == jnp.float32)
+    assert any("filter=" in note for note in getattr(info.value, "__notes__", ()))
+
+
+class Sized(tc.TreeClass):
+    w: jax.Array
+    size: tc.Static[int] = 2
+
+
+class Shaped(tc.TreeClass):
+    enc: Sized
+    head: Sized
+    shape: jax.Array
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        (lambda m: (m.shape, m.haed), r"^Shaped\.haed: no such field, did you mean 'head'\?"),
+        (lambda m: (m.enc.size, m.head.v), r"^Shaped\.head\.v: no such field"),
+        (lambda m: (m.head, m.enc.size + 1), r"^Shaped\.enc\.size: `where` computed with it \(\+\)"),
+    ],
+)
+def test_a_field_named_like_a_leaf_attribute_never_hides_the_selector_error(where: Any, match: str) -> None:
+    # Regression: every `.shape`/`.size` read in `where`'s paths or code was taken for a
+    # predicate's ("reads .shape, which only leaves have"), even where the tree has a
+    # field of that name, so a typo beside it lost replace_at's error naming the path.
+    m = Shaped(Sized(jnp.ones(2)), Sized(jnp.ones(3)), jnp.ones(4))
+    with pytest.raises((AttributeError, TypeError), match=match):
+        tc.partition(m, where)
+    with pytest.raises((AttributeError, TypeError), match=match):
+        tc.grad(lambda m: m.head.w.sum(), where=where)(m)
 
 
 @pytest.mark.parametrize(
@@ -320,6 +353,8 @@ def test_a_where_that_slices_computes_or_calls_names_the_path(where: Any, match:
         (lambda n: (n.step, n.history), ValueError, r"selects Net\.step, Net\.history, which hold no trainable leaf"),
         (lambda n: n.encoder.weights, AttributeError, r"^Net\.encoder\.weights: no such field"),
         (lambda n: n.history[3], IndexError, r"^Net\.history\[3\]: index out of range"),
+        # Regression: an empty tuple read "`where` selects , which hold no trainable leaf".
+        (lambda n: (), ValueError, r"^`where` selects nothing \(an empty tuple\), which hold no trainable leaf: none\.\n"),
     ],
 )
 def test_a_selector_that_selects_nothing_trainable_is_refused(where: Any, error: type[Exception], match: str) -> None:

@@ -93,3 +93,35 @@ def test_the_field_is_found_from_the_error_type_and_the_leaves_not_the_words(wor
     found = field_error(TypeError(words), f, args, {}, ())
     assert str(found).startswith("Config.name is a dynamic field holding a str ('a')")
     assert field_error(TypeError(words), f, (jnp.ones(1), Config(jnp.ones(1), 2.0)), {}, ()) is None
+
+
+class Held(tc.TreeClass):
+    names: list[str]
+    table: dict[str, str]
+    pairs: dict  # type: ignore[type-arg]
+
+
+class Tagged(tc.TreeClass):
+    tags: set[str]  # a set is one leaf, which JAX cannot trace
+
+
+class Fixed(tc.TreeClass):
+    value: tc.Static[Any]
+
+
+@pytest.mark.parametrize(
+    ("held", "fix", "static"),
+    [
+        (Held(["a"], {}, {}), "names: tc.Static[tuple[str, ...]]", ("a",)),
+        (Held([], {"k": "v"}, {}), "table: tc.Static[tuple[tuple[str, str], ...]]", (("k", "v"),)),
+        (Tagged({"a"}), "tags: tc.Static[frozenset[str]]", frozenset({"a"})),
+        (Held([], {}, {"k": "v"}), "pairs: tc.Static[tuple[tuple[Any, Any], ...]]", (("k", "v"),)),
+    ],
+)
+def test_the_static_fix_for_a_list_dict_or_set_is_hashable(held: Any, fix: str, static: Any) -> None:
+    # Regression: the fix kept the annotation (`table: tc.Static[dict[str, str]]`), which
+    # a static field refuses (unhashable), and that error says to make it dynamic again.
+    error = untraceable_field(f, (1.0, held), {})
+    assert error is not None
+    assert f"    {fix}\n" in str(error)
+    Fixed(static)  # the form the fix names is one a static field holds

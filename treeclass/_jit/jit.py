@@ -196,7 +196,9 @@ def jit(
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
-        func, key = fun.__func__, (tuple(sorted(jit_kwargs.items())), max_traces, explain)
+        # `func` in the key: functools.wraps copies the cache into a wrapper's __dict__.
+        func = fun.__func__
+        key = (func, tuple(sorted(jit_kwargs.items())), max_traces, explain)
         try:
             cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault(_BOUND, {})
             call = cache.get(key) or cache.setdefault(key, make(func))

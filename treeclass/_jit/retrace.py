@@ -190,7 +190,8 @@ class TraceLog:
             self.signatures.append(new)
         if not earlier:
             return
-        changes = min((diff(old, new) for old in earlier), key=len) or [
+        # The latest of the closest: a value built anew is compared with the one before.
+        changes = min((diff(old, new) for old in reversed(earlier)), key=len) or [
             "nothing in the arguments (structure, shapes, dtypes, static values);",
             "a jax config option, a global, or a cache clear?",
         ]

@@ -62,13 +62,27 @@ def is_traceable(leaf: Any) -> bool:
     return True
 
 
+# A static value is hashed: the hashable form of a list, dict or set annotation.
+_HASHABLE: Final = {
+    "list": "tuple[{}, ...]",
+    "set": "frozenset[{}]",
+    "dict": "tuple[tuple[{}], ...]",
+}
+
+
 def _annotation(owner: type, name: str) -> str:
-    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`)."""
+    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`), or
+    its hashable form for a list, dict or set (`dict[str, str]` -> `tuple[tuple[str,
+    str], ...]`), which a static field can hold."""
     layout = layout_of(owner)
-    hint: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
-    if isinstance(hint, str):
-        return hint
-    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+    found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
+    hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
+    if isinstance(found, type):
+        hint = found.__name__
+    base, _, args = hint.partition("[")
+    if base in _HASHABLE and (not args or args.endswith("]")):  # not in a union
+        return _HASHABLE[base].format(args[:-1] or ("Any, Any" if base == "dict" else "Any"))
+    return hint
 
 
 def root_name(label: str, value: object) -> str:
@@ -158,22 +172,39 @@ _NEEDS_VALUE: Final = (
     jax.errors.TracerArrayConversionError,
 )
 _HELD: Final = "__tc_held__"
+_UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
     """Marks `error`, raised by a function's body while JAX traced it with the tracers
     in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
-    which raised it holds: the values the failing operation was given. It reads the
+    which raised it holds: the values the failing operation was given (none when a plain
+    `TypeError` was raised outside JAX's code: the body's own error). It reads the
     traceback, not the message, and runs nothing again. (Each tc.jit marks it anew: an
     inner one's paths are into its own arguments.)"""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
+    # A plain TypeError raised outside JAX's code is the body's own: no value to blame.
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    if not isinstance(error, _NEEDS_VALUE) and module.partition(".")[0] not in ("jax", "jaxlib"):
+        tb = None
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
     values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
+    # From a tc.jit called inside this trace: the values it was given that the raising
+    # frame held (its own tracers are not ours).
+    values = getattr(error, _UP, values)
     setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
+
+
+def _pass_up(error: BaseException, tree: Any) -> None:
+    """Leaves on `error`, which no field of `tree` (this tc.jit's arguments) explains,
+    the arguments' values the raising frame held, for a tc.jit tracing this call."""
+    held: set[KeyPath] = getattr(error, _HELD, set())
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    setattr(error, _UP, [x for path, x in flat if path in held])
 
 
 def field_error(
@@ -193,6 +224,7 @@ def field_error(
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)
+    _pass_up(error, (args, kwargs))
     if not held and not isinstance(error, _NEEDS_VALUE):
         return None
     found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)

@@ -14,6 +14,7 @@ from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overloa
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from treeclass._core.walk import path_str
 from treeclass._jit.untraceable import is_traceable, untraceable_field
@@ -188,6 +189,23 @@ def grad(
     return call
 
 
+_MSG_UPDATE_SHAPE: Final = """\
+{path}: an update of shape {update} for a leaf of shape {leaf}; adding it would {did}.
+
+Compute the updates on tc.partition(model)[0] (or on tc.grad's gradients), which hold
+each leaf's shape."""
+
+
+def _reshapes(x: Any, u: Any) -> str | None:
+    """What `x + u` would do to `x`'s shape, if it would not keep it; else None."""
+    leaf, update = np.shape(x), np.shape(u)
+    try:
+        wide = np.broadcast_shapes(leaf, update)
+    except ValueError:  # the shapes do not broadcast
+        return "fail (the shapes do not broadcast)"
+    return None if wide == leaf else f"change it to {wide}"
+
+
 def _add(x: Any, u: Any) -> Any:
     x, u = jnp.asarray(x), jnp.asarray(u)  # a Python float: the weak scalar JAX traces
     # Added in the wider dtype, then stored in the leaf's: a bfloat16 weight with a
@@ -214,8 +232,9 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     **Arguments**
 
     - `tree`: the model (any pytree).
-    - `updates`: a pytree of `tree`'s structure, `None` where a leaf is not updated:
-      optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s gradients.
+    - `updates`: a pytree of `tree`'s structure, `None` where a leaf (or a subtree) is
+      not updated: optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s
+      gradients.
 
     **Returns**
 
@@ -226,7 +245,8 @@ def apply_updates(tree: _T, updates: Any) -> _T:
 
     **Raises**
 
-    `ValueError` naming the path for an update at a leaf that is not trainable; JAX's
+    `ValueError` naming the path for an update at a leaf that is not trainable, or of
+    a shape that would change the leaf's (a `(2, 1)` update on a `(2,)` leaf); JAX's
     `ValueError` when `updates` does not have `tree`'s structure.
 
     **Example**
@@ -247,12 +267,23 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     """
     visits = leaf_visits(tree)
     treedef: Any = jax.tree.structure(tree)  # a PyTreeDef: jaxlib ships no stubs
-    # `None` in `updates` stands where `tree` holds a leaf that is not updated.
+
+    # `None` in `updates` stands where `tree` holds a leaf, or a subtree (as in
+    # `eqx.apply_updates`), that is not updated.
+    def spread(u: Any, sub: Any) -> Any:
+        return jax.tree.map(lambda _: None, sub) if u is None else u
+
+    updates = jax.tree.map(spread, updates, tree, is_leaf=lambda u: u is None)
     new: list[Any] = []
     for v, u in zip(visits, treedef.flatten_up_to(updates), strict=True):
         if u is not None and not trainable(v):
             path = path_str(type(tree).__name__, v.path)
             raise ValueError(_MSG_UPDATE_NOT_TRAINABLE.format(path=path, what=why_not(v)))
+        if u is not None and (did := _reshapes(v.value, u)):
+            path, shapes = path_str(type(tree).__name__, v.path), (np.shape(u), np.shape(v.value))
+            raise ValueError(
+                _MSG_UPDATE_SHAPE.format(path=path, update=shapes[0], leaf=shapes[1], did=did)
+            )
         new.append(v.value if u is None else _add(v.value, u))
     result: _T = treedef.unflatten(new)
     return result

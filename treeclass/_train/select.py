@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
+from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
 from treeclass._paths.record import DICT, NAMEDTUPLE, TREECLASS, Path, follow, record, show
@@ -127,10 +128,13 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
     except Exception as error:
         # Never run again to find out: it returned what is not nodes of the tree, or it
         # read (in a path, or in its code when it failed before returning: `x.ndim == 2`)
-        # what only leaves have.
+        # what only leaves have: a name no treeclass or NamedTuple in the tree has as a
+        # field (`lambda m: (m.shape, m.haed)` on a model with a field `shape` is a typo).
         code = getattr(getattr(where, "__code__", None), "co_names", ())
         names = [k for p in paths for k, item in p if not item] if paths else code
-        read = sorted(_LEAF_ONLY.intersection(names))
+        nodes = [v.value for v in walk(tree) if v.kind == "node"]
+        fields = {n for x in nodes for n in getattr(type(x), "_fields", ()) or _names(x)}
+        read = sorted(_LEAF_ONLY.intersection(names).difference(fields))
         if returned and not paths:
             did = f"returned {short_repr(returned[0], 40)}"
         elif read:
@@ -143,6 +147,12 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
     # The key entry that JAX's `tree_flatten_with_path` gives each step's child.
     entry = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}
     return paths, [tuple(entry.get(kind, SequenceKey)(key) for _, kind, key in p) for p in parents]
+
+
+def _names(node: Any) -> tuple[str, ...]:
+    """The field names of a treeclass instance; () for anything else."""
+    layout = layout_of(type(node))
+    return layout.names if layout is not None else ()
 
 
 def select(
@@ -164,8 +174,9 @@ def select(
         chosen = [c and i for c, i in zip(chosen, inside, strict=True)]
         if not any(chosen):
             under = [v for i, v in zip(inside, visits, strict=True) if i]
-            leaves = listed(under, root) if under else "no leaves at all (a static field, or None)"
-            shown = ", ".join(show(root, path) for path in paths)
+            empty = "no leaves at all (a static field, or None)" if paths else "none"
+            leaves = listed(under, root) if under else empty
+            shown = ", ".join(show(root, path) for path in paths) or "nothing (an empty tuple)"
             s, kind = ("s" if len(paths) == 1 else ""), ("trainable " if only_trainable else "")
             msg = _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
             raise ValueError(msg)
