@@ -86,7 +86,7 @@ class _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
         # the first read of a name makes it a property, which later reads find.
         if name[:2] == "__" == name[-2:] or name[:4] == "_tc_":  # `__array_interface__`
-            raise AttributeError(name)  # and other probes, and our own slots: not fields
+            raise AttributeError(name, name=name, obj=self)  # and other probes, our slots
         setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
         return _then((name, ATTR), self)
 
@@ -116,6 +116,12 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
         selected = where(stand_in)
     except TypeError as error:  # an operation on a stand-in: name the latest read
         raise TypeError(_MSG_NOT_READ.format(path=show(root, stand_in._tc_last[0]))) from error
+    except AttributeError as error:  # `m.__dict__`: not a field, whatever it is
+        read = error.obj
+        if type(read) is not _Read:
+            raise
+        path = show(root, (*read._tc_path, (error.name, ATTR)))
+        raise AttributeError(_MSG_NOT_READ.format(path=path)) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
     many = isinstance(selected, tuple | list)
@@ -200,4 +206,3 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
         msg = f"{show(root, path[: depth + 1])}: {bad.reason(show(root, path[:depth]))}"
         raise bad.error(msg) from None
     return parents, node
-
