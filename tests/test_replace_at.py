@@ -466,6 +466,15 @@ def test_a_special_attribute_read_names_its_path(where: Any, path: str) -> None:
         tc.replace_at(mlp(), where, 0)
 
 
+@pytest.mark.parametrize("where", ["layers", ("layers", 0), None])
+def test_a_where_that_is_not_a_function_says_so(where: Any) -> None:
+    # Not "did more than read it", which the TypeError of calling it would have given.
+    with pytest.raises(
+        TypeError, match=r"^`where` is (an? \w+|None).*, not a function; it must return a node"
+    ):
+        tc.replace_at(mlp(), where, 0)
+
+
 @pytest.mark.parametrize(
     ("where", "match"),
     [

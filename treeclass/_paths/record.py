@@ -60,7 +60,7 @@ _MSG_NOT_ENTERED: Final = (
 _FIX: Final = ("fn=lambda old: <old, changed>", "fn=lambda x: x.at[...].set(...)")
 
 _MSG_RETURN: Final = """\
-`where` returned {what}; it must return a node read from its argument, or a tuple of
+`where` {did}; it must return a node read from its argument, or a tuple of
 them: lambda m: m.layers[1].w  or  lambda m: (m.layers[0].w, m.layers[1].w)"""
 
 
@@ -110,6 +110,10 @@ _new: Final = object.__new__
 def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     """The path `where` selects (a tuple of steps), or the paths (a list of them) when
     it returns a tuple or list of nodes; `root` names the root in messages."""
+    if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
+        raise TypeError(
+            _MSG_RETURN.format(did=f"is {describe(where, shape=False)}, not a function")
+        )
     stand_in = _new(_Read)
     stand_in._tc_path, stand_in._tc_last = (), [()]
     try:
@@ -129,7 +133,11 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     if bad:
         what = describe(bad[0], shape=False)
         raise TypeError(
-            _MSG_RETURN.format(what=f"a {type(selected).__name__} holding {what}" if many else what)
+            _MSG_RETURN.format(
+                did=f"returned a {type(selected).__name__} holding {what}"
+                if many
+                else f"returned {what}"
+            )
         )
     return [s._tc_path for s in selected]
 
