@@ -5,18 +5,21 @@ temporary behind. A small fuzz of `tc.load` (benchmarks/fuzz_checkpoints.py) run
 `python -m benchmarks --only fuzz` runs the large one."""
 
 import ast
+import json
 import os
 import pathlib
 import signal
+import struct
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from checkpoints import damaged, manifest_of, model, path, rewrite, tuned
+from checkpoints import damaged, manifest_of, model, npy_bytes, path, rewrite, tuned
 
 import treeclass as tc
 
@@ -61,6 +64,45 @@ def test_manifest_records_swapped_are_refused(path: pathlib.Path):
     first["w"], second["w"] = second["w"], first["w"]  # each record with its own CRC-32
     rewrite(path, {"__treeclass__": manifest})
     damaged(path, r"its manifest is malformed at Model\.layers\[0\]\.w")
+
+
+@pytest.mark.parametrize("member", ["__treeclass__", "head.w"])
+@pytest.mark.parametrize("claim", ["header length", "shape"])
+def test_a_zip_bomb_is_refused_before_it_inflates(path: pathlib.Path, member: str, claim: str):
+    # A member that inflates to 256 MiB from ~250 KiB of deflate, whose .npy header
+    # claims that many bytes (as its header's length, or as the array's shape).
+    tc.save(path, model())
+    manifest = manifest_of(path)
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    size = 2**28
+    header = b"{'descr': '|u1', 'fortran_order': False, 'shape': (%d,), }" % size
+    header += b" " * (-(len(header) + 13) % 64) + b"\n"
+    head = struct.pack("<I", size) if claim == "header length" else struct.pack("<I", len(header))
+    head = b"\x93NUMPY\x02\x00" + head + (header if claim == "shape" else b"")
+    bomb = zipfile.ZipInfo(member + ".npy")
+    bomb.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            if name == bomb.filename:
+                with zf.open(bomb, "w", force_zip64=True) as fp:
+                    fp.write(head)
+                    for _ in range(size >> 20):
+                        fp.write(bytes(2**20))
+            elif name != "__treeclass__.npy":
+                zf.writestr(name, data)
+        if member != "__treeclass__":  # the manifest records the bomb's CRC-32
+            manifest["tree"]["children"]["head"]["children"]["w"]["crc32"] = zf.getinfo(
+                bomb.filename
+            ).CRC
+            zf.writestr("__treeclass__.npy", npy_bytes(np.asarray(json.dumps(manifest))))
+    tracemalloc.start()
+    try:
+        damaged(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**24  # 16 MiB; inflating the member would take 256 MiB
 
 
 def test_manifest_without_checksums_is_refused(path: pathlib.Path):

@@ -453,6 +453,28 @@ def test_anything_but_a_read_names_the_read_it_was_applied_to(where: Any, path: 
 
 
 @pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        (lambda m: m.__dict__["layers"], "MLP.__dict__"),
+        (lambda m: m.layers[0].__wrapped__, "MLP.layers[0].__wrapped__"),
+    ],
+)
+def test_a_special_attribute_read_names_its_path(where: Any, path: str) -> None:
+    # Not a field: the stand-in has none of these, and says where `where` read it.
+    with pytest.raises(AttributeError, match=rf"^{re.escape(path)}: `where` did more than read it"):
+        tc.replace_at(mlp(), where, 0)
+
+
+@pytest.mark.parametrize("where", ["layers", ("layers", 0), None])
+def test_a_where_that_is_not_a_function_says_so(where: Any) -> None:
+    # Not "did more than read it", which the TypeError of calling it would have given.
+    with pytest.raises(
+        TypeError, match=r"^`where` is (an? \w+|None).*, not a function; it must return a node"
+    ):
+        tc.replace_at(mlp(), where, 0)
+
+
+@pytest.mark.parametrize(
     ("where", "match"),
     [
         (lambda m: 3, r"`where` returned an int; it must return a node read from its argument"),

@@ -84,11 +84,28 @@ def _temporary(directory: str, base: str) -> str:
     return f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
+_HEADER = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads
+
+
+class _Capped:
+    """A member's file object that gives at most `left` bytes, then one more (to let
+    zipfile reach the end and check the CRC-32): its reads ask no more of zipfile,
+    which inflates as much as it is asked for."""
+
+    def __init__(self, fp: IO[bytes], left: int) -> None:
+        self.fp, self.left = fp, left + 1
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fp.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
 class Reader:
     """Reads the members of an open checkpoint; every failure is a `CheckpointError`."""
 
     def __init__(self, f: IO[bytes], path: str) -> None:
-        self.path = path
+        self.path, self.size = path, os.fstat(f.fileno()).st_size
         try:
             self.zf = zipfile.ZipFile(f)
         except Exception as e:  # noqa: BLE001 - see fail()
@@ -137,8 +154,17 @@ class Reader:
             self.fail(f"{where}: the file has no member {name!r}")
         if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
+        # At most the bytes this member may hold, whatever sizes its header claims: a
+        # member that inflates to gigabytes (a zip bomb) is refused at that bound. The
+        # manifest, stored uncompressed by save(), within the file's size (+ 1 MiB).
+        bound = (
+            self.size + 2**20
+            if expect is None
+            else _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        )
         try:
-            with self.zf.open(info) as fp:
+            with self.zf.open(info) as member_fp:
+                fp = _Capped(member_fp, bound)
                 version = np.lib.format.read_magic(fp)
                 if version not in ((1, 0), (2, 0)):
                     self.fail(f"{where}: {name} has .npy version {version}")

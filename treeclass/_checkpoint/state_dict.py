@@ -215,8 +215,8 @@ class Source:
 
 def differences(expected: list[str], given: Iterable[str], source: str) -> str | None:
     """What differs between the template's keys and the saved ones; None if nothing."""
-    missing = [k for k in expected if k not in given]
-    unexpected = [k for k in given if k not in set(expected)]
+    missing, known = [k for k in expected if k not in given], set(expected)
+    unexpected = [k for k in given if k not in known]  # (one set: a file may hold many)
     parts = [f"missing from the {source}: {', '.join(map(repr, missing))}"] if missing else []
     if unexpected:
         parts.append(f"in the {source} but not the template: {', '.join(map(repr, unexpected))}")

@@ -60,7 +60,7 @@ _MSG_NOT_ENTERED: Final = (
 _FIX: Final = ("fn=lambda old: <old, changed>", "fn=lambda x: x.at[...].set(...)")
 
 _MSG_RETURN: Final = """\
-`where` returned {what}; it must return a node read from its argument, or a tuple of
+`where` {did}; it must return a node read from its argument, or a tuple of
 them: lambda m: m.layers[1].w  or  lambda m: (m.layers[0].w, m.layers[1].w)"""
 
 
@@ -86,7 +86,7 @@ class _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
         # the first read of a name makes it a property, which later reads find.
         if name[:2] == "__" == name[-2:] or name[:4] == "_tc_":  # `__array_interface__`
-            raise AttributeError(name)  # and other probes, and our own slots: not fields
+            raise AttributeError(name, name=name, obj=self)  # and other probes, our slots
         setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
         return _then((name, ATTR), self)
 
@@ -110,12 +110,22 @@ _new: Final = object.__new__
 def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     """The path `where` selects (a tuple of steps), or the paths (a list of them) when
     it returns a tuple or list of nodes; `root` names the root in messages."""
+    if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
+        raise TypeError(
+            _MSG_RETURN.format(did=f"is {describe(where, shape=False)}, not a function")
+        )
     stand_in = _new(_Read)
     stand_in._tc_path, stand_in._tc_last = (), [()]
     try:
         selected = where(stand_in)
     except TypeError as error:  # an operation on a stand-in: name the latest read
         raise TypeError(_MSG_NOT_READ.format(path=show(root, stand_in._tc_last[0]))) from error
+    except AttributeError as error:  # `m.__dict__`: not a field, whatever it is
+        read = error.obj
+        if type(read) is not _Read:
+            raise
+        path = show(root, (*read._tc_path, (error.name, ATTR)))
+        raise AttributeError(_MSG_NOT_READ.format(path=path)) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
     many = isinstance(selected, tuple | list)
@@ -123,7 +133,11 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     if bad:
         what = describe(bad[0], shape=False)
         raise TypeError(
-            _MSG_RETURN.format(what=f"a {type(selected).__name__} holding {what}" if many else what)
+            _MSG_RETURN.format(
+                did=f"returned a {type(selected).__name__} holding {what}"
+                if many
+                else f"returned {what}"
+            )
         )
     return [s._tc_path for s in selected]
 
@@ -200,4 +214,3 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
         msg = f"{show(root, path[: depth + 1])}: {bad.reason(show(root, path[:depth]))}"
         raise bad.error(msg) from None
     return parents, node
-
