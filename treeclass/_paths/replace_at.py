@@ -14,8 +14,6 @@ from typing import Any, Final, TypeVar, overload
 from treeclass._core.show import describe
 from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
 
-__all__ = ["replace_at"]
-
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
 _SEQUENCES: Final = (tuple, list)
