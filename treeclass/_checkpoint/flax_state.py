@@ -1,6 +1,5 @@
-"""treeclasses in `flax.serialization` (`to_state_dict`, `from_state_dict`, `to_bytes`,
-`from_bytes`), as flax.struct classes, without importing flax (a slow import). flax
-finds serializers by exact type, so each class is registered: when it is created if
+"""treeclasses in `flax.serialization`, as flax.struct classes, without importing flax (slow).
+flax finds serializers by exact type, so each class is registered when it is created if
 flax.serialization is imported (`ON_CLASS`), else when that is imported (`_OnImport`)."""
 
 from __future__ import annotations
@@ -30,11 +29,9 @@ def _to_state_dict(x: Any) -> dict[str, Any]:
 def _from_state_dict(x: Any, state: Any) -> Any:
     """Each field restored by flax; rebuilt as JAX rebuilds pytrees (no user code)."""
     flax, pairs = sys.modules[FLAX], keyed(x, lambda: "") or []
-    differ = (
-        differences([k for _, k, _ in pairs], state, "state dict")
-        if isinstance(state, Mapping)
-        else f"a state dict expected, got a {type(state).__name__}"
-    )
+    differ: str | None = f"a state dict expected, got a {type(state).__name__}"
+    if isinstance(state, Mapping):
+        differ = differences([k for _, k, _ in pairs], state, "state dict")
     if differ is not None:
         msg = f"{type(x).__name__} at {flax.current_path()}: {differ}"
         raise CheckpointError(msg)
@@ -48,8 +45,7 @@ def _register(cls: type) -> None:
 
 
 class _OnImport:
-    """A meta path finder that finds flax.serialization through the others, once, and
-    registers the classes created so far when it has run."""
+    """Finds flax.serialization through the other finders, once; registers `_pending` after."""
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
         if name != FLAX:

@@ -1,8 +1,6 @@
-"""A checkpoint's manifest, and how each leaf is stored. `save()` (npz.py) writes a
-`.npy` member per array leaf, named by its state-dict key (`layers.0.w.npy`), and
-`__treeclass__.npy`, the JSON manifest `manifest_entry` builds: the structure, each
-leaf's dtype, shape, weak type and CRC-32, and the static values. `load()` checks it
-against the template (`FileSource`) before it reads the bytes the template expects."""
+"""A checkpoint's JSON manifest (`__treeclass__.npy`: structure, each leaf's dtype, shape,
+weak type and CRC-32, static values) and how each leaf is stored (`layers.0.w.npy`). `load()`
+checks it against the template (`FileSource`) before it reads the bytes the template expects."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ import dataclasses
 import json
 import math
 import re
-import types
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn, cast
 
@@ -60,12 +57,16 @@ sharded models with orbax, calling it from every process:
 # How a Python number is written; the manifest says `python float`.
 SCALAR_STORED: Final = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
 SCALAR_NAMES: Final = {f"python {t.__name__}": t for t in SCALAR_STORED}
+_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")  # in a repr: `<Foo object at 0x7f...>`
+
+Stored = tuple[np.dtype[Any], tuple[int, ...]]  # a member's dtype and shape
+Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)
+Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]  # npz.py's Reader.read
 
 
 def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
-    """The dtype an array of `dtype` is written as (native byte order); None if a
-    checkpoint cannot hold it. A `.npy` header cannot name ml_dtypes (bfloat16, float8,
-    int4: `np.save` writes `|V2`), so they are raw bits, the name in the manifest."""
+    """The dtype `dtype` is written as, or None. A `.npy` header cannot name ml_dtypes
+    (bfloat16: `np.save` writes `|V2`), so they are raw bits, named in the manifest."""
     if dtype.names is not None or dtype.subdtype is not None:
         return None
     if dtype.isbuiltin == 2:  # a user-defined dtype: ml_dtypes'
@@ -73,12 +74,8 @@ def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
     return np.dtype(f"{dtype.kind}{dtype.itemsize}") if dtype.kind in "biufc" else None
 
 
-Stored = tuple[np.dtype[Any], tuple[int, ...]]  # a member's dtype and shape
-
-
 def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], bool, Stored]:
-    """`(dtype name, shape, weak_type, stored)` of a leaf a checkpoint can hold (`python
-    float` for a Python float); `TypeError` naming the field for any other leaf."""
+    """`(dtype name, shape, weak_type, stored)` of a leaf; `TypeError` if unstorable."""
     if type(x) in PYTHON_SCALARS:
         return f"python {type(x).__name__}", (), False, (np.dtype(SCALAR_STORED[type(x)]), ())
     if is_key(x):
@@ -142,19 +139,15 @@ def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
     return result
 
 
-# Static values are stored as JSON that load() compares with the template's, so their
-# encoding must not depend on the process: sets sorted and dicts ordered at any depth
-# (a repr follows string hashing, PYTHONHASHSEED); functions and classes by qualified
-# name, other values by repr without memory addresses (`<Foo object at 0x7f...>`).
-_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
 def _name(t: Any) -> str:
     module, qualname = getattr(t, "__module__", "?"), getattr(t, "__qualname__", "?")
     return qualname if module == "builtins" else f"{module}.{qualname}"
 
 
 def encode_static(value: Any) -> Any:
+    """`value` as JSON that load() compares with the template's, so not process-dependent:
+    sets and dicts sorted at any depth (a repr follows PYTHONHASHSEED); functions and
+    classes by qualified name, other values by repr without memory addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
@@ -169,9 +162,7 @@ def encode_static(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: encode_static(getattr(value, f.name)) for f in dataclasses.fields(value)}
         return {_name(type(value)): fields}
-    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type) or (
-        callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__")
-    ):
+    if callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__"):
         return {"repr": _name(value)}
     return {"repr": _ADDRESS.sub("", repr(value))}
 
@@ -195,12 +186,9 @@ def show_static(encoded: Any, depth: int = 0) -> str:
     return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
 
 
-Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)
-
-
 def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
-    """The manifest entry for `x`; collects the leaves to write into `members`. `save()`
-    adds each leaf's `crc32`, the CRC-32 of its member as stored, once written."""
+    """The manifest entry for `x`, its leaves collected into `members` (`save()` adds their
+    `crc32` once written)."""
     where = path_str(root, path)
     pairs = None if x is None else keyed(x, lambda: where)
     if pairs is not None:
@@ -213,11 +201,8 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
     if x is None:
         return None
     dtype, shape, weak, _ = leaf_record(x, where, state_key(path[-1:]))
-    if (
-        isinstance(x, jax.Array)
-        and not isinstance(x, jax.core.Tracer)
-        and not x.is_fully_addressable
-    ):
+    concrete = isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+    if concrete and not x.is_fully_addressable:
         raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
@@ -227,9 +212,6 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
     record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     members[member] = (x, where, record)
     return record
-
-
-Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]  # npz.py's Reader.read
 
 
 class FileSource(Source):
@@ -288,8 +270,7 @@ class FileSource(Source):
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
             value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
-            return decode_leaf(
-                template, np.asarray(self.fill(path, value, template), template.dtype)
-            )
+            value = self.fill(path, value, template)
+            return decode_leaf(template, np.asarray(value, template.dtype))
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
         return decode_leaf(template, self.read(member, stored, where, crc))

@@ -1,14 +1,9 @@
-"""`replace_at()`: nested update along the path(s) that `where` reads.
+"""`replace_at()`: `record` reads `where` into path(s), `follow` reads them from the object,
+and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes.
 
-`record` reads `where` into the path(s) it selects, `follow` reads them from the object,
-and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes: a
-treeclass through `replace()`, a NamedTuple through `_replace()`, a container by copy.
-
-Why not equinox's way (`tree_at` runs `where` on a copy whose leaves are sentinels, then
-finds the sentinels by identity): it runs `where` on the real tree; it reaches only
-pytree children, so not static fields; it rebuilds by unflatten, so no check runs; and
-it flattens, maps and unflattens the whole tree for one change. The eager cost of ours
-against the hand-written `replace()` chain: benchmarks/RESULTS.md, "whole_models".
+Why not equinox's `tree_at` (runs `where` on a copy with sentinel leaves, found by identity):
+it runs `where` on the real tree, reaches no static fields, rebuilds by unflatten (no check
+runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models".
 """
 
 from __future__ import annotations
@@ -18,8 +13,6 @@ from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
 from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
-
-__all__ = ["replace_at"]
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
@@ -42,9 +35,8 @@ def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
 
 
 def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
-    """The node at `depth` on the paths of `ends` (one node, down to there) with the new
-    nodes put in: each parent rebuilt once with all of its changes, so a `__post_init__`
-    that checks two fields together sees both new ones."""
+    """The node at `depth` on `ends`' paths with the new nodes in, each parent rebuilt once
+    with all its changes (a `__post_init__` checking two fields sees both new ones)."""
     parents, _, new = ends[0]
     if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
         for parent, kind, key in reversed(parents[depth:]):
@@ -79,29 +71,24 @@ def replace_at(
     **Arguments**
 
     - `obj`: a treeclass instance (or a tuple, list, dict or NamedTuple holding them).
-    - `where`: a function that reads the node(s) to replace from its argument, through
-      fields (static ones too) and entries of tuples, lists, dicts (OrderedDict,
-      defaultdict) and NamedTuples: `lambda m: m.layers[1].w`, or a tuple of such reads
-      to replace several at once. It receives a stand-in, never `obj`.
+    - `where`: reads the node(s) to replace from a stand-in for `obj`, through fields (static
+      ones too) and entries of tuples, lists, dicts and NamedTuples: `lambda m: m.layers[1].w`,
+      or a tuple of such reads.
     - `value`: the new node; a tuple of them, one per node, when `where` returns a tuple.
-    - `fn`: instead of `value`, a function called on each selected node's current value,
-      returning its replacement.
+    - `fn`: instead of `value`, called on each selected node, returning its replacement.
 
     **Returns**
 
-    An object of `obj`'s type. Each treeclass on the path is rebuilt once with
-    `replace()`, so converters, static checks and `__post_init__` run on the changed
-    fields; each container on the path is copied, of its own type, with its entries
-    changed; every other node is shared with `obj`, not copied.
+    An object of `obj`'s type: each treeclass on the path rebuilt once with `replace()`
+    (converters, checks and `__post_init__` run), each container copied with its own type,
+    every other node shared with `obj`.
 
     **Raises**
 
-    `AttributeError`, `IndexError` or `KeyError` for a read that `obj` has no node for,
-    `TypeError` when `where` calls, computes, compares or slices instead of reading, or
-    reads into a node that JAX does not flatten (a dict subclass, an array), each naming
-    the path (`MLP.layers[1].weight: no such field, did you mean 'w'?`); `ValueError` for
-    a `value` that does not match the nodes selected, or nodes selected twice; whatever
-    `replace()` raises.
+    `AttributeError`, `IndexError` or `KeyError` for a read `obj` has no node for; `TypeError`
+    when `where` does more than read, or reads into a node JAX does not flatten, each naming
+    the path; `ValueError` for a `value` not matching the nodes selected, or nodes selected
+    twice; whatever `replace()` raises.
 
     **Example**
 
@@ -128,9 +115,8 @@ def replace_at(
         raise TypeError(msg)
     root = type(obj).__name__
     selected = record(where, root)
-    if isinstance(selected, tuple):  # one path: the same route, without the checks of many
-        parents, node = follow(obj, selected, root)
-        return _rebuild([(parents, selected, value if fn is None else fn(node))], 0, root)  # type: ignore[no-any-return]
+    if isinstance(selected, tuple):  # one path: a list of one, as `where` returning (node,)
+        selected, value = [selected], [value]
     if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
         length = f" of length {len(value)}" if isinstance(value, _SEQUENCES) else ""
         msg = (
