@@ -4,7 +4,6 @@ encoded the same in every process, and a save killed midway leaves the old file 
 temporary behind. A small fuzz of `tc.load` (benchmarks/fuzz_checkpoints.py) runs here;
 `python -m benchmarks --only fuzz` runs the large one."""
 
-import ast
 import json
 import os
 import pathlib
@@ -227,47 +226,3 @@ def test_fuzz_tells_exact_from_another_model():
     ]
     for other in changed:
         assert not identical(a, other)
-
-
-# ---------------------------------------------------------------------------------------
-# Layering: the checkpoint modules import no cycle (type-only imports included), and the
-# class machinery (_core) does not import them.
-
-
-def module_imports(path: pathlib.Path) -> set[str]:
-    """Every `treeclass...` module `path` imports anywhere, `if TYPE_CHECKING:` included."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
-        elif isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-    return {name for name in names if name.startswith("treeclass.")}
-
-
-def test_checkpoint_modules_import_no_cycle():
-    package = ROOT / "treeclass"
-    modules = {
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in package.rglob("*.py")
-    }
-    graph = {name: module_imports(p) & set(modules) for name, p in modules.items()}
-
-    def reaches(start: str, goal: str) -> bool:
-        seen, todo = set(), list(graph[start])
-        while todo:
-            name = todo.pop()
-            if name == goal:
-                return True
-            if name not in seen:
-                seen.add(name)
-                todo += graph[name]
-        return False
-
-    checkpoint = [name for name in modules if name.startswith("treeclass._checkpoint.")]
-    assert len(checkpoint) >= 3
-    for name in checkpoint:
-        assert not reaches(name, name), f"{name} imports itself through a cycle"
-    for name in modules:
-        if name.startswith("treeclass._core"):
-            assert not any(m.startswith("treeclass._checkpoint") for m in graph[name]), name
