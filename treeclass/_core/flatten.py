@@ -12,15 +12,7 @@ Why not `jax.tree_util.register_dataclass`? It rebuilds with `cls(**fields)`, wh
 and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten is
 `operator.attrgetter("__tc_flat__")` (construction caches `(children, statics)` on the
 instance: one C-level read, no Python frame), and unflatten is generated per class: it
-allocates with `object.__new__` and writes `__dict__`, so no user code can run:
-
-    def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):
-        _tc_self = _tc_new(_tc_cls)
-        _tc_d = _tc_self.__dict__
-        _tc_d['v'], = _tc_children
-        _tc_d['tau'], = _tc_aux
-        _tc_d['__tc_flat__'] = (_tc_children, _tc_aux)
-        return _tc_self
+allocates with `object.__new__` and writes `__dict__`, so no user code can run.
 """
 
 from __future__ import annotations
@@ -86,10 +78,7 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         return tuple(zip(keys, children, strict=True)), aux
 
     jax.tree_util.register_pytree_with_keys(
-        layout.cls,
-        flatten_with_keys,
-        ns["_tc_unflatten"],
-        flatten_func=operator.attrgetter(FLAT),
+        layout.cls, flatten_with_keys, ns["_tc_unflatten"], flatten_func=operator.attrgetter(FLAT)
     )
 
 

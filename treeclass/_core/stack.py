@@ -90,12 +90,15 @@ def stack(instances: Sequence[T]) -> T:
     first, *rest = instances
     treedef: Any  # a PyTreeDef, whose == mypy cannot see
     leaves, treedef = jax.tree.flatten(first)
-    _check_leaves(first)
+    root = type(first).__name__
+    for v in walk(first):
+        if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
+            raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
+    specs = list(map(_spec, leaves))
     columns = [[leaf] for leaf in leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
-        alike = other_def == treedef and not any(map(_differ, leaves, other_leaves))
-        if not alike:
+        if other_def != treedef or specs != list(map(_spec, other_leaves)):
             _explain(first, other, i)  # raises, naming the field
         for column, leaf in zip(columns, other_leaves, strict=True):
             column.append(leaf)
@@ -113,8 +116,7 @@ def unstack(stacked: T) -> list[T]:
 
     **Returns**
 
-    A list of pytrees of `stacked`'s structure, the `i`-th holding each leaf's `i`-th
-    slice.
+    A list of pytrees of `stacked`'s structure, the `i`-th holding each leaf's `i`-th slice.
 
     **Raises**
 
@@ -161,21 +163,10 @@ def _spec(x: Any) -> str:
     return array_name(x.dtype, x.shape) if is_array(x) else type(x).__name__
 
 
-def _differ(a: Any, b: Any) -> bool:
-    return _spec(a) != _spec(b)
-
-
 def _where(v: Visit, root: str) -> str:
     """`Block.w (at Model.blocks[1].w)`: the field, and the path when it says more."""
     at = path_str(root, v.path)
     return at if v.field in ("", at) else f"{v.field} (at {at})"
-
-
-def _check_leaves(tree: Any) -> None:
-    root = type(tree).__name__
-    for v in walk(tree):
-        if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
-            raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
 
 
 def _explain(first: Any, other: Any, i: int) -> None:
@@ -205,8 +196,8 @@ def _explain(first: Any, other: Any, i: int) -> None:
             path = jax.tree_util.keystr(a.path)
             msg = _MSG_STATIC.format(i=i, where=where, a=shown[0], b=shown[1], path=path)
             raise ValueError(msg)
-        if a.kind == "leaf" and _differ(a.value, b.value):
-            specs = [_spec(a.value), _spec(b.value)]
+        specs = [_spec(a.value), _spec(b.value)]
+        if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
             raise ValueError(_MSG_LEAF.format(i=i, what=what, where=where, a=specs[0], b=specs[1]))
     # The walks agree but JAX's treedefs do not: another library's node whose

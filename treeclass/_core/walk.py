@@ -1,10 +1,6 @@
-"""Treeclass fields inside any pytree: `walk(tree)` visits every node, leaf and static
-field value in JAX's flatten order, each with its key path and `Class.field`. It steps
-one level at a time through any registered node, and opens treeclasses field by field.
-
-Also here: `is_array`, `path_str` (the one path format, `MLP.layers[1].w`) and the
-`f32[100,3]` array names that repr, errors and retrace reasons share.
-"""
+"""`walk(tree)`: every node, leaf and static field value of any pytree, with its key path
+and `Class.field`; also `is_array`, `path_str` (the one path format, `MLP.layers[1].w`)
+and the `f32[100,3]` array names that repr, errors and retrace reasons share."""
 
 from __future__ import annotations
 
@@ -55,8 +51,7 @@ def dtype_name(dtype: Any) -> str:
 
 
 def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
-    """`f32[100,3]`: an array's dtype and shape, as repr, errors and retrace reasons
-    show it; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
+    """`f32[100,3]`; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
     return f"{dtype_name(dtype)}[{','.join(map(str, shape))}]" + ("{weak}" if weak else "")
 
 
@@ -82,9 +77,6 @@ def children(x: Any) -> list[tuple[Any, Any]] | None:
     return [(path[0], child) for path, child in pairs]
 
 
-Kind = Literal["node", "leaf", "static"]
-
-
 class Visit(NamedTuple):
     """One value met by `walk()`."""
 
@@ -93,8 +85,7 @@ class Visit(NamedTuple):
     owner: type | None
     """The innermost treeclass whose field holds `value`; None outside every field."""
     name: str | None
-    """That field's name."""
-    kind: Kind
+    kind: Literal["node", "leaf", "static"]
     """`"node"` (a treeclass or container), `"leaf"`, or `"static"` (a static value)."""
     trainable: bool
     """False at and below a field declared `trainable=False`."""
@@ -143,8 +134,7 @@ def _walk(
         yield Visit(path, x, owner, name, "node", trainable)
         cls = type(x)
         dynamic, static = getattr(x, FLAT)  # what JAX's flatten returns
-        values = dict(zip(layout.dynamic, dynamic, strict=True))
-        values.update(zip(layout.static, static, strict=True))
+        values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
             if field in layout.static:
