@@ -1,8 +1,7 @@
 """Pytree registration for one class: flatten, flatten with keys, unflatten.
 
-Why not `jax.tree_util.register_dataclass`? Its C++ node flattens without Python, but
-rebuilds with `cls(**fields)`, which runs `__init__` and so `__post_init__` and the
-converters, on tracers, `None` or `object()` leaves:
+Why not `jax.tree_util.register_dataclass`? It rebuilds with `cls(**fields)`, which runs
+`__init__`, so `__post_init__` and the converters, on tracers, `None` or `object()`:
 
     @dataclasses.dataclass(frozen=True)
     class Positive:
@@ -10,30 +9,10 @@ converters, on tracers, `None` or `object()` leaves:
         def __post_init__(self):
             if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
 
-and the keyword call makes its unflatten several times a tuple's (benchmarks/RESULTS.md,
-"unflatten"). Instead:
-
-- flatten is `operator.attrgetter("__tc_flat__")`: construction (and unflatten) caches
-  `(children, statics)` on the immutable instance, so JAX's flatten is one C-level
-  attribute read and no Python frame: about as fast as the C++ dataclass node for one
-  node. Per node, though, jaxlib does more work for a callback-registered node than for
-  a tuple or the C++ node (checking the returned pair, iterating the children
-  generically), so trees of many small nodes flatten slower than with it
-  (RESULTS.md, "Why some ratios are what they are" and the "100 nodes" tables);
-- unflatten is generated per class: it allocates with `object.__new__` and writes the
-  instance `__dict__`, so no user code can run, by construction.
-
-For the class in `init.py` the generated unflatten is
-
-    def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):
-        _tc_self = _tc_new(_tc_cls)
-        _tc_d = _tc_self.__dict__
-        _tc_d['v'], = _tc_children
-        _tc_d['tau'], = _tc_aux
-        _tc_d['__tc_flat__'] = (_tc_children, _tc_aux)
-        return _tc_self
-
-`benchmarks/` measures these choices against `register_dataclass` and the rest.
+and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten is
+`operator.attrgetter("__tc_flat__")` (construction caches `(children, statics)` on the
+instance: one C-level read, no Python frame), and unflatten is generated per class: it
+allocates with `object.__new__` and writes `__dict__`, so no user code can run.
 """
 
 from __future__ import annotations
@@ -53,34 +32,26 @@ __all__ = ["Registration", "getstate", "prefix", "register", "setstate", "unflat
 _T = TypeVar("_T")
 
 
-def _targets(names: tuple[str, ...]) -> str:
-    return "".join(f"_tc_d[{n!r}], " for n in names)
-
-
 def unflatten_source(layout: Layout) -> str:
     lines = [
         "def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):",
         "    _tc_self = _tc_new(_tc_cls)",
         "    _tc_d = _tc_self.__dict__",
     ]
-    if layout.dynamic:
-        lines.append(f"    {_targets(layout.dynamic)}= _tc_children")
-    if layout.static:
-        lines.append(f"    {_targets(layout.static)}= _tc_aux")
-    lines.append(f"    _tc_d[{FLAT!r}] = (_tc_children, _tc_aux)")
-    lines.append("    return _tc_self")
+    for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
+        if names:
+            lines.append(f"    {''.join(f'_tc_d[{n!r}], ' for n in names)}= {value}")
+    lines += [f"    _tc_d[{FLAT!r}] = (_tc_children, _tc_aux)", "    return _tc_self"]
     return "".join(f"{line}\n" for line in lines)
 
 
-# The classes registered with JAX in this process.
-_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
+_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this process
 
 
 class Registration:
-    """The class attribute `__tc_registration__`: unpickled, it registers the class
-    with JAX. cloudpickle pickles a class defined in `__main__` or a notebook by value
-    and rebuilds it as an empty class whose attributes it then sets, this one among
-    them; nothing else would register the rebuilt class in the process that loads it."""
+    """The class attribute `__tc_registration__`: unpickled, it registers the class with
+    JAX. cloudpickle rebuilds a class from `__main__` or a notebook by value, setting
+    its attributes; nothing else would register it in the process that loads it."""
 
     __slots__ = ("layout",)
 
@@ -107,23 +78,19 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
         return tuple(zip(keys, children, strict=True)), aux
 
     jax.tree_util.register_pytree_with_keys(
-        layout.cls,
-        flatten_with_keys,
-        ns["_tc_unflatten"],
-        flatten_func=operator.attrgetter(FLAT),
+        layout.cls, flatten_with_keys, ns["_tc_unflatten"], flatten_func=operator.attrgetter(FLAT)
     )
 
 
 def getstate(self: object) -> dict[str, Any]:
-    """What `pickle`, `copy` and `deepcopy` store: the fields by name, never the flatten
-    cache, whose order is the class's field order when the instance was pickled."""
+    """What `pickle`, `copy` and `deepcopy` store: the fields by name, not the flatten
+    cache (its order is the class's field order when pickled)."""
     return {k: v for k, v in self.__dict__.items() if k != FLAT}
 
 
 def setstate(self: object, state: dict[str, Any]) -> None:
-    """Restores `getstate`'s fields by name and rebuilds the flatten cache in the
-    class's current field order, running no user code (as unflatten). A state from an
-    older treeclass that holds the cache has it rebuilt too."""
+    """Restores `getstate`'s fields and rebuilds the flatten cache in the class's current
+    field order, running no user code (as unflatten)."""
     layout = instance_layout(self)
     assert layout is not None  # installed on treeclasses only
     d = self.__dict__
@@ -131,24 +98,23 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     try:
         d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
     except KeyError as e:
-        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: the class has a field the pickled instance has not."
+        msg = (
+            f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
+            "the class has a field the pickled instance has not."
+        )
         raise TypeError(msg) from None
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
-    """Returns an instance of `type(obj)` whose dynamic fields hold `fields[name]`, or
-    `fill` for the fields not named, and whose static fields are `obj`'s: a pytree
-    prefix of `obj`, such as `jax.vmap`'s `in_axes` and `out_axes` take.
-
-    It is built the way JAX rebuilds instances (no `__init__`, converter or
-    `__post_init__` runs), so `None` and axis numbers fit fields whose converter or
-    `__post_init__` expects arrays, where `obj.replace(w=0, b=None)` would fail.
+    """Returns an instance of `type(obj)` whose dynamic fields hold `fields[name]` (or
+    `fill`) and whose static fields are `obj`'s: a pytree prefix of `obj`, such as
+    `jax.vmap`'s `in_axes` takes. Built as JAX rebuilds instances (no `__init__`,
+    converter or `__post_init__` runs), so `None` and axis numbers fit any field.
 
     **Arguments**
 
-    - `obj`: a treeclass instance; its static fields are kept, so the prefix has the
-      same treedef as `obj` where it matters to JAX.
-    - `fill`: the value of every dynamic field not named in `fields` (default `None`).
+    - `obj`: a treeclass instance, whose static fields are kept.
+    - `fill`: the value of every dynamic field not named in `fields`.
     - `**fields`: values for dynamic fields, by name.
 
     **Returns**
@@ -158,7 +124,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
     **Raises**
 
     `TypeError` when `obj` is not a treeclass instance, or for a name that is not a
-    dynamic field (naming the closest one; static fields come from `obj`).
+    dynamic field (naming the closest one).
 
     **Example**
 
@@ -183,6 +149,5 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
         raise checks.unknown_field_error(
             type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
         )
-    # obj's own node, its children as leaves: the treedef holds obj's statics.
     new: _T = jax.tree.unflatten(node_def(obj), [fields.get(name, fill) for name in layout.dynamic])
     return new

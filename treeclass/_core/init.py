@@ -1,42 +1,12 @@
-"""The generated `__init__`: the user-facing construction path; or, for a class that
-writes its own `__init__`, the wrapper around it (`self.w = ...` allowed while it runs)
-and `_tc_finalize`, run when it returns.
+"""The generated `__init__` (the only construction path, with `replace`, that runs
+converters, `__post_init__` and the checks; JAX's unflatten never calls it), or, for a
+class that writes its own `__init__`, the wrapper around it and `_tc_finalize`. The
+code writes `__dict__` directly; `inspect.getsource(Cls.__init__)` shows it.
 
-It is the only place (with `replace`) where converters, `__post_init__`, the static
-checks and `__check_init__` run. JAX never calls it: unflatten (`flatten.py`) fills
-the instance directly.
-
-For a class
-
-    @tc.treeclass
-    class Neuron:
-        v: jax.Array
-        tau: float = tc.static(default=20.0)
-
-it generates (see `inspect.getsource(Neuron.__init__)`):
-
-    def __init__(_tc_self, v, tau=_tc_dflt_tau):
-        _tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)
-        if _tc_type(tau) not in _tc_TRUSTED and tau is not _tc_dflt_tau: _tc_check(_tc_cls, 'tau', tau)
-        _tc_d = _tc_self.__dict__
-        _tc_d['v'] = v
-        _tc_d['tau'] = tau
-        if _tc_nested: return
-        _tc_d['__tc_flat__'] = ((v, ), (tau, ))
-
-A class with `__post_init__` calls it after the stores, reads the fields back (the hook
-may have set or changed them) and then checks every static: the lines after the stores
-are `codegen.finish`, shared with `replace` and a hand-written `__init__`'s finalize.
-
-Writing `__dict__` directly rather than `object.__setattr__` per field (what a frozen
-dataclass does) is what makes construction cheap.
-
-Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`, as `replace()` gives? Python
-rejects the keyword while binding the arguments, before any of our code runs, and no
-frame of ours is there to catch it without a metaclass or a wrapper call on every
-construction. Catching it ourselves (every parameter defaulting to a sentinel, plus
+Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`? Python rejects the keyword
+before our code runs; catching it (every parameter defaulting to a sentinel, plus
 `**_tc_unknown`) made every construction measurably slower (benchmarks/RESULTS.md,
-"Design measurements"); Python 3.13 adds the hint itself at no cost.
+"Design measurements"); Python 3.13 adds the hint itself.
 """
 
 from __future__ import annotations
@@ -54,9 +24,8 @@ __all__ = ["finalize_source", "helpers", "init_source", "install"]
 
 
 def _subclass_check(self: object) -> bool:
-    """For an instance of a subclass: refuses an undecorated one; True while its own
-    hand-written `__init__` runs (`super().__init__(...)` into a generated one, which
-    then only stores the fields: the subclass's finalize runs the hooks, once)."""
+    """Refuses an undecorated subclass; True while a subclass's own `__init__` runs (the
+    generated one then only stores the fields: the subclass's finalize runs the hooks)."""
     cls = type(self)
     if layout_of(cls) is None:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
@@ -72,26 +41,23 @@ def _not_set(layout: Layout, name: str) -> None:
 
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
-    return {
-        "_tc_subclass_check": _subclass_check,
-        "_tc_not_set": functools.partial(_not_set, layout),
-    }
+    not_set = functools.partial(_not_set, layout)
+    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`, run when a hand-written `__init__` returns: the fields it
-    left unset get their defaults (as in equinox), converters run on every value, then
-    `codegen.finish` (`__post_init__`, the static checks, the flatten cache)."""
+    """`_tc_finalize(self)`, run when a hand-written `__init__` returns: defaults for
+    the fields it left unset, converters, then `codegen.finish`."""
     lines = ["_tc_d = _tc_self.__dict__"]
     for f in layout.fields:
+        n = f.name
         if f.default is not dataclasses.MISSING:
-            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_dflt_{f.name}")
+            lines.append(f"if {n!r} not in _tc_d: _tc_d[{n!r}] = _tc_dflt_{n}")
         elif f.default_factory is not dataclasses.MISSING:
-            lines.append(f"if {f.name!r} not in _tc_d: _tc_d[{f.name!r}] = _tc_factory_{f.name}()")
-        if f.name in layout.converters:
-            lines.append(f"if {f.name!r} in _tc_d: _tc_d[{f.name!r}] = _tc_conv_{f.name}(_tc_d[{f.name!r}])")
-    # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__, not
-    # to a field; one it did not, with its default.
+            lines.append(f"if {n!r} not in _tc_d: _tc_d[{n!r}] = _tc_factory_{n}()")
+        if n in layout.converters:
+            lines.append(f"if {n!r} in _tc_d: _tc_d[{n!r}] = _tc_conv_{n}(_tc_d[{n!r}])")
+    # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__.
     lines += [f"{f.name} = _tc_d.pop({f.name!r}, _tc_dflt_{f.name})" for f in layout.initvars]
     lines += finish(layout, "_tc_self", read_back=True, check_statics=True)
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
@@ -100,8 +66,7 @@ def finalize_source(layout: Layout) -> str:
 def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
     """The `__init__` parameters in declaration order, InitVars included."""
     real = {f.name for f in layout.fields}
-    # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime); it
-    # holds the InitVar pseudo-fields that `dataclasses.fields()` leaves out.
+    # `__dataclass_fields__` holds the InitVars that `dataclasses.fields()` leaves out.
     all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(layout.cls)["__dataclass_fields__"])
     return [f for f in all_fields.values() if f.init and (f.name in real or f in layout.initvars)]
 
@@ -123,8 +88,11 @@ def init_source(layout: Layout) -> str:
     """The generated `__init__`."""
     body = ["_tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
-    body += [f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()" for f in layout.initvars
-             if f.default_factory is not dataclasses.MISSING]
+    body += [
+        f"if {f.name} is _tc_FACTORY: {f.name} = _tc_factory_{f.name}()"
+        for f in layout.initvars
+        if f.default_factory is not dataclasses.MISSING
+    ]
     for f in layout.fields:
         has_factory = f.default_factory is not dataclasses.MISSING
         if f.init:
@@ -149,12 +117,12 @@ def init_source(layout: Layout) -> str:
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
     body.append("if _tc_nested: return")
     body += finish(layout, "_tc_self", read_back=False, check_statics=False)
-    return f"def __init__({_param_list(_parameters(layout))}):\n" + "".join(f"    {line}\n" for line in body)
+    params = _param_list(_parameters(layout))
+    return f"def __init__({params}):\n" + "".join(f"    {line}\n" for line in body)
 
 
 def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
-    """The class's `__init__`: the generated one from `ns`, or the hand-written one
-    wrapped so that defaults, converters, checks and the flatten cache follow it."""
+    """The generated `__init__` from `ns`, or the hand-written one, wrapped."""
     if layout.user_init is not None:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
@@ -167,10 +135,8 @@ def _wrap_user_init(
     layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
 ) -> Callable[..., None]:
     """The hand-written `__init__`, run with the instance open to `self.w = ...` (the
-    `INIT` mark in its `__dict__`, which `decorator._setattr` reads: one instance, so
-    other instances built meanwhile, of this class or another, in this thread or
-    another, stay frozen), then frozen, then finalized: defaults, converters,
-    `__post_init__`, checks and the flatten cache."""
+    `INIT` mark in its own `__dict__`, so other instances, in any thread, stay frozen),
+    then frozen and finalized."""
     cls, names = layout.cls, frozenset((*layout.names, *(f.name for f in layout.initvars)))
 
     @functools.wraps(user_init)

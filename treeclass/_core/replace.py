@@ -1,29 +1,12 @@
 """`replace()`: a new instance with some fields changed and the rest shared.
 
-Generated per class with one keyword parameter per field, so Python binds the changes
-in C and the body touches only what changed: a converter or static check runs on a
-changed value only; then the end every construction shares (`codegen.finish`):
-`__post_init__` (whole-object validation, derived `init=False` fields) runs on every
-replace, then the flatten cache. For `Neuron` (see `init.py`):
+Generated per class, one keyword parameter per field, so a converter or static check
+runs on a changed value only; then `codegen.finish` (`__post_init__` on every replace,
+the flatten cache). A hand-written `__init__` is not run again (it may take arguments
+that are no fields), but `__post_init__` is, so derived `init=False` fields follow.
 
-    def replace(_tc_self, /, *, v=_tc_UNCHANGED, tau=_tc_UNCHANGED, **_tc_unknown):
-        if _tc_unknown: _tc_raise_unknown(_tc_unknown)
-        _tc_od = _tc_self.__dict__
-        if v is _tc_UNCHANGED: v = _tc_od['v']
-        if tau is _tc_UNCHANGED: tau = _tc_od['tau']
-        else:
-            if _tc_type(tau) not in _tc_TRUSTED: _tc_check(_tc_cls, 'tau', tau)
-        _tc_new = _tc_object_new(_tc_cls)
-        ...
-
-A class that writes its own `__init__` is rebuilt the same way: its `__init__` is not
-run again (it may take arguments that are no fields, a PRNG key, a layer size), but its
-`__post_init__` is, as after construction, so an `init=False` field derived there is
-derived again from the new values (where `dataclasses.replace` would call `__init__`).
-
-A dict merge instead (`new.__dict__.update(self.__dict__); .update(changes)`) was
-measured slower for the small classes models are made of, and faster only for classes
-of many fields (benchmarks/RESULTS.md, "Design measurements").
+A dict merge (`new.__dict__.update(self.__dict__); .update(changes)`) was measured
+slower for small classes (benchmarks/RESULTS.md, "Design measurements").
 """
 
 from __future__ import annotations
@@ -58,20 +41,15 @@ def _missing_initvar(cls: type, name: str) -> None:
 
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `replace` calls."""
-    return {
-        "_tc_raise_unknown": functools.partial(_raise_unknown, layout),
-        "_tc_missing_initvar": _missing_initvar,
-    }
+    unknown = functools.partial(_raise_unknown, layout)
+    return {"_tc_raise_unknown": unknown, "_tc_missing_initvar": _missing_initvar}
 
 
 def source(layout: Layout) -> str:
     names = [*layout.names, *(f.name for f in layout.initvars)]
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
-    body = [
-        "if _tc_unknown: _tc_raise_unknown(_tc_unknown)",
-        "_tc_od = _tc_self.__dict__",
-    ]
+    body = ["if _tc_unknown: _tc_raise_unknown(_tc_unknown)", "_tc_od = _tc_self.__dict__"]
     for name in layout.names:
         body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_od[{name!r}]")
         on_change: list[str] = []
@@ -87,8 +65,7 @@ def source(layout: Layout) -> str:
             body.append(f"if {f.name} is _tc_UNCHANGED: {f.name} = _tc_dflt_{f.name}")
         else:
             body.append(f"if {f.name} is _tc_UNCHANGED: _tc_missing_initvar(_tc_cls, {f.name!r})")
-    body.append("_tc_new = _tc_object_new(_tc_cls)")
-    body.append("_tc_d = _tc_new.__dict__")
+    body += ["_tc_new = _tc_object_new(_tc_cls)", "_tc_d = _tc_new.__dict__"]
     body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
     body += finish(layout, "_tc_new", read_back=False, check_statics=False)
     body.append("return _tc_new")
@@ -96,8 +73,7 @@ def source(layout: Layout) -> str:
 
 
 def install(layout: Layout, ns: dict[str, Any]) -> Any:
-    """The generated `replace` from `ns`, with its docstring and a signature that shows
-    `self` and the fields (`tau: float = <unchanged>`)."""
+    """The generated `replace` from `ns`, with its docstring and signature."""
     fn = ns["replace"]
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
     fn.__annotations__ = field_annotations([*layout.fields, *layout.initvars])
@@ -113,23 +89,19 @@ which is not run again)."""
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
-    """Returns a copy of the treeclass instance `obj` with `changes` applied.
-
-    The function form of `obj.replace(**changes)`; also what `copy.replace` calls.
+    """Returns a copy of the treeclass instance `obj` with `changes` applied: the
+    function form of `obj.replace(**changes)`, and what `copy.replace` calls.
 
     **Arguments**
 
     - `obj`: a treeclass instance.
-    - `**changes`: new values for fields, by name. Static fields may change too (the
-      result then has a different treedef).
+    - `**changes`: new values for fields (static ones too), by name.
 
     **Returns**
 
-    A new instance of `type(obj)`. Unchanged fields are the same objects, not copies.
-    Converters run on the changed values, then `__post_init__` if the class has one,
-    whether its `__init__` is generated or hand-written (a hand-written `__init__` is
-    not run again: it may take arguments that are not fields), so `init=False` fields
-    derived in `__post_init__` follow the change, as with `dataclasses.replace`.
+    A new instance of `type(obj)`; unchanged fields are the same objects. Converters
+    run on the changed values, then `__post_init__` (a hand-written `__init__` is not
+    run again), so `init=False` fields derived there follow the change.
 
     **Raises**
 
@@ -144,9 +116,8 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     ...     count: jax.Array
     ...     step: int = tc.static(default=1)
     >>> c = Counter(jnp.array(0))
-    >>> c2 = tc.replace(c, count=c.count + c.step)
-    >>> int(c2.count), int(c.count), c2.step
-    (1, 0, 1)
+    >>> int(tc.replace(c, count=c.count + 1).count), int(c.count)
+    (1, 0)
     >>> tc.replace(c, cuont=1)
     Traceback (most recent call last):
     TypeError: Counter.replace() got an unexpected field 'cuont'. Did you mean 'count'?
@@ -158,7 +129,6 @@ def replace(obj: _T, /, **changes: Any) -> _T:
             "For another dataclass use dataclasses.replace()."
         )
         raise TypeError(msg)
-    # The class's own generated method (a treeclass's dict has one; checkers cannot
-    # see it on `_T`).
+    # The class's own generated method (checkers cannot see it on `_T`).
     new: _T = vars(type(obj))["replace"](obj, **changes)
     return new

@@ -1,9 +1,5 @@
-"""`repr` that summarises arrays as `f32[100,3]`.
-
-It reads only shapes and dtypes, never values, so it never waits for a device (and
-works on tracers). A repr that fits in `_WIDTH` characters stays on one line; otherwise
-each field goes on its own line, nested treeclasses indented.
-"""
+"""`repr` that summarises arrays as `f32[100,3]` (shapes and dtypes only, so it never
+waits for a device), on one line if it fits in `_WIDTH`, else one field per line."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ def short_repr(value: object, width: int = 60) -> str:
 
 
 def describe(value: object, *, shape: bool = True) -> str:
-    """What a value is, for messages: `None`, `a str`, `an int`, `a jax.Array of shape
-    (3,)` (the shape only with `shape=True`, for anything that has one)."""
+    """What a value is, for messages: `None`, `a str`, `a jax.Array of shape (3,)`."""
     if value is None:
         return "None"
     cls = type(value)
@@ -52,8 +47,7 @@ def array_summary(x: Any) -> str:
 
 
 class _Unset:
-    """A field not set yet (a repr from inside `__post_init__`); not a string, so it
-    cannot be mistaken for a field holding "<unset>"."""
+    """A field not set yet (a repr from inside `__post_init__`); not the string."""
 
     def __repr__(self) -> str:
         return "<unset>"
@@ -63,13 +57,9 @@ _UNSET: Final = _Unset()
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None.
-
-    Not `_walk.walk`: a repr shows Python objects as written, not a pytree as JAX
-    flattens it. Dicts keep insertion order (JAX sorts keys), fields keep declaration
-    order with statics in place and `repr=False` ones hidden, and a field still unset
-    (a repr from inside `__post_init__`) shows as `<unset>`. Other registered nodes
-    keep their own repr: their authors chose it."""
+    """(open, close, separator, [(label, value)]) for a container, else None. Not
+    `walk`: a repr shows objects as written (dicts in insertion order, fields in
+    declaration order); other registered nodes keep their own repr."""
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
@@ -88,11 +78,9 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
 
 
 def _repr(x: Any, indent: str, recursion: set[int]) -> str:
-    # `recursion` holds the containers being shown by this call, so a list that holds
-    # itself prints `[...]`. It cannot see through a value's own __repr__: a field
-    # holding an object whose repr shows the instance again starts a new tree_repr
-    # (with a new set), which `reprlib.recursive_repr` on tree_repr stops. Hence two
-    # guards, one per way back into the same object.
+    # `recursion` (the containers being shown) makes a list that holds itself print
+    # `[...]`; a value whose own __repr__ shows the instance again starts a new
+    # tree_repr, which `reprlib.recursive_repr` on tree_repr stops.
     if is_array(x):
         return array_summary(x)
     parts = _parts(x)
@@ -117,4 +105,3 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
 @reprlib.recursive_repr()
 def tree_repr(self: Any) -> str:
     return _repr(self, "", set())
-

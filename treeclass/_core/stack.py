@@ -1,12 +1,9 @@
-"""`tc.stack()` and `tc.unstack()`: instances of one structure as one instance whose
-leaves carry a leading axis, and back.
+"""`tc.stack()` and `tc.unstack()`: instances of one structure as one whose leaves carry
+a leading axis (what `jax.vmap(init)(keys)` returns), and back.
 
-A stack is what `jax.vmap(init)(keys)` returns and what `jax.lax.scan` walks over, so
-scan-over-layers and ensembles need nothing else. JAX's own route,
-`jax.tree.map(lambda *xs: jnp.stack(xs), *instances)`, names no field when the
-instances differ ("different pytree metadata at key path", then the tuples of all
-statics): here every difference is found by walking the instances side by side
-(`_core/walk.py`), and the message names the field.
+Not `jax.tree.map(lambda *xs: jnp.stack(xs), *instances)`: where instances differ it
+names no field ("different pytree metadata at key path"); here the instances are walked
+side by side (`_core/walk.py`) and the message names the field.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import Visit, array_name, is_array, path_str, walk
+from treeclass._core.walk import PYTHON_SCALARS, Visit, array_name, is_array, path_str, walk
 
 __all__ = ["stack", "unstack"]
 
@@ -56,31 +53,25 @@ stack has the same leading axis."""
 
 def stack(instances: Sequence[T]) -> T:
     """Stacks instances of one structure into one, each dynamic leaf along a new
-    leading axis: what `jax.vmap(init)(keys)` returns, ready for `jax.vmap` (an
-    ensemble) or `jax.lax.scan` (layers applied in turn).
-
-    The result keeps the class (and every nested class and container); static fields
-    are kept once, so they must be equal across the instances. Nothing in the
-    instances runs again: the stack is rebuilt as JAX rebuilds pytrees.
+    leading axis: what `jax.vmap(init)(keys)` returns, ready for `jax.vmap` or
+    `jax.lax.scan`. Static fields are kept once, so they must be equal; nothing in the
+    instances runs again (the stack is rebuilt as JAX rebuilds pytrees).
 
     **Arguments**
 
-    - `instances`: a non-empty sequence of pytrees of one structure: treeclass
-      instances, or any pytree of them (a tuple of layers, a dict of models). Each
-      leaf is an array or a Python number; leaves at one place share shape and dtype.
+    - `instances`: a non-empty sequence of pytrees of one structure (treeclass
+      instances or containers of them) whose leaves are arrays or Python numbers.
 
     **Returns**
 
     One pytree of that structure whose every leaf is `jnp.stack` of the instances'
-    leaves at that place (shape `(len(instances), *shape)`); `np.stack` where they
-    are all numpy arrays.
+    leaves at that place; `np.stack` where they are all numpy arrays.
 
     **Raises**
 
-    - `ValueError`: `instances` is empty; two instances differ in a static field
-      (the message names `Class.field` and both values), in a leaf's shape or dtype
-      (naming the field), or in structure (naming where).
-    - `TypeError`: a leaf is neither an array nor a Python number (naming the field).
+    - `ValueError`: `instances` is empty, or two differ in a static field, a leaf's
+      shape or dtype, or structure (naming the field and both values).
+    - `TypeError`: a leaf is neither an array nor a Python number.
 
     **Example**
 
@@ -88,11 +79,8 @@ def stack(instances: Sequence[T]) -> T:
     ...     w: jax.Array
     ...     act: tc.Static[str] = "relu"
     >>> layers = [Linear(jnp.full(3, float(i))) for i in range(4)]
-    >>> stacked = tc.stack(layers)
-    >>> stacked
+    >>> tc.stack(layers)
     Linear(w=f32[4,3], act='relu')
-    >>> tc.tree_equal(tc.unstack(stacked)[2], layers[2])
-    True
     >>> tc.stack([layers[0], Linear(jnp.zeros(3), act="gelu")])
     Traceback (most recent call last):
     ValueError: tc.stack(): instances[0] and instances[1] differ in the static field Linear.act: 'relu' and 'gelu'...
@@ -102,12 +90,15 @@ def stack(instances: Sequence[T]) -> T:
     first, *rest = instances
     treedef: Any  # a PyTreeDef, whose == mypy cannot see
     leaves, treedef = jax.tree.flatten(first)
-    _check_leaves(first)
+    root = type(first).__name__
+    for v in walk(first):
+        if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
+            raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
+    specs = list(map(_spec, leaves))
     columns = [[leaf] for leaf in leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
-        alike = other_def == treedef and not any(map(_differ, leaves, other_leaves))
-        if not alike:
+        if other_def != treedef or specs != list(map(_spec, other_leaves)):
             _explain(first, other, i)  # raises, naming the field
         for column, leaf in zip(columns, other_leaves, strict=True):
             column.append(leaf)
@@ -120,28 +111,24 @@ def unstack(stacked: T) -> list[T]:
 
     **Arguments**
 
-    - `stacked`: a pytree (treeclass instances, any containers of them) whose every
-      leaf is an array with the same leading axis, such as `tc.stack()` or
-      `jax.vmap(init)(keys)` returns.
+    - `stacked`: a pytree whose every leaf is an array with the same leading axis,
+      such as `tc.stack()` or `jax.vmap(init)(keys)` returns.
 
     **Returns**
 
-    A list of `n` pytrees of `stacked`'s structure (classes and statics kept), the
-    `i`-th holding each leaf's `i`-th slice; `n` is the leaves' leading axis.
+    A list of pytrees of `stacked`'s structure, the `i`-th holding each leaf's `i`-th slice.
 
     **Raises**
 
-    - `ValueError`: a leaf has no leading axis (a 0-d array or a Python number), or
-      the leaves' leading axes differ (naming the field), or there are no leaves.
+    `ValueError`: there are no leaves, a leaf has no leading axis, or the leading axes
+    differ (naming the field).
 
     **Example**
 
     >>> class Linear(tc.TreeClass):
     ...     w: jax.Array
     ...     b: jax.Array
-    >>> keys = jax.random.split(jax.random.key(0), 3)
-    >>> stacked = jax.vmap(lambda k: Linear(jax.random.normal(k, (2,)), jnp.zeros(2)))(keys)
-    >>> [layer.w.shape for layer in tc.unstack(stacked)]
+    >>> [m.w.shape for m in tc.unstack(Linear(jnp.zeros((3, 2)), jnp.zeros((3, 2))))]
     [(2,), (2,), (2,)]
     >>> tc.unstack(Linear(jnp.zeros((3, 2)), jnp.zeros((4, 2))))
     Traceback (most recent call last):
@@ -151,28 +138,21 @@ def unstack(stacked: T) -> list[T]:
     root = type(stacked).__name__
     if not visits:
         raise ValueError(_MSG_NOTHING.format(root=root))
-    lengths: list[int] = []
     for v in visits:
         if np.ndim(v.value) == 0:
-            found = (
-                describe(v.value) if not is_array(v.value) else f"a 0-d array ({_spec(v.value)})"
-            )
+            found = f"a 0-d array ({_spec(v.value)})" if is_array(v.value) else describe(v.value)
             raise ValueError(_MSG_SCALAR.format(where=_where(v, root), found=found))
-        lengths.append(np.shape(v.value)[0])
-        if lengths[-1] != lengths[0]:
+        n, length = np.shape(visits[0].value)[0], np.shape(v.value)[0]
+        if length != n:
             first = _where(visits[0], root)
-            msg = _MSG_LENGTH.format(
-                where=_where(v, root), a=lengths[0], b=lengths[-1], first=first
-            )
-            raise ValueError(msg)
+            raise ValueError(_MSG_LENGTH.format(where=_where(v, root), a=n, b=length, first=first))
     leaves, treedef = jax.tree.flatten(stacked)
     slices = [list(leaf) for leaf in leaves]  # one split per leaf, not n indexings
-    return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(lengths[0])]
+    return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(len(slices[0]))]
 
 
 def _stack(column: list[Any]) -> Any:
-    """numpy leaves stack as numpy (keeping float64, as the instances held it); all else
-    as a jax.Array (Python numbers too, as `jax.vmap` would give them)."""
+    """numpy leaves stack as numpy (keeping float64); all else as a jax.Array."""
     if all(isinstance(x, np.ndarray | np.generic) for x in column):
         return np.stack(column)
     return jnp.stack(column)
@@ -183,25 +163,10 @@ def _spec(x: Any) -> str:
     return array_name(x.dtype, x.shape) if is_array(x) else type(x).__name__
 
 
-def _differ(a: Any, b: Any) -> bool:
-    return _spec(a) != _spec(b)
-
-
 def _where(v: Visit, root: str) -> str:
     """`Block.w (at Model.blocks[1].w)`: the field, and the path when it says more."""
     at = path_str(root, v.path)
     return at if v.field in ("", at) else f"{v.field} (at {at})"
-
-
-def _check_leaves(tree: Any) -> None:
-    root = type(tree).__name__
-    for v in walk(tree):
-        if (
-            v.kind == "leaf"
-            and not is_array(v.value)
-            and type(v.value) not in (bool, int, float, complex)
-        ):
-            raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
 
 
 def _explain(first: Any, other: Any, i: int) -> None:
@@ -212,9 +177,14 @@ def _explain(first: Any, other: Any, i: int) -> None:
         for v, values in zip((a, b), seen, strict=True):
             if v is not None:
                 values[v.path] = v.value
-        if a is None or b is None or a.path != b.path or a.kind != b.kind or _new_node(a, b):
-            # The node that differs: the one both visits name, or the parent of the
-            # deeper one (the extra child of a longer tuple, a key only one dict has).
+        if (
+            a is None
+            or b is None
+            or (a.path, a.kind) != (b.path, b.kind)
+            or (a.kind == "node" and type(a.value) is not type(b.value))
+        ):
+            # The node that differs (leaf types may: numpy and jax arrays stack): the one
+            # both visits name, or the parent of the deeper one (a key only one dict has).
             paths = sorted((v.path for v in (a, b) if v is not None), key=len)
             at = paths[0] if len(paths) == 2 and paths[0] == paths[1] else paths[-1][:-1]
             shown = [short_repr(values[at]) for values in seen]
@@ -226,17 +196,11 @@ def _explain(first: Any, other: Any, i: int) -> None:
             path = jax.tree_util.keystr(a.path)
             msg = _MSG_STATIC.format(i=i, where=where, a=shown[0], b=shown[1], path=path)
             raise ValueError(msg)
-        if a.kind == "leaf" and _differ(a.value, b.value):
-            specs = [_spec(a.value), _spec(b.value)]
+        specs = [_spec(a.value), _spec(b.value)]
+        if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
             raise ValueError(_MSG_LEAF.format(i=i, what=what, where=where, a=specs[0], b=specs[1]))
     # The walks agree but JAX's treedefs do not: another library's node whose
     # metadata walk() cannot see.
     shown = [str(jax.tree.structure(first)), str(jax.tree.structure(other))]
     raise ValueError(_MSG_STRUCTURE.format(i=i, where=root, a=shown[0], b=shown[1]))
-
-
-def _new_node(a: Visit, b: Visit) -> bool:
-    """Two nodes of different types at one place (a `Dense` and a `Conv`, a tuple and a
-    list); leaves of different types (a numpy and a jax array) stack."""
-    return a.kind == "node" and type(a.value) is not type(b.value)

@@ -69,21 +69,18 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
     if layout is None:
         msg = f"treeclass.fields() takes a treeclass or an instance of one; got {cls_or_obj!r}."
         raise TypeError(msg)
-    # The layout's fields, not dataclasses.fields(): a subclass may turn an inherited
-    # init=False field into a property, which is then no field (flatten, replace, repr).
+    # Not dataclasses.fields(): a subclass may turn an inherited init=False field into a
+    # property, which is then no field.
     return layout.fields
 
 
 def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     """Compares two pytrees: same structure (static values included) and equal leaves.
 
-    Array leaves are equal when their shapes, dtypes and values are (so `NaN != NaN`,
-    and `f32[3]` never equals `i32[3]`); typed PRNG keys when their implementation and
-    key data are; other leaves compare with `==`. A Python scalar (`bool`, `int`,
-    `float`, `complex`) and a 0-d array are equal when the array has the dtype JAX
-    gives that scalar (`jnp.asarray(1.0).dtype`, float32 unless x64 is on) and an
-    equal value: what `jax.jit(lambda m: m)` and `jax.device_put` return for a scalar
-    leaf equals the original. Any other scalar-array pair is unequal.
+    Array leaves are equal when their shapes, dtypes and values are (`NaN != NaN`);
+    typed PRNG keys when their key data are; other leaves compare with `==`. A Python
+    scalar equals a 0-d array of the dtype JAX gives it and an equal value (so what
+    `jax.jit(lambda m: m)` returns for a scalar leaf equals the original).
 
     **Arguments**
 
@@ -91,21 +88,18 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
 
     **Returns**
 
-    A Python `bool` for concrete values. If any compared leaf is a tracer, a traced
-    boolean scalar (only the value comparisons are traced: a structure, shape or dtype
-    mismatch is a plain `False`).
+    A `bool`; a traced boolean scalar if a compared leaf is a tracer (a structure,
+    shape or dtype mismatch is still a plain `False`).
 
     **Raises**
 
-    Nothing for array leaves; whatever a non-array leaf's `==` raises.
+    Nothing: a leaf whose `==` fails or is ambiguous counts as unequal.
 
     **Example**
 
     >>> class P(tc.TreeClass):
     ...     x: jax.Array
     ...     tag: str = tc.static(default="a")
-    >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2)))
-    True
     >>> tc.tree_equal(P(jnp.ones(2)), P(jnp.ones(2), tag="b"))
     False
     >>> P(jnp.ones(2)) == P(jnp.ones(2))
@@ -122,13 +116,9 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
             continue
         if is_array(x) or is_array(y):
             x, y = _as_array(x, y), _as_array(y, x)
-            if not (is_array(x) and is_array(y)):
+            if not (is_array(x) and is_array(y)) or x.shape != y.shape or x.dtype != y.dtype:
                 return False
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-                # Typed keys have no numpy form; equal dtypes mean the same
-                # implementation, so the key data decides.
+            if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):  # no numpy form
                 x, y = jax.random.key_data(x), jax.random.key_data(y)
             if isinstance(x, jax.core.Tracer) or isinstance(y, jax.core.Tracer):
                 traced.append(jnp.all(x == y))
@@ -136,14 +126,11 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
                 return False
         elif not _plain_equal(x, y):
             return False
-    if traced:
-        return jnp.all(jnp.stack(traced))
-    return True
+    return jnp.all(jnp.stack(traced)) if traced else True
 
 
 def _as_array(x: Any, other: Any) -> Any:
-    """`x` as JAX would hold it where `x` is a Python scalar and `other` a 0-d array;
-    else `x` itself."""
+    """`x` as JAX holds it where `x` is a Python scalar and `other` a 0-d array."""
     if type(x) in PYTHON_SCALARS and getattr(other, "shape", None) == ():
         try:
             return jnp.asarray(x)

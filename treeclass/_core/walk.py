@@ -1,21 +1,6 @@
-"""Treeclass fields inside any pytree: one walk, and the helpers every walk needs.
-
-`walk(tree)` visits every node, leaf and static field value of a pytree, in JAX's
-flatten order, each with its key path and the treeclass field that holds it:
-
-    for v in walk(model):            # model.layers[0].w, model.act, ...
-        v.path, v.owner, v.name, v.value, v.kind
-
-It steps through containers with `jax.tree_util.tree_flatten_with_path`, one level at
-a time, so every registered node is walked (NamedTuples, `OrderedDict`, other
-libraries' modules), not only `list`, `tuple` and `dict`; treeclass instances are
-opened field by field, statics included, so each value knows its `Class.field`.
-`jit`'s field-naming errors, retrace signatures and `shardings()` all go through it.
-
-Also here: `is_array(x)`, `PYTHON_SCALARS`, `path_str` (the one path format of every
-message, `MLP.layers[1].w`), and the `f32[100,3]` names of arrays that repr, errors and
-retrace reasons share.
-"""
+"""`walk(tree)`: every node, leaf and static field value of any pytree, with its key path
+and `Class.field`; also `is_array`, `path_str` (the one path format, `MLP.layers[1].w`)
+and the `f32[100,3]` array names that repr, errors and retrace reasons share."""
 
 from __future__ import annotations
 
@@ -28,50 +13,21 @@ import numpy as np
 
 from treeclass._core.layout import FLAT, instance_layout
 
-__all__ = [
-    "ARRAY_TYPES",
-    "PYTHON_SCALARS",
-    "KeyPath",
-    "Visit",
-    "array_name",
-    "children",
-    "dtype_name",
-    "is_array",
-    "node_def",
-    "path_str",
-    "walk",
-]
-
-KeyPath = tuple[Any, ...]
-"""A path of `jax.tree_util` key entries (`GetAttrKey`, `SequenceKey`, `DictKey`, ...);
-`jax.tree_util.keystr(path)` shows it as `.layers[0].w`."""
-
+KeyPath = tuple[Any, ...]  # jax.tree_util key entries: GetAttrKey, SequenceKey, DictKey
 
 ARRAY_TYPES: Final = (jax.Array, np.ndarray, np.generic)
-PYTHON_SCALARS: Final = (bool, int, float, complex)
-"""The Python numbers JAX traces as weakly typed scalars; `is_array` is False for them."""
+PYTHON_SCALARS: Final = (bool, int, float, complex)  # weakly typed scalars to JAX
 
 
 def path_str(root: str, path: KeyPath) -> str:
-    """`MLP.layers[1].w`: a place in a tree, as every treeclass message writes it.
-
-    `root` names the tree's root, usually its class (`MLP`) or an argument (`x`);
-    `path` is a JAX key path (`GetAttrKey("layers"), SequenceKey(1), ...`), shown as
-    `jax.tree_util.keystr` shows it: `.field`, `[index]`, `['key']`."""
+    """`MLP.layers[1].w`: a place in a tree, as every message writes it; `root` names the
+    tree (its class, or an argument), `path` is shown as `jax.tree_util.keystr` does."""
     return root + jax.tree_util.keystr(path)
 
 
-
 def is_array(x: object) -> bool:
-    """True for array values: `jax.Array` (tracers included), numpy arrays and numpy
-    scalars.
-
-    Each of these has a `shape`, a `dtype` and values, and JAX traces each as an
-    array: `np.float32(1.0)` becomes `f32[]`, so equality, checkpoints and repr treat
-    it as the 0-d array it is (numpy documents scalars as 0-d arrays). Python numbers
-    are not arrays here (they have no dtype until JAX picks one), and neither is
-    `jax.ShapeDtypeStruct`, which has a shape and dtype but no values (a checkpoint
-    template may be one: checkpointing tests for it where it means "array-shaped")."""
+    """True for `jax.Array` (tracers included), numpy arrays and numpy scalars (0-d
+    arrays to JAX); not for Python numbers (no dtype yet) or `jax.ShapeDtypeStruct`."""
     # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
     # every later `.shape` partially unknown to the type checker.
     return isinstance(x, ARRAY_TYPES)
@@ -95,23 +51,19 @@ def dtype_name(dtype: Any) -> str:
 
 
 def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
-    """`f32[100,3]`: an array's dtype and shape, as repr, errors and retrace reasons
-    show it; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
+    """`f32[100,3]`; `f32[]{weak}` for a weakly typed scalar (from a Python number)."""
     return f"{dtype_name(dtype)}[{','.join(map(str, shape))}]" + ("{weak}" if weak else "")
 
 
 def node_def(x: Any) -> Any:
-    """The treedef of `x`'s own node, its children as leaves: `jax.tree.unflatten` of
-    it rebuilds `x`'s node (its type, statics and keys) around new children, the way JAX
-    rebuilds pytrees (for a treeclass: no `__init__`, converter or `__post_init__`)."""
+    """The treedef of `x`'s own node, its children as leaves: unflattening it rebuilds
+    `x`'s node around new children as JAX does (for a treeclass: no `__init__` runs)."""
     return jax.tree.structure(x, is_leaf=lambda y: y is not x)
 
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
     """One level of the pytree `x`: its `(key entry, child)` pairs in flatten order;
-    None if `x` is a leaf. (None and empty containers are nodes with no children.)"""
-    # The common cases answered without asking JAX: arrays and Python numbers are leaves
-    # (no pytree registration can change that), None is an empty node.
+    None if `x` is a leaf. The common cases are answered without asking JAX."""
     if isinstance(x, jax.Array) or type(x) is np.ndarray or type(x) in PYTHON_SCALARS:
         return None
     if x is None:
@@ -125,27 +77,18 @@ def children(x: Any) -> list[tuple[Any, Any]] | None:
     return [(path[0], child) for path, child in pairs]
 
 
-Kind = Literal["node", "leaf", "static"]
-
-
 class Visit(NamedTuple):
     """One value met by `walk()`."""
 
     path: KeyPath
-    """Key path from the walk's root (`jax.tree_util.keystr` shows `.layers[0].w`)."""
     value: Any
     owner: type | None
-    """The treeclass whose field holds `value`, directly or inside a container; the
-    innermost one. None outside every treeclass field (the root's own containers)."""
+    """The innermost treeclass whose field holds `value`; None outside every field."""
     name: str | None
-    """That field's name: `owner.name` is the field the value belongs to."""
-    kind: Kind
-    """`"node"` (a treeclass instance or a container), `"leaf"` (a pytree leaf), or
-    `"static"` (a static field's value: part of the treedef, never traced)."""
+    kind: Literal["node", "leaf", "static"]
+    """`"node"` (a treeclass or container), `"leaf"`, or `"static"` (a static value)."""
     trainable: bool
-    """False at and below a field declared `trainable=False` (at any depth): state,
-    never differentiated or optimised. (Whether a leaf is a parameter also depends on
-    its dtype: `treeclass/_train/select.py`.)"""
+    """False at and below a field declared `trainable=False`."""
 
     @property
     def field(self) -> str:
@@ -153,24 +96,12 @@ class Visit(NamedTuple):
         return "" if self.owner is None else f"{self.owner.__name__}.{self.name}"
 
 
-def walk(tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None = None) -> Iterator[Visit]:
-    """Every node, leaf and static field value of `tree`, parents before children;
-    the leaves in `jax.tree.leaves(tree)` order.
-
-    **Arguments**
-
-    - `tree`: any pytree; treeclass instances anywhere inside it are opened field by
-      field (static fields yield one `"static"` visit each, in declaration order
-      among the dynamic ones).
-    - `path`: a key path to prefix every visit's path with.
-    - `is_leaf`: as in `jax.tree.leaves`: a subtree it accepts is visited as one leaf.
-
-    **Returns**
-
-    An iterator of `Visit(path, value, owner, name, kind, trainable)`. Stop early by breaking
-    out: nothing below the visits already made is flattened.
-
-    **Example**
+def walk(
+    tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None = None
+) -> Iterator[Visit]:
+    """Every node, leaf and static field value of `tree`, parents before children, the
+    leaves in `jax.tree.leaves` order; `path` prefixes every path, `is_leaf` is as in
+    `jax.tree.leaves`. Lazy: nothing below the visits made so far is flattened.
 
     >>> from treeclass._core.walk import walk
     >>> class Layer(tc.TreeClass):
@@ -203,8 +134,7 @@ def _walk(
         yield Visit(path, x, owner, name, "node", trainable)
         cls = type(x)
         dynamic, static = getattr(x, FLAT)  # what JAX's flatten returns
-        values = dict(zip(layout.dynamic, dynamic, strict=True))
-        values.update(zip(layout.static, static, strict=True))
+        values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
             if field in layout.static:
