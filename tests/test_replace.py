@@ -170,3 +170,31 @@ def test_replace_derives_init_false_fields_again_as_dataclasses_replace_does(x0,
     assert (new.x, new.y) == (expected.x, expected.y) == (x1, 2 * x1 + 1)
     leaves = jax.tree.leaves(new)
     assert leaves == [x1, 2 * x1 + 1]  # the flatten cache holds the derived value too
+
+
+@pytest.mark.parametrize("via", ["method", "replace_at"])
+def test_replace_refuses_a_derived_field_that_post_init_would_overwrite(form, via):
+    # Regression (issue #27 review): C(1).replace(y=5).y was 3, silently; dataclasses.replace
+    # refuses every init=False field. Here the value __post_init__ overwrites is refused.
+    body: dict[str, object] = {"__annotations__": {"x": int, "y": int}, "__post_init__": _derive}
+    cls = form.decorate(type("C", form.bases, {**body, "y": tc.field(init=False)}))
+    obj = cls(1)
+    change = {
+        "method": lambda: obj.replace(y=5),
+        "replace_at": lambda: tc.replace_at(obj, lambda c: c.y, 5),
+    }[via]
+    with pytest.raises(ValueError, match=r"^C\.y is an init=False field that __post_init__ sets"):
+        change()
+
+
+def test_replace_keeps_a_derived_field_that_post_init_leaves_alone(form):
+    @form.decorate
+    class C(*form.bases):
+        x: int
+        y: int = tc.field(init=False, default=0)
+
+        def __post_init__(self) -> None:
+            if self.x < 0:
+                raise ValueError("x must be >= 0")
+
+    assert C(1).replace(y=5).y == 5

@@ -24,6 +24,12 @@ __all__ = ["helpers", "install", "replace", "source"]
 
 _T = TypeVar("_T")
 
+# dataclasses.replace() refuses every init=False field; here only the silent case is
+# refused: a value that __post_init__ then overwrites (`C(1.0).replace(y=5.0).y == 2.0`).
+_MSG_OVERWRITTEN: Final = (
+    "{cls}.{name} is an init=False field that __post_init__ sets, so {cls}.replace({name}=...) "
+    "would be overwritten. Change the fields it is derived from instead."
+)
 _MSG_INITVAR: Final = (
     "InitVar {name!r} has no default, so {cls}.replace() needs it: "
     "obj.replace({name}=...). __post_init__ runs on every replace."
@@ -39,10 +45,18 @@ def _missing_initvar(cls: type, name: str) -> None:
     raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
 
 
+def _overwritten(cls: type, name: str) -> None:
+    raise ValueError(_MSG_OVERWRITTEN.format(cls=cls.__name__, name=name))
+
+
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `replace` calls."""
     unknown = functools.partial(_raise_unknown, layout)
-    return {"_tc_raise_unknown": unknown, "_tc_missing_initvar": _missing_initvar}
+    return {
+        "_tc_raise_unknown": unknown,
+        "_tc_missing_initvar": _missing_initvar,
+        "_tc_overwritten": _overwritten,
+    }
 
 
 def source(layout: Layout) -> str:
@@ -50,6 +64,8 @@ def source(layout: Layout) -> str:
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = ["if _tc_unknown: _tc_raise_unknown(_tc_unknown)", "_tc_od = _tc_self.__dict__"]
+    derived = [f.name for f in layout.fields if not f.init] if layout.post_init else []
+    body.extend(f"_tc_passed_{name} = {name} is not _tc_UNCHANGED" for name in derived)
     for name in layout.names:
         body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_od[{name!r}]")
         on_change: list[str] = []
@@ -60,6 +76,8 @@ def source(layout: Layout) -> str:
         if on_change:
             body.append("else:")
             body.extend(f"    {line}" for line in on_change)
+        if name in derived:  # finish() reads the fields back into these locals
+            body.append(f"_tc_given_{name} = {name}")
     for f in layout.initvars:
         if f.default is not dataclasses.MISSING:
             body.append(f"if {f.name} is _tc_UNCHANGED: {f.name} = _tc_dflt_{f.name}")
@@ -68,6 +86,10 @@ def source(layout: Layout) -> str:
     body += ["_tc_new = _tc_object_new(_tc_cls)", "_tc_d = _tc_new.__dict__"]
     body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
     body += finish(layout, "_tc_new", read_back=False, check_statics=False)
+    body.extend(
+        f"if _tc_passed_{name} and _tc_d[{name!r}] is not _tc_given_{name}: _tc_overwritten(_tc_cls, {name!r})"
+        for name in derived
+    )
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
 
