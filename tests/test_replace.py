@@ -195,6 +195,7 @@ def test_replace_keeps_a_derived_field_that_post_init_leaves_alone(form):
 
         def __post_init__(self) -> None:
             if self.x < 0:
-                raise ValueError("x must be >= 0")
+                msg = "x must be >= 0"
+                raise ValueError(msg)
 
     assert C(1).replace(y=5).y == 5
