@@ -1,13 +1,8 @@
 """`tc.bind(obj.method)`: a bound method that is a pytree.
 
-A plain bound method is an opaque leaf to JAX: passed into `jax.jit` it is rejected,
-and closed over it bakes `obj`'s arrays in as constants. `BoundMethod` flattens to
-`obj` (a child, traced) and keeps the function in the treedef (static), so
-
-    step = tc.bind(neuron.step)
-    jax.lax.scan(lambda n, i: (n(i), None), ...)   # or jax.jit(run)(step, inputs)
-
-traces `neuron` and compiles once for every instance of the same structure.
+A plain bound method is opaque to JAX: `jax.jit` rejects it as an argument, and a closure
+bakes `obj`'s arrays in as constants. `BoundMethod` flattens to `obj` (traced) with the
+function in the treedef, so one compile serves every instance of the same structure.
 """
 
 from __future__ import annotations
@@ -23,10 +18,8 @@ _R = TypeVar("_R")
 
 
 class BoundMethod(Generic[_P, _R]):
-    """`method(obj, ...)` as a pytree: `obj` is the child, `method` the static data.
-
-    Made by `tc.bind(obj.method)`; immutable, and equal when the function and the
-    instance are.
+    """`method(obj, ...)` as a pytree: `obj` the child, `method` the static data. Made by
+    `tc.bind(obj.method)`; immutable, equal when the function and the instance are.
 
     **Arguments**
 
@@ -40,11 +33,9 @@ class BoundMethod(Generic[_P, _R]):
     ...     def apply(self, x):
     ...         return self.w * x
     >>> bound = tc.bind(Scale(jnp.array(3.0, jnp.float32)).apply)
-    >>> float(bound(2.0)), jax.tree.leaves(bound)
-    (6.0, [Array(3., dtype=float32)])
-    >>> doubled = jax.tree.map(lambda w: 2 * w, bound)   # still a BoundMethod
-    >>> float(doubled(2.0))
-    12.0
+    >>> doubled = jax.tree.map(lambda w: 2 * w, bound)  # still a BoundMethod
+    >>> float(bound(2.0)), jax.tree.leaves(bound), float(doubled(2.0))
+    (6.0, [Array(3., dtype=float32)], 12.0)
     """
 
     __module__ = "treeclass"  # shown as treeclass.BoundMethod, where users import it
@@ -94,10 +85,8 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
 
     **Returns**
 
-    A `BoundMethod`: callable like `method`, flattening to `obj`'s leaves with the
-    function in the treedef. Pass it into `jax.jit`-compiled functions or use it as a
-    `lax.scan` body: `obj` is traced, and binds of instances with the same structure
-    share one compile.
+    A `BoundMethod`, callable like `method`, flattening to `obj`'s leaves: pass it into
+    `jax.jit` or use it as a `lax.scan` body, one compile per structure of `obj`.
 
     **Raises**
 
