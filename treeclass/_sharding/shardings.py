@@ -31,13 +31,6 @@ _MSG_AXES_ON_TREECLASS: Final = (
 )
 
 
-def _field_axes(owner: type | None, name: str | None) -> Axes:
-    layout = None if owner is None else layout_of(owner)
-    if layout is None:
-        return None  # a leaf outside every treeclass field: replicated
-    return next(f.metadata.get(AXES) for f in layout.fields if f.name == name)
-
-
 def _spec_leaves(
     obj: object, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None
 ) -> tuple[Any, list[PartitionSpec]]:
@@ -49,18 +42,17 @@ def _spec_leaves(
     root = type(obj).__name__
     specs: list[PartitionSpec] = []
     for v in walk(obj):
-        if v.kind == "static":
-            continue
-        axes = _field_axes(v.owner, v.name)
+        layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
+        axes: Axes = (
+            None if layout is None else layout.fields[layout.names.index(v.name)].metadata.get(AXES)
+        )
         if axes is None:
             if v.kind == "leaf":
                 specs.append(partition_spec())
-            continue
-        where = path_str(root, v.path)
-        if v.kind == "leaf":
-            specs.append(axis_map.spec(v.value, axes, v.field, where))
+        elif v.kind == "leaf":
+            specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
         elif instance_layout(v.value) is not None:
-            inner = type(v.value).__name__
+            where, inner = path_str(root, v.path), type(v.value).__name__
             msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
             raise TypeError(msg)
     return jax.tree.structure(obj), specs
