@@ -85,8 +85,8 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
 
     **Returns**
 
-    A `BoundMethod`, callable like `method`, flattening to `obj`'s leaves: pass it into
-    `jax.jit` or use it as a `lax.scan` body, one compile per structure of `obj`.
+    A `BoundMethod`, callable like `method`: pass it into `jax.jit` or use it as a
+    `lax.scan` body, one compile per structure of `obj`.
 
     **Raises**
 
@@ -102,11 +102,9 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     ... def run(step, x0):
     ...     return jax.lax.scan(step, x0, length=3)
     >>> final, history = run(tc.bind(Decay(jnp.array(0.5)).step), jnp.array(8.0))
-    >>> float(final), history.tolist()
-    (1.0, [8.0, 4.0, 2.0])
-    >>> final, _ = run(tc.bind(Decay(jnp.array(0.25)).step), jnp.array(8.0))
-    >>> float(final), run._cache_size()  # a new rate, the same compiled function
-    (0.125, 1)
+    >>> quarter, _ = run(tc.bind(Decay(jnp.array(0.25)).step), jnp.array(8.0))
+    >>> float(final), history.tolist(), float(quarter), run._cache_size()  # one compile
+    (1.0, [8.0, 4.0, 2.0], 0.125, 1)
     """
     if isinstance(method, BoundMethod):
         return method

@@ -35,11 +35,11 @@ class Summary(str):
 
 def _size(n: float) -> str:
     """`48.2 kB`: bytes in decimal units, as `du -h --si` shows them."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
+    for unit in ("B", "kB", "MB"):
+        if n < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
+    return f"{n:.1f} GB"
 
 
 def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
@@ -142,11 +142,9 @@ def summary(tree: Any, depth: int | None = None) -> str:
     columns = (*_COLUMNS, "sharding") if any(row[6] for row in rows) else _COLUMNS
     table = [columns, *(row[: len(columns)] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    right = [name in ("count", "bytes") for name in columns]
+    just = [str.rjust if name in ("count", "bytes") else str.ljust for name in columns]
     lines = [
-        "  ".join(
-            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)
-        ).rstrip()
+        "  ".join(j(c, w) for c, w, j in zip(row, widths, just, strict=True)).rstrip()
         for row in table
     ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
