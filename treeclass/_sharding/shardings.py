@@ -65,18 +65,15 @@ def partition_specs(
     strict: bool = False,
     mesh: Mesh | AbstractMesh | None = None,
 ) -> Any:
-    """Returns a pytree of `jax.sharding.PartitionSpec` with `obj`'s structure, for
-    `jax.shard_map(in_specs=..., out_specs=...)` or to build shardings yourself.
+    """Returns a pytree of `jax.sharding.PartitionSpec` with `obj`'s structure (for
+    `jax.shard_map`), mapping each field's `field(axes=...)` names through `rules`.
 
-    Each field's `field(axes=...)` names are mapped through `rules`; unmapped names,
-    `None` axes, fields without axes and non-array leaves are replicated, as in flax. A
-    field holding a subtree gives each of its arrays the same spec; a nested treeclass
-    uses its own fields' axes.
+    Unmapped names, `None` axes, fields without axes and non-array leaves are replicated,
+    as in flax. A field holding a subtree gives each array in it the same spec.
 
     **Arguments**
 
-    - `obj`: any pytree holding treeclasses; `jax.ShapeDtypeStruct` leaves work
-      (`partition_specs(jax.eval_shape(init))`).
+    - `obj`: any pytree holding treeclasses; `jax.ShapeDtypeStruct` leaves work.
     - `rules`: `{logical: mesh_axis}` or `(logical, mesh_axis)` pairs (the first pair for
       a name wins); `mesh_axis` is a name, a tuple of names (split over their product)
       or None (replicate). `None` maps each name to the mesh axis of the same name.
@@ -85,8 +82,8 @@ def partition_specs(
 
     **Returns**
 
-    A pytree with `obj`'s treedef of `PartitionSpec`s, one entry per named axis
-    (`axes=("batch", None)` gives `P("batch", None)`); trailing dimensions are unsplit.
+    A pytree with `obj`'s treedef of `PartitionSpec`s: `axes=("batch", None)` gives
+    `P("batch", None)`; trailing dimensions are unsplit.
 
     **Raises**
 
@@ -116,16 +113,10 @@ def partition_specs(
 
 
 def shardings(
-    obj: Any,
-    mesh: Mesh | AbstractMesh,
-    rules: Rules | None = None,
-    *,
-    strict: bool = False,
+    obj: Any, mesh: Mesh | AbstractMesh, rules: Rules | None = None, *, strict: bool = False
 ) -> Any:
-    """Returns a pytree of `jax.sharding.NamedSharding` with `obj`'s structure, laying
-    each field out on `mesh` as its `field(axes=...)` and `rules` say: the specs of
-    `partition_specs(obj, rules, strict=strict, mesh=mesh)`. For `jax.device_put`,
-    `jax.jit(in_shardings=..., out_shardings=...)`.
+    """Returns a pytree of `jax.sharding.NamedSharding` with `obj`'s structure, for
+    `jax.device_put` or `jax.jit`: the specs of `partition_specs(obj, rules, mesh=mesh)`.
 
     **Arguments**
 
