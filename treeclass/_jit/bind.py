@@ -1,9 +1,7 @@
 """`tc.bind(obj.method)`: a bound method that is a pytree.
 
-A plain bound method is opaque to JAX: `jax.jit` rejects it as an argument, and a closure
-bakes `obj`'s arrays in as constants. `BoundMethod` flattens to `obj` (traced) with the
-function in the treedef, so one compile serves every instance of the same structure.
-"""
+A plain bound method is opaque to JAX (`jax.jit` rejects it; a closure bakes `obj`'s arrays
+in as constants). `BoundMethod` flattens to `obj`, with the function in the treedef."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
 
-At runtime `tc.jit(fun)` is a plain function carrying `trace_log`, `lower`, `trace`,
-`eval_shape` and `clear_cache`, which `Callable[P, R]` would hide; `__get__` says what
-attribute access gives. Protocols, not classes: a runtime wrapper class would cost a
-Python-level `__get__` on every `obj.method` access.
-"""
+`tc.jit(fun)` is a plain function carrying `trace_log`, `lower`, ..., which `Callable[P, R]`
+would hide. Protocols, not classes: a wrapper class would cost a Python-level `__get__` on
+every `obj.method` access."""
 
 from __future__ import annotations
 
@@ -23,6 +21,7 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
+_T = TypeVar("_T")
 
 
 class JitMethod(Protocol[_P, _R_co]):
@@ -64,9 +63,6 @@ class JitFunction(Protocol[_P, _R_co]):
     def __get__(
         self: JitFunction[Concatenate[_S, _Q], _R], obj: _S, owner: type[Any] | None = None, /
     ) -> JitMethod[_Q, _R]: ...
-
-
-_T = TypeVar("_T")
 
 
 class JitDecorator(Protocol):

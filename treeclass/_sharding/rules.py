@@ -62,16 +62,13 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
         return None
     # Checked as `object`: the annotation is what we accept, not what callers pass.
     found = cast("object", rules)
-    pairs: list[object]
     if isinstance(found, Mapping):
-        pairs = list(cast("Mapping[object, object]", found).items())
+        found = list(cast("Mapping[object, object]", found).items())
     # A str is a Sequence too: rules="batch" must not read as the pairs "b", "a", ...
-    elif isinstance(found, Sequence) and not isinstance(found, str | bytes):
-        pairs = list(cast("Sequence[object]", found))
-    else:
+    if not isinstance(found, Sequence) or isinstance(found, str | bytes):
         raise TypeError(_MSG_RULES.format(found=found))
     table: dict[str, MeshAxes] = {}
-    for pair in pairs:
+    for pair in cast("Sequence[object]", found):
         rule = _rule(pair)
         if rule is None:
             raise TypeError(_MSG_RULES.format(found=pair))

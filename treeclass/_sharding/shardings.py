@@ -1,10 +1,8 @@
 """Field axes -> shardings: `shardings()` and `partition_specs()`.
 
 A field names its array's logical axes (`field(axes=("batch", None))`); rules chosen per
-run map them to mesh axes. Both functions walk `obj` in flatten order, build one spec per
-leaf from its field's axes (`rules.AxisMap`) and unflatten with `obj`'s own treedef, so the
-result fits wherever JAX takes a pytree of shardings or specs.
-"""
+run map them to mesh axes. Both walk `obj` in flatten order, build one spec per leaf from
+its field's axes (`rules.AxisMap`) and unflatten with `obj`'s own treedef."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ _MSG_MESH: Final = (
     "argument; got {found!r}. Build one with jax.make_mesh((8,), ('data',))."
 )
 _MSG_AXES_ON_TREECLASS: Final = (
-    "{where}: field(axes={axes!r}) holds a {inner}, a treeclass whose own fields "
-    "declare their axes. Drop axes= from {owner} and put field(axes=...) on the "
-    "fields of {inner}."
+    "{where}: field(axes={axes!r}) holds a {inner}, a treeclass whose own fields declare their "
+    "axes. Drop axes= from {owner} and put field(axes=...) on the fields of {inner}."
 )
 
 
