@@ -20,10 +20,9 @@ Rules: TypeAlias = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
 Axes: TypeAlias = tuple[str | None, ...] | None  # a field's `axes=`: a name (or None) per dim
 
 _MSG_RULES: Final = (
-    "rules= takes a mapping {{logical_name: mesh_axis}} or a sequence of "
-    "(logical_name, mesh_axis) pairs, where mesh_axis is a mesh axis name, a tuple of "
-    "names, or None (replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. "
-    "Got {found!r}."
+    "rules= takes a mapping {{logical_name: mesh_axis}} or a sequence of (logical_name, "
+    "mesh_axis) pairs, where mesh_axis is a mesh axis name, a tuple of names, or None "
+    "(replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. Got {found!r}."
 )
 _MSG_NOT_ARRAY: Final = (
     "{where}: field(axes={axes!r}) names array dimensions, but this leaf is a "

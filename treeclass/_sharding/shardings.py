@@ -31,10 +31,8 @@ _MSG_AXES_ON_TREECLASS: Final = (
 def _spec_leaves(
     obj: object, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None
 ) -> tuple[Any, list[PartitionSpec]]:
-    """`obj`'s treedef and the spec of each of its leaves, in flatten order.
-
-    Not `jax.tree.map(spec, obj)`: a leaf does not know the field holding it, whose axes
-    apply; `walk()` gives each leaf its innermost treeclass field, through any containers."""
+    """`obj`'s treedef and its leaves' specs. Not `jax.tree.map(spec, obj)`: a leaf does not
+    know the field whose axes apply; `walk()` gives it its innermost treeclass field."""
     axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
     root = type(obj).__name__
     specs: list[PartitionSpec] = []
@@ -128,8 +126,7 @@ def shardings(
 
     **Raises**
 
-    - `TypeError`: `mesh` is not a mesh; as `partition_specs()`.
-    - `ValueError`, naming `Class.field`: as `partition_specs()` with a `mesh`.
+    `TypeError` if `mesh` is not a mesh; otherwise as `partition_specs()` with a `mesh`.
 
     **Example**
 
