@@ -16,13 +16,9 @@ _R = TypeVar("_R")
 
 
 class BoundMethod(Generic[_P, _R]):
-    """`method(obj, ...)` as a pytree: `obj` the child, `method` the static data. Made by
-    `tc.bind(obj.method)`; immutable, equal when the function and the instance are.
-
-    **Arguments**
-
-    - `func`: the function, called as `func(obj, *args, **kwargs)`.
-    - `obj`: the instance: the pytree's only child.
+    """`BoundMethod(func, obj)` calls `func(obj, *args, **kwargs)`, as a pytree whose only
+    child is `obj` (`func` is static). Made by `tc.bind(obj.method)`; immutable, equal when
+    the function and the instance are.
 
     **Example**
 
