@@ -1,14 +1,7 @@
 """`tc.bind(obj.method)`: a bound method that is a pytree.
 
-A plain bound method is an opaque leaf to JAX: passed into `jax.jit` it is rejected,
-and closed over it bakes `obj`'s arrays in as constants. `BoundMethod` flattens to
-`obj` (a child, traced) and keeps the function in the treedef (static), so
-
-    step = tc.bind(neuron.step)
-    jax.lax.scan(lambda n, i: (n(i), None), ...)   # or jax.jit(run)(step, inputs)
-
-traces `neuron` and compiles once for every instance of the same structure.
-"""
+A plain bound method is opaque to JAX (`jax.jit` rejects it; a closure bakes `obj`'s arrays
+in as constants). `BoundMethod` flattens to `obj`, with the function in the treedef."""
 
 from __future__ import annotations
 
@@ -23,15 +16,9 @@ _R = TypeVar("_R")
 
 
 class BoundMethod(Generic[_P, _R]):
-    """`method(obj, ...)` as a pytree: `obj` is the child, `method` the static data.
-
-    Made by `tc.bind(obj.method)`; immutable, and equal when the function and the
-    instance are.
-
-    **Arguments**
-
-    - `func`: the function, called as `func(obj, *args, **kwargs)`.
-    - `obj`: the instance: the pytree's only child.
+    """`BoundMethod(func, obj)` calls `func(obj, *args, **kwargs)`, as a pytree whose only
+    child is `obj` (`func` is static). Made by `tc.bind(obj.method)`; immutable, equal when
+    the function and the instance are.
 
     **Example**
 
@@ -40,11 +27,9 @@ class BoundMethod(Generic[_P, _R]):
     ...     def apply(self, x):
     ...         return self.w * x
     >>> bound = tc.bind(Scale(jnp.array(3.0, jnp.float32)).apply)
-    >>> float(bound(2.0)), jax.tree.leaves(bound)
-    (6.0, [Array(3., dtype=float32)])
-    >>> doubled = jax.tree.map(lambda w: 2 * w, bound)   # still a BoundMethod
-    >>> float(doubled(2.0))
-    12.0
+    >>> doubled = jax.tree.map(lambda w: 2 * w, bound)  # still a BoundMethod
+    >>> float(bound(2.0)), jax.tree.leaves(bound), float(doubled(2.0))
+    (6.0, [Array(3., dtype=float32)], 12.0)
     """
 
     __module__ = "treeclass"  # shown as treeclass.BoundMethod, where users import it
@@ -94,10 +79,8 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
 
     **Returns**
 
-    A `BoundMethod`: callable like `method`, flattening to `obj`'s leaves with the
-    function in the treedef. Pass it into `jax.jit`-compiled functions or use it as a
-    `lax.scan` body: `obj` is traced, and binds of instances with the same structure
-    share one compile.
+    A `BoundMethod`, callable like `method`: pass it into `jax.jit` or use it as a
+    `lax.scan` body, one compile per structure of `obj`.
 
     **Raises**
 
@@ -113,11 +96,9 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     ... def run(step, x0):
     ...     return jax.lax.scan(step, x0, length=3)
     >>> final, history = run(tc.bind(Decay(jnp.array(0.5)).step), jnp.array(8.0))
-    >>> float(final), history.tolist()
-    (1.0, [8.0, 4.0, 2.0])
-    >>> final, _ = run(tc.bind(Decay(jnp.array(0.25)).step), jnp.array(8.0))
-    >>> float(final), run._cache_size()  # a new rate, the same compiled function
-    (0.125, 1)
+    >>> quarter, _ = run(tc.bind(Decay(jnp.array(0.25)).step), jnp.array(8.0))
+    >>> float(final), history.tolist(), float(quarter), run._cache_size()  # one compile
+    (1.0, [8.0, 4.0, 2.0], 0.125, 1)
     """
     if isinstance(method, BoundMethod):
         return method

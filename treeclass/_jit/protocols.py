@@ -1,13 +1,8 @@
 """What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
 
-At runtime `tc.jit(fun)` is a plain function carrying `trace_log` and `jax.jit`'s
-`lower`, `trace`, `eval_shape` and `clear_cache`, which `Callable[P, R]` would hide.
-These protocols declare them, keep `fun`'s parameters (`ParamSpec`), and say in
-`__get__` what attribute access gives: the function on the class, a `JitMethod` without
-the first parameter on an instance (`Counter(x).inc: JitMethod[(by: Array), Counter]`).
-Protocols, not classes: nothing wraps the function at runtime (a wrapper class would
-cost a Python-level `__get__` on every `obj.method` access).
-"""
+`tc.jit(fun)` is a plain function carrying `trace_log`, `lower`, ..., which `Callable[P, R]`
+would hide. Protocols, not classes: a wrapper class would cost a Python-level `__get__` on
+every `obj.method` access."""
 
 from __future__ import annotations
 
@@ -26,6 +21,7 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
+_T = TypeVar("_T")
 
 
 class JitMethod(Protocol[_P, _R_co]):
@@ -33,8 +29,7 @@ class JitMethod(Protocol[_P, _R_co]):
 
     @property
     def trace_log(self) -> TraceLog:
-        """The traces of the class-level compiled function (shared by all instances):
-        `.count`, `.reasons`, and the options `.max_traces` and `.explain`."""
+        """The traces of the class-level compiled function, shared by all instances."""
         ...
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
@@ -68,9 +63,6 @@ class JitFunction(Protocol[_P, _R_co]):
     def __get__(
         self: JitFunction[Concatenate[_S, _Q], _R], obj: _S, owner: type[Any] | None = None, /
     ) -> JitMethod[_Q, _R]: ...
-
-
-_T = TypeVar("_T")
 
 
 class JitDecorator(Protocol):

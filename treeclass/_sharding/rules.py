@@ -1,11 +1,6 @@
-"""Logical axis rules: what `shardings(..., rules=...)` accepts, normalised, and the
-`PartitionSpec` they give one array (`AxisMap.spec`).
-
-Rules map a field's logical axis names to mesh axes, as flax's logical axis rules do:
-a mapping `{"batch": "data"}` or a sequence of pairs `[("batch", "data")]`, where the
-first pair naming an axis wins. A target is a mesh axis name, a tuple of names (split
-over their product) or None (replicated).
-"""
+"""Logical axis rules (flax's): `{"batch": "data"}` or pairs `[("batch", "data")]`, the first
+pair naming an axis winning, normalised by `rule_table`; `AxisMap.spec` gives one array's
+`PartitionSpec`."""
 
 from __future__ import annotations
 
@@ -19,18 +14,15 @@ from treeclass._core.checks import closest
 from treeclass._core.show import short_repr
 from treeclass._core.walk import PYTHON_SCALARS
 
+# One mesh axis, several (split over their product), or None (replicated).
 MeshAxes: TypeAlias = str | tuple[str, ...] | None
-"""What a logical axis maps to: one mesh axis, several (split over their product), or
-None (replicated)."""
 Rules: TypeAlias = Mapping[str, MeshAxes] | Sequence[tuple[str, MeshAxes]]
-Axes: TypeAlias = tuple[str | None, ...] | None
-"""A field's `axes=`: one logical name (or None) per dimension; None for no axes."""
+Axes: TypeAlias = tuple[str | None, ...] | None  # a field's `axes=`: a name (or None) per dim
 
 _MSG_RULES: Final = (
-    "rules= takes a mapping {{logical_name: mesh_axis}} or a sequence of "
-    "(logical_name, mesh_axis) pairs, where mesh_axis is a mesh axis name, a tuple of "
-    "names, or None (replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. "
-    "Got {found!r}."
+    "rules= takes a mapping {{logical_name: mesh_axis}} or a sequence of (logical_name, "
+    "mesh_axis) pairs, where mesh_axis is a mesh axis name, a tuple of names, or None "
+    "(replicate); e.g. rules=[('batch', 'data'), ('embed', None)]. Got {found!r}."
 )
 _MSG_NOT_ARRAY: Final = (
     "{where}: field(axes={axes!r}) names array dimensions, but this leaf is a "
@@ -64,22 +56,18 @@ _MSG_NOT_DIVISIBLE: Final = (
 
 
 def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
-    """The rules as a dict; for a sequence of pairs the first pair naming a logical axis
-    wins, as in flax. None (no rules) stays None: each name maps to itself."""
+    """The rules as a dict (the first pair naming an axis wins); None stays None."""
     if rules is None:
         return None
     # Checked as `object`: the annotation is what we accept, not what callers pass.
     found = cast("object", rules)
-    pairs: list[object]
     if isinstance(found, Mapping):
-        pairs = list(cast("Mapping[object, object]", found).items())
+        found = list(cast("Mapping[object, object]", found).items())
     # A str is a Sequence too: rules="batch" must not read as the pairs "b", "a", ...
-    elif isinstance(found, Sequence) and not isinstance(found, str | bytes):
-        pairs = list(cast("Sequence[object]", found))
-    else:
+    if not isinstance(found, Sequence) or isinstance(found, str | bytes):
         raise TypeError(_MSG_RULES.format(found=found))
     table: dict[str, MeshAxes] = {}
-    for pair in pairs:
+    for pair in cast("Sequence[object]", found):
         rule = _rule(pair)
         if rule is None:
             raise TypeError(_MSG_RULES.format(found=pair))
@@ -88,8 +76,7 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
 
 
 def _rule(pair: object) -> tuple[str, MeshAxes] | None:
-    """One `(logical, mesh_axes)` pair, normalised (a list of mesh axes becomes a tuple,
-    and `()` None); None if malformed."""
+    """One `(logical, mesh_axes)` pair normalised (list -> tuple, `()` -> None); None if malformed."""
     items = _as_tuple(pair)
     if items is None or len(items) != len(("logical", "mesh_axes")):
         return None
@@ -105,7 +92,6 @@ def _rule(pair: object) -> tuple[str, MeshAxes] | None:
 
 
 def _as_tuple(x: object) -> tuple[object, ...] | None:
-    """`x` as a tuple if it is a tuple or list, else None."""
     return tuple(cast("Sequence[object]", x)) if isinstance(x, tuple | list) else None
 
 
@@ -114,31 +100,29 @@ def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
 
 
 def partition_spec(*entries: MeshAxes) -> PartitionSpec:
-    """`PartitionSpec(*entries)`, typed: jax leaves its `__init__` unannotated, which
-    mypy --strict refuses to call from typed code."""
+    """`PartitionSpec(*entries)`, typed: mypy --strict refuses jax's unannotated `__init__`."""
     return PartitionSpec(*entries)
 
 
 class AxisMap:
-    """The rules of one `shardings()` call, and the mesh's axis sizes (None without a
-    mesh) to check the specs against."""
+    """The rules of one `shardings()` call, and the mesh's axis sizes (None: no mesh)."""
 
     def __init__(self, rules: Rules | None, strict: bool, sizes: dict[str, int] | None) -> None:
         self.table = rule_table(rules)
         self.sizes = sizes
         self.strict = strict
 
-    def spec(self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str) -> PartitionSpec:
-        """The spec of one leaf of the field `owner` (`Class.field`) with `axes`;
-        `where` names the field and path in errors."""
+    def spec(
+        self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str
+    ) -> PartitionSpec:
+        """The spec of one leaf of the field `owner` (`Class.field`); `where` is its path."""
         shape = _shape(leaf)
         if shape is None:
-            kind = type(leaf).__name__
-            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=short_repr(leaf), owner=owner)
+            kind, shown = type(leaf).__name__, short_repr(leaf)
+            msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=shown, owner=owner)
             raise TypeError(msg)
         if len(axes) > len(shape):
-            fix = axes[: len(shape)]
-            n, ndim = len(axes), len(shape)
+            n, ndim, fix = len(axes), len(shape), axes[: len(shape)]
             msg = _MSG_TOO_MANY_AXES.format(
                 where=where, axes=axes, n=n, shape=shape, ndim=ndim, fix=fix
             )
@@ -172,7 +156,7 @@ class AxisMap:
         return partition_spec(*entries)
 
     def lookup(self, name: str, where: str) -> MeshAxes:
-        """The mesh axes for one logical name, checked against the mesh if there is one."""
+        """The mesh axes of one logical name, checked against the mesh if any."""
         if self.table is None:
             # No rules: a name is its own mesh axis, where the mesh has one.
             if self.sizes is None or name in self.sizes:
@@ -184,8 +168,9 @@ class AxisMap:
             target = self.table[name]
             for mesh_axis in mesh_axis_names(target):
                 if self.sizes is not None and mesh_axis not in self.sizes:
+                    axes = list(self.sizes)
                     msg = _MSG_UNKNOWN_MESH_AXIS.format(
-                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
+                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=axes
                     )
                     raise ValueError(msg)
             return target
@@ -202,8 +187,7 @@ class AxisMap:
 
 
 def _shape(leaf: object) -> tuple[int, ...] | None:
-    """The leaf's shape, if it is an array (or a `jax.ShapeDtypeStruct`, so that
-    `shardings(jax.eval_shape(init), mesh)` works before any array exists)."""
+    """The leaf's shape if it is an array or a `jax.ShapeDtypeStruct` (`jax.eval_shape(init)`)."""
     if isinstance(leaf, PYTHON_SCALARS):
         return ()
     shape: object = getattr(leaf, "shape", None)

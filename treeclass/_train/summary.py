@@ -1,8 +1,5 @@
-"""`summary()`: the table users read to see what a model holds, one row per leaf and
-static field by path (`CNN.layers[0].w`), or per subtree at `depth` (as `nnx.tabulate`).
-It reads shapes and dtypes, never values (no device sync), as `repr` does, and returns a
-`str` whose repr is the table: a table at a REPL prompt and, via `_repr_html_`, in a notebook.
-"""
+"""`summary()`: a table of what a model holds, one row per leaf and static field (or per
+subtree at `depth`, as `nnx.tabulate`). It reads shapes and dtypes, never values."""
 
 from __future__ import annotations
 
@@ -37,12 +34,12 @@ class Summary(str):
 
 
 def _size(n: float) -> str:
-    """`48.2 kB`: bytes in decimal units, as `du -h --si` and most tools show them."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
+    """`48.2 kB`: bytes in decimal units, as `du -h --si` shows them."""
+    for unit in ("B", "kB", "MB"):
+        if n < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover - the loop returns at GB
+    return f"{n:.1f} GB"
 
 
 def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
@@ -53,9 +50,8 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         itemsize = 0 if jnp.issubdtype(x.dtype, jax.dtypes.extended) else np.dtype(x.dtype).itemsize
         if itemsize == 0:  # a typed PRNG key: its key data's bytes
             itemsize = math.prod(jax.eval_shape(jax.random.key_data, x).shape[x.ndim :]) * 4
-        # A sharding the user chose (tc.shardings, jax.device_put): its spec, written as
-        # the docs write it (its own str differs by jax version); the default placement
-        # on one device is no sharding to show.
+        # A NamedSharding's spec, written as the docs write it (its str differs by jax
+        # version); the default placement on one device is no sharding to show.
         sharding = getattr(x, "sharding", None)
         spec = ", ".join(map(repr, sharding.spec)) if isinstance(sharding, NamedSharding) else None
         placed, shape = "" if spec is None else f"P({spec})", f"[{','.join(map(str, x.shape))}]"
@@ -67,7 +63,7 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
 
 
 def _fold(at: str, node: Any, below: list[tuple[bool, int, int]]) -> tuple[str, ...]:
-    """The row of a subtree folded at `depth`: its type, kind and subtotals."""
+    """The row of a subtree folded at `depth`."""
     kinds = {is_param for is_param, _, _ in below}
     kind = "trainable" if kinds == {True} else "non-trainable" if kinds == {False} else "static"
     if len(kinds) == 2:
@@ -82,16 +78,13 @@ def summary(tree: Any, depth: int | None = None) -> str:
     **Arguments**
 
     - `tree`: any pytree (`jax.ShapeDtypeStruct` leaves too: `jax.eval_shape(init)`).
-    - `depth`: `None` expands every nested treeclass and container; `k` folds each
-      subtree at depth `k` (the root is 0, its fields 1) into one row: its type, kind
-      (`mixed (n trainable)` when it holds both) and subtotals.
+    - `depth`: `None` expands everything; `k` folds each subtree at depth `k` (the root is
+      0) into one row of its type, kind (`mixed (n trainable)` if both) and subtotals.
 
     **Returns**
 
-    A `str`: one row per path with its kind (`trainable`, `non-trainable`, `static`),
-    dtype, shape, element count and bytes (and the partition spec of a leaf placed with a
-    `NamedSharding`), then the totals of trainable parameters and of state, the same at
-    every depth. `print()` it in a script.
+    A `str` (shown as a table by a REPL or notebook): one row per path with its kind,
+    dtype, shape, count and bytes (and a `NamedSharding`'s spec), then the totals.
 
     **Raises**
 
@@ -144,17 +137,14 @@ def summary(tree: Any, depth: int | None = None) -> str:
             else:
                 kind = "trainable" if is_param else "non-trainable"
                 rows.append((at, kind, dtype, shape, f"{count:,}", _size(nbytes), sharding))
-    # A subtree of neither leaves nor statics (None, an empty tuple) has no row, folded
-    # or not.
+    # A subtree of neither leaves nor statics (None, an empty tuple) has no row.
     rows = [_fold(*row[:3]) if isinstance(row, list) else row for row in rows if row[2] or row[3]]
     columns = (*_COLUMNS, "sharding") if any(row[6] for row in rows) else _COLUMNS
     table = [columns, *(row[: len(columns)] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    right = [name in ("count", "bytes") for name in columns]
+    just = [str.rjust if name in ("count", "bytes") else str.ljust for name in columns]
     lines = [
-        "  ".join(
-            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)
-        ).rstrip()
+        "  ".join(j(c, w) for c, w, j in zip(row, widths, just, strict=True)).rstrip()
         for row in table
     ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
