@@ -126,9 +126,8 @@ def _identity_compared(value: object) -> str | None:
     if isinstance(value, functools.partial):
         return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
     cls = type(value)
-    # A data object without __eq__ is usually built per instance, and then recompiles.
-    # Callables (jnp.tanh is a PjitFunction), classes, modules and enum members are
-    # usually singletons, reused as they are: warning on those would be noise.
+    # A data object without __eq__ is usually built per instance, and then recompiles;
+    # callables (jnp.tanh), classes, modules and enum members are usually singletons.
     if (
         cls.__eq__ is object.__eq__
         and not callable(value)
@@ -145,8 +144,7 @@ def _items(value: object) -> Iterable[object]:
 
 
 def _identity_item(value: object, at: str) -> tuple[str, str] | None:
-    """The place (`opt.init`) and description of the first item of `value`, or nested in
-    it, that compares by identity (an optax optimizer is a NamedTuple of closures)."""
+    """Where (`opt.init`) and what the first item of `value`, or in it, compared by identity is."""
     what = _identity_compared(value)
     if what is not None:
         return at, what
@@ -199,11 +197,10 @@ class RecompileWarning(UserWarning):
 
     >>> import warnings
     >>> class Model(tc.TreeClass):
-    ...     x: jax.Array
     ...     act: object = tc.static(default=None)
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     _ = Model(jnp.ones(2), act=lambda v: v)
+    ...     _ = Model(act=lambda v: v)
     >>> caught[0].category is tc.RecompileWarning
     True
     >>> str(caught[0].message).splitlines()[0]

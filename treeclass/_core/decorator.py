@@ -258,9 +258,7 @@ def treeclass(
             raise TypeError(template.format(cls=c.__name__, bases=bases, built=built))
         return process(c, kw_only=kw_only, repr=repr, eq=eq)
 
-    if cls is None:
-        return wrap
-    return wrap(cls)
+    return wrap if cls is None else wrap(cls)
 
 
 # frozen_default=True: checkers flag `obj.x = ...` as at runtime (equinox leaves it off,
@@ -316,5 +314,6 @@ class TreeClass:
         # defined here at runtime would make `TreeClass` look like it had one.
         def replace(self, /, **changes: Any) -> Self:
             """Returns a copy with the given fields changed (see `treeclass.replace`)."""
+            ...
 
         def __replace__(self, /, **changes: Any) -> Self: ...

@@ -80,6 +80,11 @@ def _evaluate(text: str, cls: type, name: str, scopes: tuple[dict[str, Any], Any
     raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=detail))
 
 
+def _is_static_annotation(annotation: Any) -> bool:
+    annotated = typing.get_origin(annotation) is typing.Annotated
+    return annotated and any(m is STATIC_MARKER for m in annotation.__metadata__)
+
+
 def _mark_static_annotations(cls: type) -> None:
     annotations = inspect.get_annotations(cls)
     scopes = _scopes(cls) if any(isinstance(a, str) for a in annotations.values()) else None
@@ -92,8 +97,7 @@ def _mark_static_annotations(cls: type) -> None:
                     annotation = _evaluate(annotation, cls, name, scopes)
             else:
                 annotation = _evaluate(annotation, cls, name, scopes)
-        annotated = typing.get_origin(annotation) is typing.Annotated
-        if not annotated or all(m is not STATIC_MARKER for m in annotation.__metadata__):
+        if not _is_static_annotation(annotation):
             continue
         if isinstance(value, dataclasses.Field):
             if not value.metadata.get(STATIC, False):
@@ -105,8 +109,7 @@ def _mark_static_annotations(cls: type) -> None:
                     raise TypeError(msg)
                 if value.metadata.get(TRAINABLE) is False:
                     raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
-                # The Field's default and default_factory pass through as they are (one
-                # is MISSING), which no overload of static() takes.
+                # default and default_factory pass through (one is MISSING): no overload.
                 replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
                     default=value.default,
                     default_factory=value.default_factory,
