@@ -151,8 +151,7 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(_items(value)):
         sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
-        found = _identity_item(item, sub)
-        if found is not None:
+        if (found := _identity_item(item, sub)) is not None:
             return found
     return None
 

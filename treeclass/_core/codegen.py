@@ -23,8 +23,6 @@ __all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotatio
 class Sentinel:
     """A parameter default meaning "not passed"; its repr is what signatures show."""
 
-    __slots__ = ("_name",)
-
     def __init__(self, name: str) -> None:
         self._name = name
 
