@@ -1,6 +1,4 @@
-"""Construction-time checks and the messages they raise.
-
-Each check runs where the mistake is made (class definition, construction, `replace`),
+"""Construction-time checks and their messages: each runs where the mistake is made,
 never when JAX rebuilds an instance, and names `Class.field`, what was found and the fix.
 """
 
@@ -33,8 +31,7 @@ __all__ = [
     "unknown_field_error",
 ]
 
-# Values of these exact types are hashable and compare by value, so the per-value
-# check is skipped for them: this keeps construction cheap in the common case.
+# Hashable and compared by value: the per-value check skips these exact types.
 TRUSTED_STATIC_TYPES: Final = frozenset(
     {int, float, bool, str, bytes, complex, type(None), type(Ellipsis), np.dtype}
 )
@@ -111,20 +108,16 @@ its instances as opaque leaves. Decorate it:
 MSG_RESERVED_NAME: Final = """\
 {cls}.{name}: this name is reserved by treeclass ({why}). Rename the {what}."""
 
-
-def _array_kind(value: Any) -> str | None:
-    if isinstance(value, jax.core.Tracer):
-        return "a JAX tracer"
-    if isinstance(value, jax.Array):
-        return "a jax.Array"
-    if isinstance(value, np.ndarray):
-        return "a numpy.ndarray"
-    return None
+# The first match names the kind: a tracer is a jax.Array too.
+_ARRAY_KINDS: Final = {
+    jax.core.Tracer: "a JAX tracer",
+    jax.Array: "a jax.Array",
+    np.ndarray: "a numpy.ndarray",
+}
 
 
 def _identity_compared(value: object) -> str | None:
-    """Describes `value` if it is hashable but compares by identity in a way that is
-    likely to recompile (a new object per instance); None otherwise."""
+    """Describes `value` if it compares by identity and is likely new per instance."""
     if isinstance(value, types.FunctionType):
         qualname = value.__qualname__
         if "<lambda>" in qualname or "<locals>" in qualname:
@@ -133,9 +126,8 @@ def _identity_compared(value: object) -> str | None:
     if isinstance(value, functools.partial):
         return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
     cls = type(value)
-    # A data object without __eq__ is usually built per instance, and then recompiles.
-    # Callables (jnp.tanh is a PjitFunction), classes, modules and enum members are
-    # usually singletons, reused as they are: warning on those would be noise.
+    # A data object without __eq__ is usually built per instance, and then recompiles;
+    # callables (jnp.tanh), classes, modules and enum members are usually singletons.
     if (
         cls.__eq__ is object.__eq__
         and not callable(value)
@@ -147,26 +139,19 @@ def _identity_compared(value: object) -> str | None:
 
 
 def _items(value: object) -> Iterable[object]:
-    """The items of a tuple or frozenset (a static container is only as safe as its
-    items), else none. A function of its own so that `check_static` does not narrow
-    `value` to `tuple[Unknown, ...]` for the type checker."""
-    if isinstance(value, tuple | frozenset):
-        return value
-    return ()
+    """The items of a tuple or frozenset, else none (keeps `check_static`'s `value` unnarrowed)."""
+    return value if isinstance(value, tuple | frozenset) else ()
 
 
 def _identity_item(value: object, at: str) -> tuple[str, str] | None:
-    """The place (`opt.init`) and description of the first item of `value` (itself, or
-    inside its tuples, NamedTuples and frozensets) that compares by identity; None if
-    none does. An optax optimizer is a NamedTuple of closures."""
+    """Where (`opt.init`) and what the first item of `value`, or in it, compared by identity is."""
     what = _identity_compared(value)
     if what is not None:
         return at, what
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(_items(value)):
         sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
-        found = _identity_item(item, sub)
-        if found is not None:
+        if (found := _identity_item(item, sub)) is not None:
             return found
     return None
 
@@ -176,7 +161,7 @@ def check_static(cls: type, name: str, value: object, *, top: bool = True) -> No
     or an item compares by identity. Recurses into tuples and frozensets."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
-    kind = _array_kind(value)
+    kind = next((k for t, k in _ARRAY_KINDS.items() if isinstance(value, t)), None)
     if kind is not None:
         summary = f"shape {getattr(value, 'shape', '?')}, dtype {getattr(value, 'dtype', '?')}"
         msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
@@ -204,18 +189,17 @@ class RecompileWarning(UserWarning):
 
     **Raised by**
 
-    Construction and `replace()`, for a static field holding a lambda, a nested
-    function, a `functools.partial` or an instance without `__eq__`.
+    Construction and `replace()`, for a static lambda, nested function, partial or an
+    instance without `__eq__`.
 
     **Example**
 
     >>> import warnings
     >>> class Model(tc.TreeClass):
-    ...     x: jax.Array
     ...     act: object = tc.static(default=None)
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     _ = Model(jnp.ones(2), act=lambda v: v)
+    ...     _ = Model(act=lambda v: v)
     >>> caught[0].category is tc.RecompileWarning
     True
     >>> str(caught[0].message).splitlines()[0]
@@ -226,9 +210,8 @@ class RecompileWarning(UserWarning):
 
 
 def closest(name: str, names: Iterable[str]) -> str | None:
-    """The name `name` was probably meant to be, for "did you mean" hints: a close
-    spelling, else one that abbreviates it or that it abbreviates (`weight` -> `w`,
-    `b` -> `bias`); None if nothing is close."""
+    """The name `name` was probably meant to be ("did you mean"): a close spelling, else
+    an abbreviation either way (`weight` -> `w`, `b` -> `bias`); None if none."""
     names = list(names)
     close = difflib.get_close_matches(name, names, n=1)
     if close:

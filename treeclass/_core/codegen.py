@@ -1,10 +1,7 @@
-"""The seam for the generated class code: sentinels, the namespace, compiling, linecache.
-
-Each class gets one generated "module": the source of its `__init__` (`init.py`),
-`replace` (`replace.py`) and unflatten (`flatten.py`), concatenated, compiled once
-under one `linecache` filename, and executed in one namespace built here, once, from
-the layout. Generated code reaches everything (builtins included) through `_tc_`
-names, which no field may take, so a field may be called `type`, `object` or `self`.
+"""Generated class code: each class's `__init__`, `replace` and unflatten sources are
+compiled once, under one `linecache` filename, in one namespace built from the layout.
+The code reaches everything (builtins too) through `_tc_` names, which no field may
+take, so a field may be called `type`, `object` or `self`.
 """
 
 from __future__ import annotations
@@ -24,10 +21,7 @@ __all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotatio
 
 
 class Sentinel:
-    """A parameter default that stands for "not passed". Its repr is what
-    `inspect.signature` shows, so it reads like the dataclass's `<factory>`."""
-
-    __slots__ = ("_name",)
+    """A parameter default meaning "not passed"; its repr is what signatures show."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -36,26 +30,15 @@ class Sentinel:
         return self._name
 
 
-FACTORY: Final = Sentinel("<factory>")
-"""`__init__`'s default for a field with a `default_factory`: call the factory."""
-UNCHANGED: Final = Sentinel("<unchanged>")
-"""`replace()`'s default for every field: keep the current value."""
+FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
+UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value
 
-# A class defined in a function called twice has one qualname for two classes; a
-# counter per qualname keeps their linecache entries (and so getsource) apart.
+# A counter per qualname keeps apart the linecache entries of two classes with one qualname.
 _counters: dict[str, itertools.count[int]] = {}
 
 
-def _filename(cls: type) -> str:
-    base = f"{cls.__module__}.{cls.__qualname__}"
-    n = next(_counters.setdefault(base, itertools.count(1)))
-    return f"<treeclass {base}>" if n == 1 else f"<treeclass {base}-{n}>"
-
-
 def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """The globals of one class's generated code: the class, sentinels, checks,
-    builtins under `_tc_` names, each field's default, factory and converter, and the
-    `helpers` that `_init`/`_replace` pass in."""
+    """The globals of one class's generated code, `helpers` included."""
     ns: dict[str, Any] = {
         "_tc_cls": layout.cls,
         "_tc_FACTORY": FACTORY,
@@ -71,21 +54,18 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
     for f in (*layout.fields, *layout.initvars):
         ns[f"_tc_dflt_{f.name}"] = f.default
         ns[f"_tc_factory_{f.name}"] = f.default_factory
-    for name, conv in layout.converters.items():
-        ns[f"_tc_conv_{name}"] = conv
-    for i, check_init in enumerate(layout.check_inits):
-        ns[f"_tc_check_init_{i}"] = check_init
+    ns.update({f"_tc_conv_{name}": conv for name, conv in layout.converters.items()})
+    ns.update({f"_tc_check_init_{i}": check for i, check in enumerate(layout.check_inits)})
     return ns
 
 
 def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles the generated `sources` of one class in one namespace and returns it.
-
-    Each function gets the class's qualname (`Neuron.__init__`), so tracebacks and
-    Python's own argument errors name the class; the source is registered with
-    `linecache`, so `inspect.getsource` and debuggers show it."""
+    """Compiles one class's `sources` in one namespace and returns it; functions get the
+    class's qualname (`Neuron.__init__`), and `linecache` the source, for tracebacks."""
     source = "\n".join(sources)
-    filename = _filename(layout.cls)
+    base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
+    n = next(_counters.setdefault(base, itertools.count(1)))
+    filename = f"<treeclass {base}>" if n == 1 else f"<treeclass {base}-{n}>"
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     ns = namespace(layout, helpers)
@@ -98,14 +78,10 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) -> list[str]:
-    """The end of every construction route (`__init__`, a hand-written `__init__`'s
-    `_tc_finalize`, `replace`), as source lines: the one place that runs `__post_init__`
-    and caches the flat form. On entry each field's value is in a local of its name and
-    in `_tc_d`, the dict of `obj`, except where `read_back` says user code set them.
-
-    `__post_init__` (if any) may change fields, so after it, or with `read_back`, the
-    values are read back from `_tc_d` (a field still unset is named) and every static
-    is checked; else only where `check_statics` (the caller checked the values it had)."""
+    """The end of every construction route, as source lines: `__post_init__`, then the flat
+    cache. Fields are in locals and `_tc_d` (`obj`'s dict) unless `read_back`; after
+    `__post_init__` or with `read_back` they are read back and statics checked (else only
+    with `check_statics`)."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
@@ -119,15 +95,13 @@ def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) ->
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
     lines.append(f"_tc_d[{FLAT!r}] = (({children}), ({statics}))")
-    # Every `__check_init__` of the MRO, base first, on the finished instance (it may
-    # flatten it); never in unflatten, which is not a construction.
+    # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     return lines
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:
-    """Source that checks the static value in the local `name`; values of trusted types
-    (int, str, ...) skip the call with one set lookup."""
+    """Source that checks the static local `name`; trusted types skip the call."""
     cond = f"_tc_type({name}) not in _tc_TRUSTED"
     if skip_default:
         # The default was checked once, when the class was decorated.
@@ -136,8 +110,7 @@ def static_check_line(name: str, *, skip_default: bool) -> str:
 
 
 def with_self(sig: inspect.Signature, *, drop_last: bool = False) -> inspect.Signature:
-    """`sig` with its first parameter shown as `self` (unless a field takes that name),
-    and without the last (`**_tc_unknown`) if `drop_last`."""
+    """`sig` with its first parameter named `self` (unless a field is), less the last if asked."""
     params = list(sig.parameters.values())
     first, rest = params[0], params[1:-1] if drop_last else params[1:]
     if all(p.name != "self" for p in rest):
@@ -146,6 +119,5 @@ def with_self(sig: inspect.Signature, *, drop_last: bool = False) -> inspect.Sig
 
 
 def field_annotations(fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
-    """The parameter annotations of a generated function, as the dataclass declares
-    them (strings stay strings, as in a dataclass's own `__init__`)."""
+    """The parameter annotations of a generated function, as declared."""
     return {f.name: f.type for f in fields}

@@ -1,20 +1,5 @@
-"""`@treeclass`: decorate -> analyse fields -> generate -> register.
-
-1. `Static[T]` annotations become static fields, defaults are checked (`prepare.py`).
-2. `dataclasses.dataclass(frozen=True)` does the field analysis Python users know:
-   defaults, `kw_only`, `InitVar`, `ClassVar`, inheritance, the argument-order checks.
-3. `_layout.analyse` splits the fields into children (dynamic) and treedef (static).
-4. We generate `__init__` (`init.py`), unflatten (`flatten.py`) and `replace`
-   (`replace.py`), install `__setattr__`/`__delattr__`/`__repr__`/`__eq__`/`__hash__`,
-   and register the class with JAX.
-
-The class returned is the class passed in (no metaclass, no wrapper class).
-
-`TreeClass`, the base-class form (for users of `eqx.Module` and `flax.struct.PyTreeNode`),
-runs the same `process()` from `__init_subclass__`, so both forms share one code path
-and the same generated code: a subclass is the class the decorator would have made,
-plus one base in its MRO. No metaclass: the class statement runs type's own machinery,
-as for a decorated class.
+"""`@treeclass` and `TreeClass`: both run `process()` on the class itself (no metaclass,
+no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register.
 """
 
 from __future__ import annotations
@@ -37,9 +22,8 @@ __all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
+# Called with each new treeclass, so layers above `_core` subscribe without an import cycle.
 ON_CLASS: Final[list[Callable[[type], object]]] = []
-"""Called with each new treeclass: layers above `_core` subscribe without `_core`
-importing them (treeclass/_checkpoint/flax_state.py, for flax.serialization)."""
 
 # Names the generated code or the instance dict use; a field may not take them.
 _RESERVED: Final = {
@@ -55,6 +39,7 @@ _OWNED: Final = {
     "tree_flatten": "treeclass registers the class with JAX itself",
     "tree_unflatten": "treeclass registers the class with JAX itself",
 }
+
 
 def _check_names(cls: type) -> None:
     for name, why in _OWNED.items():
@@ -72,8 +57,7 @@ def _check_fields(cls: type) -> None:
         trainable = f.metadata.get(TRAINABLE, True)
         if static and not trainable and f.name in own:
             raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
-        # A plain annotation (`x: jax.Array`) gets the dataclass's empty metadata; give
-        # every field both keys, so `f.metadata["static"]` always answers. A static
+        # Every field gets both keys (a plain annotation has empty metadata); a static
         # field holds no leaves, so none of it is trainable.
         f.metadata = types.MappingProxyType({**f.metadata, STATIC: static, TRAINABLE: trainable and not static})
         if f.name in _RESERVED or f.name.startswith("_tc_"):
@@ -81,8 +65,6 @@ def _check_fields(cls: type) -> None:
             msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
             raise TypeError(msg)
 
-
-_DEFAULTS: Final = {"kw_only": False, "repr": True, "eq": True}
 
 _MSG_BASE_FORM_OPTIONS: Final = """\
 {cls} subclasses tc.TreeClass, so it is a treeclass already, built with the class
@@ -109,13 +91,11 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 def _setattr(self: Any, name: str, value: Any) -> None:
     d = self.__dict__
     if name in d.get(INIT, ()):
-        # `self.w = ...` inside the instance's own hand-written `__init__` (init.py marks
-        # the instance while it runs): equinox's style. Frozen again when it returns.
+        # `self.w = ...` in the instance's own hand-written `__init__` (init.py marks it).
         d[name] = value
         return
     if name == "__orig_class__":
-        # `Box[int](1)`: typing records the alias on the instance, as for any generic
-        # class. It is metadata, not a field: flatten, == and hash ignore it.
+        # `Box[int](1)`: typing records the alias; metadata, not a field.
         object.__setattr__(self, name, value)
         return
     raise _frozen_error(self, name, "assign to")
@@ -126,35 +106,26 @@ def _delattr(self: Any, name: str) -> None:
 
 
 def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
-    """Installs our `__repr__`, `__eq__` and `__hash__` where the class body defines
-    none, as `dataclasses` does (`eq=True, frozen=True`), so that a class's own method
-    wins. A body that defines `__eq__` but not `__hash__` has `__hash__ = None` (Python
-    sets it) and gets ours, consistent with its `==` only if its `==` is at least as
-    strict as the static values; `__hash__ = None` written without `__eq__` is kept."""
+    """Installs `__repr__`, `__eq__`, `__hash__` where the body defines none, as dataclasses
+    does; a body `__eq__` without `__hash__` gets ours, a bare `__hash__ = None` is kept."""
     own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
     if repr and "__repr__" not in own:
         _install(cls, __repr__=show.tree_repr)
-    if not eq:
-        return
-    if "__eq__" not in own:
+    if eq and "__eq__" not in own:
         _install(cls, __eq__=tree.eq)
-    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    if not explicit_hash:
+    if eq and ("__hash__" not in own or (own["__hash__"] is None and "__eq__" in own)):
         _install(cls, __hash__=tree.hash_)
 
 
 def _install(cls: type, **methods: object) -> None:
-    # setattr, not `cls.__eq__ = ...`: checkers read `cls.__eq__` as the method of
-    # `type` bound to `cls`, and a generated `replace` as an attribute `type` lacks;
-    # assigning either takes a suppression per line, in each checker's dialect.
+    # setattr, not `cls.__eq__ = ...`: checkers read that as assigning a method of `type`
+    # (or an attribute `type` lacks), a suppression per line in each checker's dialect.
     for name, method in methods.items():
         setattr(cls, name, method)
 
 
 def _inherited_init(cls: type) -> Callable[..., None] | None:
-    """The hand-written `__init__` a subclass that declares no fields of its own and
-    writes no `__init__` inherits from its nearest treeclass base, as in equinox (one
-    that declares fields gets a generated `__init__`, as a dataclass does)."""
+    """A fieldless subclass inherits its nearest treeclass base's hand-written `__init__`."""
     own = inspect.get_annotations(cls)
     if any(f.name in own for f in dataclasses.fields(cls)):
         return None
@@ -163,10 +134,7 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
 
 
 def _mark_abstract(cls: type) -> None:
-    """Makes a class with unimplemented `abc.abstractmethod`s abstract, as `abc.ABCMeta`
-    does, so that instantiating it raises Python's `TypeError` naming them, also where
-    `abc.ABC` is not among its bases: setting `__abstractmethods__` is what sets the
-    flag `object.__new__` checks."""
+    """Sets `__abstractmethods__` as `abc.ABCMeta` does, also without an `abc.ABC` base."""
     names = {name for k in cls.__mro__ for name in vars(k)}
     abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
     if abstract:
@@ -174,9 +142,8 @@ def _mark_abstract(cls: type) -> None:
 
 
 def _rebuilt_by_cloudpickle() -> bool:
-    """True while cloudpickle rebuilds a class it pickled by value (one defined in
-    `__main__` or a notebook): it creates it empty, running `__init_subclass__` (this
-    call), then sets the attributes of the class that was pickled, a processed one."""
+    """True while cloudpickle rebuilds a class pickled by value: it creates it empty
+    (running `__init_subclass__`), then sets the processed class's attributes."""
     frame = sys._getframe(2)  # the caller of `__init_subclass__`: types.new_class
     return frame.f_back is not None and frame.f_back.f_code.co_name == "_make_skeleton_class"
 
@@ -244,17 +211,11 @@ def treeclass(
 
     - `cls`: the class; omit it to pass options (`@tc.treeclass(kw_only=True)`).
     - `kw_only`: make every field keyword-only in `__init__`.
-    - `repr`: install the array-summarising `__repr__`.
-    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values).
-    - `frozen`: for type checkers only: `False` tells pyright and mypy that the class's
-      hand-written `__init__` assigns its fields (`self.w = ...`), which they flag in a
-      frozen class. They then flag no assignment to its fields elsewhere either, and
-      want every class of the hierarchy to say the same; at runtime instances are
-      frozen whatever it says (assigning outside `__init__` raises).
-
-    As with `dataclasses`, a `__repr__`, `__eq__` or `__hash__` that the class body
-    defines itself is kept: treeclass installs its own only where the body has none
-    (a body with `__eq__` but no `__hash__` gets treeclass's hash).
+    - `repr`: install the array-summarising `__repr__` (unless the body defines one).
+    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values),
+      each unless the body defines it, as `dataclasses` does.
+    - `frozen`: for type checkers only: `False` lets a hand-written `__init__` assign
+      fields (`self.w = ...`) without a checker error; at runtime instances stay frozen.
 
     **Returns**
 
@@ -262,13 +223,9 @@ def treeclass(
 
     **Raises**
 
-    `TypeError` for a static default that is an array or unhashable, a field named
-    `replace`, a class body that defines `replace`, `tree_flatten` or `tree_unflatten`,
-    an annotation that cannot be resolved (under `from __future__ import annotations`)
-    and does not say whether the field is static, and the usual dataclass errors (a
-    required field after a defaulted one, ...); `ValueError` for a mutable default of a
-    dynamic field (a `jax.Array` default is fine). Instantiating a class with
-    unimplemented `abc.abstractmethod`s raises `TypeError` naming them.
+    `TypeError` for a static default that is an array or unhashable, a reserved field or
+    method name (`replace`, `tree_flatten`, ...), an unresolvable string annotation, and
+    the dataclass errors; `ValueError` for a mutable default of a dynamic field.
 
     **Example**
 
@@ -277,10 +234,8 @@ def treeclass(
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
     >>> n = Neuron(jnp.zeros(3))
-    >>> n
-    Neuron(v=f32[3], tau=20.0)
-    >>> jax.tree.leaves(n)
-    [Array([0., 0., 0.], dtype=float32)]
+    >>> n, len(jax.tree.leaves(n))
+    (Neuron(v=f32[3], tau=20.0), 1)
     >>> n.v = jnp.ones(3)
     Traceback (most recent call last):
     dataclasses.FrozenInstanceError: cannot assign to Neuron.v: treeclass instances are immutable.
@@ -293,10 +248,9 @@ def treeclass(
             raise TypeError(msg)
         layout = layout_of(c)
         if layout is not None:
-            # Decorating twice is a no-op; asking for other options than the class was
-            # built with would silently not apply them, so that is an error.
+            # Decorating twice is a no-op; other options would silently not apply: an error.
             options = {"kw_only": kw_only, "repr": repr, "eq": eq}
-            if options in (_DEFAULTS, layout.options):
+            if options in ({"kw_only": False, "repr": True, "eq": True}, layout.options):
                 return c
             bases = ", ".join(b.__name__ for b in c.__bases__)
             template = _MSG_BASE_FORM_OPTIONS if issubclass(c, TreeClass) else _MSG_OPTIONS_AGAIN
@@ -304,24 +258,17 @@ def treeclass(
             raise TypeError(template.format(cls=c.__name__, bases=bases, built=built))
         return process(c, kw_only=kw_only, repr=repr, eq=eq)
 
-    if cls is None:
-        return wrap
-    return wrap(cls)
+    return wrap if cls is None else wrap(cls)
 
 
-# frozen_default=True: checkers flag `obj.x = ...` as at runtime. (equinox leaves it
-# off because its modules assign fields in __init__; checkers cannot tell __init__
-# from other methods, so here a class that assigns in __init__ and is type-checked
-# says `frozen=False`, for the checkers only.)
+# frozen_default=True: checkers flag `obj.x = ...` as at runtime (equinox leaves it off,
+# as checkers cannot tell __init__ from other methods; here such a class says frozen=False).
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 class TreeClass:
     """A base class that makes every subclass a treeclass, as `@tc.treeclass` does.
 
-    Subclasses are frozen dataclasses and JAX pytrees with dynamic and static fields,
-    `replace()`, and everything else the decorator gives; `TreeClass` itself has no
-    fields and is not a pytree. Both forms mix freely: either may hold, subclass or be
-    subclassed by the other (`@tc.treeclass` on a `TreeClass` subclass is a no-op; pass
-    options as class keywords instead).
+    `TreeClass` itself has no fields and is not a pytree. Both forms mix freely: either
+    may hold, subclass or be subclassed by the other.
 
     **Arguments** (class keywords)
 
@@ -329,29 +276,23 @@ class TreeClass:
 
     **Returns**
 
-    Each subclass, processed as `@tc.treeclass(kw_only=..., repr=..., eq=...)` would.
+    Each subclass, processed as `@tc.treeclass(...)` would.
 
     **Raises**
 
-    At class definition, the errors `@tc.treeclass` raises (a static array default, a
-    field named `replace`, a body defining `replace`, the dataclass errors).
+    At class definition, the errors `@tc.treeclass` raises.
 
     **Example**
 
     >>> class Linear(tc.TreeClass):
     ...     w: jax.Array
-    ...     b: jax.Array
     ...     act: tc.Static[str] = "relu"
-    >>> lin = Linear(jnp.ones(2), jnp.zeros(2))
-    >>> lin
-    Linear(w=f32[2], b=f32[2], act='relu')
-    >>> lin.replace(act="tanh").act, len(jax.tree.leaves(lin)), tc.is_treeclass(lin)
-    ('tanh', 2, True)
+    >>> Linear(jnp.ones(2)).replace(act="tanh")
+    Linear(w=f32[2], act='tanh')
     >>> class MLP(tc.TreeClass, kw_only=True):
     ...     layers: tuple[Linear, ...]
-    >>> mlp = MLP(layers=(lin, lin))
-    >>> jax.tree.structure(mlp) == jax.tree.structure(MLP(layers=(lin, lin)))
-    True
+    >>> len(jax.tree.leaves(MLP(layers=(Linear(jnp.ones(2)),) * 3)))
+    3
     """
 
     def __init_subclass__(
@@ -369,9 +310,8 @@ class TreeClass:
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:
-        # Declared for type checkers only: at runtime every subclass gets its own
-        # generated `replace` (one keyword per field), which a method defined here
-        # would not shadow but would make `TreeClass` look like it had one.
+        # For type checkers only: each subclass gets its own generated `replace`; one
+        # defined here at runtime would make `TreeClass` look like it had one.
         def replace(self, /, **changes: Any) -> Self:
             """Returns a copy with the given fields changed (see `treeclass.replace`)."""
             ...

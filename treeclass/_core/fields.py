@@ -1,9 +1,5 @@
-"""Field specifiers: `field()`, `static()` and the `Static[T]` annotation.
-
-A treeclass field is a plain `dataclasses.Field`. Everything treeclass adds lives in
-its read-only `metadata`, under the keys below, so `dataclasses.fields()` and every
-tool that reads dataclass metadata (flax.serialization, orbax, jax's own
-`register_dataclass`, which reads `metadata["static"]`) see the same thing we do.
+"""Field specifiers: `field()`, `static()`, `Static[T]`. A field is a plain `dataclasses.Field`
+whose `metadata` holds what treeclass adds, so every tool reading it sees what we do.
 """
 
 from __future__ import annotations
@@ -35,9 +31,8 @@ STATIC_MARKER: Final = _StaticMarker()
 Static = Annotated[_T, STATIC_MARKER]
 """Marks a field as static: `tau: tc.Static[float] = 20.0` equals `tau: float = tc.static(default=20.0)`.
 
-A static value is part of the treedef, never traced: JAX compares it with `==` and
-hashes it to find a compiled function, so it must be hashable and should compare by
-value. Changing it recompiles.
+A static value is part of the treedef, never traced: it must be hashable and should
+compare by value. Changing it recompiles.
 
 **Arguments**
 
@@ -49,16 +44,13 @@ value. Changing it recompiles.
 
 **Raises**
 
-Nothing itself; `@treeclass` raises `TypeError` for a `Static[T]` field whose
-`field()` has `axes=` or `converter=`, which only dynamic fields take.
+`@treeclass` raises `TypeError` for a `Static[T]` field with `axes=` or `converter=`.
 
 **Example**
 
 >>> class Neuron(tc.TreeClass):
 ...     v: jax.Array
 ...     tau: tc.Static[float] = 20.0
->>> [f.name for f in tc.fields(Neuron) if f.metadata["static"]]
-['tau']
 >>> jax.tree.structure(Neuron(jnp.zeros(2)))
 PyTreeDef(CustomNode(Neuron[(20.0,)], [*]))
 """
@@ -69,24 +61,26 @@ _MSG_AXES: Final = (
 )
 
 
-class _Options(TypedDict, total=False):
-    """The options every overload of `field()` takes besides the default and converter."""
+class _StaticOptions(TypedDict, total=False):
+    """`static()`'s options besides the default."""
 
-    static: bool
-    trainable: bool
     init: bool
     repr: bool
     kw_only: bool
     metadata: Mapping[str, Any] | None
+
+
+class _Options(_StaticOptions, total=False):
+    """`field()`'s options besides the default and converter."""
+
+    static: bool
+    trainable: bool
     axes: tuple[str | None, ...] | None
 
 
-# The overloads mirror `dataclasses.field` in typeshed, so a type checker infers the
-# field's type from `default`/`default_factory` and sees a required argument otherwise.
-# With a converter, the field holds what the converter returns (`_T`) and the default
-# is one of its inputs (`_S`): pyright reads the converter's parameter type as the
-# `__init__` parameter's (`w: Array = field(converter=jnp.asarray)` takes a list);
-# mypy does not, and keeps the annotation (docs/faq.md says what each does).
+# The overloads mirror typeshed's `dataclasses.field`. With a converter the field holds
+# what it returns (`_T`) and the default is one of its inputs (`_S`); pyright then reads
+# the converter's parameter type as `__init__`'s, mypy keeps the annotation (docs/faq.md).
 @overload
 def field(*, default: _S, converter: Callable[[_S], _T], **options: Unpack[_Options]) -> _T: ...
 @overload
@@ -117,28 +111,25 @@ def field(
     **Arguments**
 
     - `static`: if True the value goes into the treedef instead of being a pytree child.
-    - `trainable`: False marks a dynamic field, and everything under it (arrays,
-      containers, nested treeclasses), as state, not parameters: traced, vmapped,
-      sharded, compared and checkpointed like any dynamic field, but never
-      differentiated by `tc.grad` nor updated by `tc.apply_updates`
-      (BatchNorm's running statistics, an EMA, a frozen encoder).
+    - `trainable`: False marks a dynamic field, and everything under it, as state, not
+      parameters: traced like any dynamic field, but never differentiated by `tc.grad`
+      nor updated by `tc.apply_updates` (BatchNorm statistics, a frozen encoder).
     - `default`, `default_factory`, `init`, `repr`, `kw_only`, `metadata`: as in
       `dataclasses.field`.
-    - `converter`: a callable applied to the value at construction and in `replace()`,
-      before `__post_init__`. Never applied when JAX rebuilds an instance.
-    - `axes`: the logical axis names of a dynamic array field, one per dimension
-      (`None` for an unnamed one), used by `treeclass.shardings()`.
+    - `converter`: applied to the value at construction and in `replace()`, before
+      `__post_init__`; never when JAX rebuilds an instance.
+    - `axes`: logical axis names of a dynamic array field, one per dimension (`None` for
+      an unnamed one), used by `treeclass.shardings()`.
 
     **Returns**
 
-    A `dataclasses.Field` whose `metadata` holds `"static"` and `"trainable"` (False
-    for static fields, which hold no leaves), and `"converter"` and `"axes"` when given.
+    A `dataclasses.Field` whose `metadata` holds `"static"`, `"trainable"`, and
+    `"converter"` and `"axes"` when given.
 
     **Raises**
 
-    `TypeError` if `axes` is not a tuple of `str | None` or is given on a static field,
-    or if `converter` is not callable; when the class is defined, `TypeError` naming
-    `Class.field` for `trainable=False` on a static field.
+    `TypeError` for bad `axes` (or any on a static field), `metadata`, `default_factory`
+    or `converter`; at class definition, for `trainable=False` on a static field.
 
     **Example**
 
@@ -147,8 +138,6 @@ def field(
     ...     mean: jax.Array = tc.field(trainable=False, default_factory=lambda: jnp.zeros(2))
     ...     act: str = tc.field(static=True, default="relu")
     >>> layer = Layer([[1.0, 2.0]])
-    >>> layer.w.shape, layer.act
-    ((1, 2), 'relu')
     >>> [(f.name, f.metadata["static"], f.metadata["trainable"]) for f in tc.fields(Layer)]
     [('w', False, True), ('mean', False, False), ('act', True, False)]
     >>> tc.grad(lambda m: jnp.sum(m.w) + jnp.sum(m.mean))(layer).mean is None  # state
@@ -164,9 +153,8 @@ def field(
             f"{default_factory!r}. For a constant, use default=... instead."
         )
         raise TypeError(msg)
-    meta: dict[str, Any] = dict(metadata or {})
-    meta[STATIC] = bool(static)
-    meta[TRAINABLE] = bool(trainable)  # checked against `static` by @treeclass, naming the field
+    # `trainable` is checked against `static` by @treeclass, naming the field.
+    meta: dict[str, Any] = {**(metadata or {}), STATIC: bool(static), TRAINABLE: bool(trainable)}
     if converter is not None:
         if not callable(converter):
             msg = f"field(converter=...) must be callable; got {converter!r}."
@@ -191,15 +179,6 @@ def field(
         kw_only=kw_only,
         metadata=meta,
     )
-
-
-class _StaticOptions(TypedDict, total=False):
-    """The options every overload of `static()` takes besides the default."""
-
-    init: bool
-    repr: bool
-    kw_only: bool
-    metadata: Mapping[str, Any] | None
 
 
 @overload
@@ -229,9 +208,8 @@ def static(
 
     **Raises**
 
-    `ValueError` if both `default` and `default_factory` are given (as
-    `dataclasses.field`). A default that is an array or unhashable is refused with a
-    `TypeError` naming the field when `@treeclass` decorates the class.
+    `ValueError` for both `default` and `default_factory`; at class definition,
+    `TypeError` for a default that is an array or unhashable.
 
     **Example**
 
@@ -242,8 +220,7 @@ def static(
     >>> len(leaves), treedef.unflatten(leaves).tau
     (1, 20.0)
     """
-    # No overload takes both `default` and `default_factory`; the implementation does,
-    # and uses whichever is set.
+    # No overload takes both `default` and `default_factory`; the implementation does.
     return field(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
         static=True,
         default=default,

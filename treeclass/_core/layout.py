@@ -1,8 +1,5 @@
-"""What treeclass knows about one class: its fields, split into the pytree's children
-(dynamic) and treedef (static), and the user hooks that construction must run.
-
-Computed once per class at decoration; everything generated (`__init__`, flatten,
-unflatten, `replace`) is driven by a `Layout`.
+"""`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
+the hooks construction runs; computed once at decoration, it drives all generated code.
 """
 
 from __future__ import annotations
@@ -16,18 +13,14 @@ from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
 __all__ = ["FLAT", "INIT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
 
-# The attribute that caches an instance's flattened form, `(children, statics)`.
-# Instances are immutable, so it is computed once (at construction or unflatten) and
-# JAX's flatten becomes `operator.attrgetter(FLAT)`: a C call with no Python frame.
+# Caches an instance's `(children, statics)`, computed once (instances are immutable), so
+# JAX's flatten is `operator.attrgetter(FLAT)`: a C call with no Python frame.
 FLAT: Final = "__tc_flat__"
 LAYOUT: Final = "__tc_layout__"
-# In an instance's `__dict__` only while its hand-written `__init__` runs: the one time
-# `self.w = ...` is allowed (`decorator._setattr`).
+# In `__dict__` only while a hand-written `__init__` runs, the one time `self.w = ...` works.
 INIT: Final = "__tc_init__"
 
-# `dataclasses.fields()` hides InitVar pseudo-fields, but the generated `__init__` must
-# accept them in declaration order and pass them to `__post_init__`. The marker has
-# been in the stdlib, unchanged, since dataclasses was added (3.7).
+# `dataclasses.fields()` hides InitVars, which `__init__` takes and passes to `__post_init__`.
 _FIELD_INITVAR: Final = getattr(dataclasses, "_FIELD_INITVAR", None)
 
 
@@ -36,37 +29,22 @@ class Layout:
     """The per-class analysis that drives code generation."""
 
     cls: type
-    fields: tuple[dataclasses.Field[Any], ...]
-    """Every field, in declaration order (parents' first), `init=False` ones included."""
+    fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]
-    """The fields' names, in that order."""
     initvars: tuple[dataclasses.Field[Any], ...]
     dynamic: tuple[str, ...]
     static: tuple[str, ...]
-    frozen: frozenset[str]
-    """The dynamic fields declared `trainable=False`: state, not parameters."""
+    frozen: frozenset[str]  # the dynamic fields declared `trainable=False`
     converters: dict[str, Callable[[Any], Any]]
     post_init: bool
-    user_init: Callable[..., None] | None
-    """The class's own `__init__`, if it wrote one (dataclasses then keeps it)."""
-    check_inits: tuple[Callable[[Any], None], ...]
-    """Every `__check_init__` of the class's MRO, base first."""
-    options: dict[str, bool]
-    """The decorator's options the class was built with (`kw_only`, `repr`, `eq`)."""
+    user_init: Callable[..., None] | None  # the class's own `__init__`, if any
+    check_inits: tuple[Callable[[Any], None], ...]  # every `__check_init__` of the MRO, base first
+    options: dict[str, bool]  # the decorator's: kw_only, repr, eq
 
 
 def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
-    """True for an inherited `init=False` field that the class overrides with a property
-    (or another data descriptor), as plain dataclasses allow:
-
-        class Base:
-            y: float = tc.field(init=False)
-        class Child(Base):
-            @property
-            def y(self): return self.x * 2
-
-    The value is computed, never stored: it is not a pytree child, a treedef entry or a
-    `replace()` keyword."""
+    """True for an inherited `init=False` field the class overrides with a property (or
+    another data descriptor): computed, never stored, so neither a child nor a keyword."""
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)
@@ -76,12 +54,9 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
 def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str, bool]) -> Layout:
     fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
     # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
-    initvars = tuple(
-        f
-        for f in all_fields.values()
-        if getattr(f, "_field_type", None) is _FIELD_INITVAR and _FIELD_INITVAR is not None
-    )
+    every = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
+    # getattr: typeshed declares neither the marker nor `_field_type`.
+    initvars = tuple(f for f in every.values() if getattr(f, "_field_type", 0) is _FIELD_INITVAR)
     return Layout(
         cls=cls,
         fields=fields,
@@ -99,16 +74,11 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
 
 
 def layout_of(x: object) -> Layout | None:
-    """The `Layout` of a treeclass, or of an instance of one; None for anything else.
-
-    Read from the class's own `__dict__`, not inherited: a subclass that was not
-    decorated again is not registered with JAX, so it is not a treeclass either."""
+    """The `Layout` of a treeclass or instance (not inherited); None for anything else."""
     cls = x if isinstance(x, type) else type(x)
-    layout: Layout | None = cls.__dict__.get(LAYOUT)
-    return layout
+    return cast("Layout | None", cls.__dict__.get(LAYOUT))
 
 
 def instance_layout(x: object) -> Layout | None:
-    """The `Layout` of a treeclass instance; None for anything else, a treeclass
-    class included (a class held in a field is a leaf to JAX, not a node)."""
+    """The `Layout` of a treeclass instance; None else, a treeclass class included."""
     return None if isinstance(x, type) else layout_of(x)

@@ -1,7 +1,5 @@
-"""The class body before `dataclasses` sees it: `Static[T]` annotations become
-static fields, also through aliases and under `from __future__ import annotations`
-(an alias local to a function included), and static defaults are checked, naming
-`Class.field` where dataclasses would give a fix that does not apply.
+"""The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
+also as strings) become static fields, and defaults are checked, naming `Class.field`.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import dataclasses
 import inspect
 import re
 import sys
-import types
+import traceback
 import typing
 from collections.abc import Callable
 from typing import Any, Final
@@ -47,18 +45,12 @@ specifier, which then decides:
 
 
 def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
-    """The globals and locals the annotations of `cls` were written in, for
-    `from __future__ import annotations`: the globals of the code that runs the class
-    statement (its module's, or a namespace `exec` runs it in), and the class itself,
-    its namespace and the locals of every frame on the stack that runs in those
-    globals (the function whose body holds the class statement, and the functions
-    around it while they run), innermost first; the module's globals last."""
-    frames: list[types.FrameType] = []
-    frame: types.FrameType | None = sys._getframe(1)  # where the class statement runs, or above it
-    while frame is not None:
-        if not str(frame.f_globals.get("__name__", "")).startswith("treeclass._core"):
-            frames.append(frame)
-        frame = frame.f_back
+    """The globals and locals the string annotations of `cls` were written in: those of
+    the code running the class statement, then the class, its namespace, the locals of
+    every frame on the stack in those globals (innermost first), and the module's."""
+    stack = traceback.walk_stack(sys._getframe(1))  # where the class statement runs, or above
+    core = "treeclass._core"
+    frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
     ours = [f for f in frames if f.f_globals.get("__name__") == cls.__module__] or frames[:1]
     globals_ = ours[0].f_globals if ours else {}
     module = sys.modules.get(cls.__module__)
@@ -67,10 +59,8 @@ def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
 
 
 def _evaluate(text: str, cls: type, name: str, scopes: tuple[dict[str, Any], Any]) -> Any:
-    """The annotation `text` evaluated; if it cannot be, what decides whether it is
-    `Static`: its head (`tc.Static` of `tc.Static[Later]`, `tuple` of `tuple[Later]`).
-    An annotation whose head cannot be evaluated either (`Hyper`, an alias treeclass
-    cannot see; `Later`, a class not yet defined) raises naming `Class.field`."""
+    """The annotation `text` evaluated, else its head (`tc.Static` of `tc.Static[Later]`),
+    which decides whether it is `Static`; else raises naming `Class.field`."""
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError as e:
@@ -91,9 +81,8 @@ def _evaluate(text: str, cls: type, name: str, scopes: tuple[dict[str, Any], Any
 
 
 def _is_static_annotation(annotation: Any) -> bool:
-    if typing.get_origin(annotation) is typing.Annotated:
-        return any(m is STATIC_MARKER for m in annotation.__metadata__)
-    return False
+    annotated = typing.get_origin(annotation) is typing.Annotated
+    return annotated and any(m is STATIC_MARKER for m in annotation.__metadata__)
 
 
 def _mark_static_annotations(cls: type) -> None:
@@ -120,8 +109,7 @@ def _mark_static_annotations(cls: type) -> None:
                     raise TypeError(msg)
                 if value.metadata.get(TRAINABLE) is False:
                     raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
-                # The Field's default and default_factory pass through as they are (one
-                # is MISSING), which no overload of static() takes.
+                # default and default_factory pass through (one is MISSING): no overload.
                 replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
                     default=value.default,
                     default_factory=value.default_factory,
@@ -149,15 +137,11 @@ that makes a new one per instance:
 _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 
-class _Shared:
-    """Stands for a `jax.Array` default while `dataclasses` looks at the class: it
-    refuses any unhashable default as mutable, but a JAX array is immutable, so one
-    default array is shared safely, as a float default is."""
+class _Shared(typing.NamedTuple):
+    """Hides a `jax.Array` default (immutable, safe to share) from dataclasses, which
+    refuses any unhashable default as mutable."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    value: Any
 
 
 def _is_classvar(annotation: object) -> bool:
@@ -167,10 +151,8 @@ def _is_classvar(annotation: object) -> bool:
 
 
 def _check_defaults(cls: type) -> Callable[[], None]:
-    """Checks the defaults of the fields `cls` declares, before dataclasses sees them:
-    static ones as static values (dataclasses' "use default_factory" is the wrong fix
-    for those), mutable dynamic ones refused naming the field, and `jax.Array` ones
-    accepted. Returns what puts the arrays back once dataclasses is done."""
+    """Checks static defaults as static values, refuses mutable dynamic ones naming the
+    field, hides `jax.Array` ones; returns what puts the arrays back afterwards."""
     for name, annotation in inspect.get_annotations(cls).items():
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None
@@ -198,8 +180,6 @@ def _check_defaults(cls: type) -> Callable[[], None]:
 
 
 def prepare(cls: type) -> Callable[[], None]:
-    """Rewrites the class body of `cls` for `dataclasses.dataclass`: `Static[T]`
-    fields become `tc.static()` fields, and defaults are checked. Returns what to call
-    once dataclasses is done, to put `jax.Array` defaults in place."""
+    """Rewrites `cls`'s body for `dataclasses.dataclass`; returns what to call after it."""
     _mark_static_annotations(cls)
     return _check_defaults(cls)
