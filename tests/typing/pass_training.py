@@ -15,7 +15,7 @@ from typing import Any, assert_type, reveal_type
 
 import jax
 import jax.numpy as jnp
-import optax  # type: ignore[import-untyped]  # pyright: ignore[reportMissingTypeStubs]
+import optax
 
 import treeclass as tc
 

@@ -152,7 +152,7 @@ class _Run:
         ctx.related = self.program.ancestors(file, found) | {found.name}
         ctx.methods = self.program.methods(file, found)
         for i, decorator in enumerate(found.node.decorator_list):
-            fn = self.program.function(file, _names.dotted(decorator, file.names), self.functions)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            fn = self.program.function(file, _names.dotted(decorator, file.names), self.functions)
             if fn is not None and harmless_decorator(fn, factory=isinstance(decorator, ast.Call)):
                 ctx.harmless.add(i)
         reasons: list[str] = []
@@ -306,9 +306,8 @@ def _wrapped(files: list[File]) -> None:
     for file in files:
         for stmt in file.tree.body:
             options = _find.wrapper(stmt, file.names)
-            if options is not None:
-                name = stmt.name  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
-                wrappers[f"{file.module}.{name}"] = options if isinstance(options, ast.Call) else name
+            if isinstance(stmt, ast.FunctionDef) and options is not None:  # a wrapper is a function
+                wrappers[f"{file.module}.{stmt.name}"] = options if isinstance(options, ast.Call) else stmt.name
     if not wrappers:
         return
     program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
@@ -316,15 +315,15 @@ def _wrapped(files: list[File]) -> None:
         for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
             for i, decorator in enumerate(found.node.decorator_list):
                 qualified = _names.dotted(decorator, file.names)
-                known = _find.decorator_family(program.absolute(file, qualified or ""))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                known = _find.decorator_family(program.absolute(file, qualified or ""))
                 if known is not None:  # `from . import struct` inside flax itself
                     found.family, found.decorator = known, i
                     break
-                options = program.function(file, qualified, wrappers)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-                if isinstance(options, str):  # a wrapper the tool cannot read
-                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=options)
-                elif options is not None:
-                    found.family, found.decorator, found.wrapper = "register_dataclass", i, options
+                wrapped = program.function(file, qualified, wrappers)
+                if isinstance(wrapped, str):  # a wrapper the tool cannot read
+                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
+                elif wrapped is not None:
+                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
 
 
 def _partial(paths: list[Path]) -> str | None:

@@ -189,7 +189,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         call = node.value  # a mutator called for its effect; `s = s.add(x)` is functional
         func = call.func if isinstance(call, ast.Call) else None
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
-            self._record(self.facts.mutated, call.func.value.value, call.func.value.attr, node)
+            self._record(self.facts.mutated, func.value.value, func.value.attr, node)
         self.generic_visit(node)
 
     # --- tuple use of NamedTuples -------------------------------------------------------

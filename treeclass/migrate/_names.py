@@ -72,8 +72,7 @@ def aliases(tree: ast.Module) -> dict[str, str]:
                 else:  # `import jax.tree_util` binds `jax`
                     top = alias.name.split(".")[0]
                     found[top] = top
-        elif isinstance(node, ast.ImportFrom):
-            # `from . import x` -> ".x", `from .m import x` -> ".m.x"
+        else:  # ast.ImportFrom: `from . import x` -> ".x", `from .m import x` -> ".m.x"
             module = "." * node.level + (f"{node.module}." if node.module else "")
             for alias in node.names:
                 if alias.name != "*":

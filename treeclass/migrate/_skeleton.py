@@ -97,5 +97,5 @@ def rewrite_source(
     new = _rewrite.rewrite(
         module, plans, names, tc=tc, form=form, also_used=_names_read(skipped), own=own
     ).code
-    out = LINE.findall(new)
+    out: list[str] = LINE.findall(new)
     return "".join(kept.get(line, line) for line in out)

@@ -96,7 +96,7 @@ class Typing:
                 return node.id  # the class itself: `Carry._make(...)`
             return self.globals.get(node.id)
         if isinstance(node, ast.Attribute):
-            root = node
+            root: ast.expr = node
             while isinstance(root, ast.Attribute):
                 root = root.value
             if isinstance(root, ast.Name) and root.id in self.modules:
@@ -204,14 +204,23 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
             continue
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
         for n in ast.walk(stmt):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign | ast.AnnAssign) else []
+            targets: list[ast.expr]
+            value: ast.expr | None  # None: `self.x: int` declares only
+            if isinstance(n, ast.Assign):
+                targets, value = n.targets, n.value
+            elif isinstance(n, ast.AugAssign | ast.AnnAssign):
+                targets, value = [n.target], n.value
+            else:
+                continue
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
-                    stored.setdefault(t.attr, set()).add(_stored(n.value, me, t.attr, names, classes))  # type: ignore[union-attr]  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess]
+                    stored.setdefault(t.attr, set()).add(_stored(value, me, t.attr, names, classes))
     for attr, kinds in stored.items():
         kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
-        if len(kinds) == 1 and None not in kinds and (node.name, attr) not in out:
-            out[(node.name, attr)] = kinds.pop()  # type: ignore[assignment]
+        if len(kinds) == 1 and (node.name, attr) not in out:
+            kind = kinds.pop()
+            if kind is not None:
+                out[(node.name, attr)] = kind
     return out
 
 
