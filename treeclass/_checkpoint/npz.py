@@ -1,6 +1,5 @@
-"""`save()` and `load()`: an ordinary `.npz` holding what manifest.py encodes, written
-atomically and read member by member, each checked before its bytes are read: a hostile
-file can neither run code (nothing is unpickled) nor make us allocate past the template."""
+"""`save()`, `load()`: an ordinary `.npz` of what manifest.py encodes, written atomically; each
+member is checked before it is read: nothing is unpickled, nothing allocated past the template."""
 
 from __future__ import annotations
 
@@ -155,11 +154,10 @@ class Reader:
                 shape, fortran, dtype = read_header(fp)
                 if dtype.hasobject:  # a pickle: unpickling runs code of the file's choosing
                     self.fail(f"{where}: {name} holds pickled Python objects, never loaded")
-                if expect is not None:
-                    want = expect[0].kind, expect[0].itemsize, expect[1]
-                    if (dtype.kind, dtype.itemsize, tuple(shape)) != want:
-                        found = f"{dtype} {tuple(shape)}"
-                        self.fail(f"{where}: {name} holds {found}, not {expect[0]} {expect[1]}")
+                found = dtype.kind, dtype.itemsize, tuple(shape)
+                if expect is not None and found != (expect[0].kind, expect[0].itemsize, expect[1]):
+                    what = f"holds {dtype} {found[2]}, not {expect[0]} {expect[1]}"
+                    self.fail(f"{where}: {name} {what}")
                 size = math.prod(shape) * dtype.itemsize
                 data = fp.read(size)  # no more than the member holds
                 # Reading to the end makes zipfile check the bytes against the CRC.
@@ -184,10 +182,8 @@ def _fspath(path: object, fn: str) -> str:
 def save(path: str | os.PathLike[str], obj: Any) -> None:
     """Writes `obj`'s dynamic leaves, structure and static values to a `.npz` file.
 
-    Arrays are members named by their state-dict paths (`layers.0.w`); bfloat16 is
-    stored as raw bits, typed PRNG keys as key data. The file is written under a
-    temporary name, then renamed over `path` (no suffix added): `path` never holds half
-    a checkpoint.
+    Arrays are members named by their state-dict paths (`layers.0.w`). The file is written
+    under a temporary name, then renamed over `path`: it never holds half a checkpoint.
 
     **Arguments**
 
@@ -200,21 +196,19 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 
     **Raises**
 
-    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold
-    (a string, an object array, a tracer), or if `obj` is not a container;
-    `ValueError` if two leaves would share a name; `CheckpointError`, showing the orbax
-    calls, for an array spread over several processes. `OSError` from the file system.
+    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold (a
+    string, a tracer), or for a non-container `obj`; `ValueError` if two leaves would share
+    a name; `CheckpointError` for an array spread over processes. `OSError` from the disk.
 
     **Example**
 
     >>> import os, tempfile
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> tc.save(os.path.join(tmp.name, "dense.npz"), Dense(jnp.ones((2, 3), jnp.bfloat16)))
-    >>> sorted(np.load(os.path.join(tmp.name, "dense.npz")).files)  # an ordinary .npz
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     tc.save(os.path.join(tmp, "dense.npz"), Dense(jnp.ones((2, 3), jnp.bfloat16)))
+    ...     sorted(np.load(os.path.join(tmp, "dense.npz")).files)  # an ordinary .npz
     ['__treeclass__', 'w']
-    >>> tmp.cleanup()
     """
     path = _fspath(path, "save")
     root = check_root(obj, "save", "obj")
@@ -235,9 +229,8 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 def load(path: str | os.PathLike[str], template: _T) -> _T:
     """Reads a file written by `save` into the structure of `template`.
 
-    Structure, shapes, dtypes, static values and CRC-32s are checked before an array is
-    used; nothing is unpickled. Leaves come back as the template's kind: a `jax.Array`
-    (or `ShapeDtypeStruct`) with its weak type and sharding, numpy, or a Python scalar.
+    Structure, shapes, dtypes, statics and CRC-32s are checked before an array is used;
+    nothing is unpickled. Leaves come back as the template's (a `jax.Array` sharded as it).
 
     **Arguments**
 
