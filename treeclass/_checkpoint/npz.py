@@ -1,8 +1,5 @@
-"""`save()` and `load()`: an ordinary `.npz` (a zip of `.npy` members) holding the
-manifest and leaves manifest.py encodes, written atomically (`write_atomic`) and read
-member by member (`Reader`), each checked before its bytes are read: a damaged or
-hostile file can neither run code (nothing is unpickled) nor make us allocate more
-than the template expects."""
+"""`save()`, `load()`: an ordinary `.npz` of what manifest.py encodes, written atomically; each
+member is checked before it is read: nothing is unpickled, nothing allocated past the template."""
 
 from __future__ import annotations
 
@@ -31,19 +28,19 @@ from treeclass._checkpoint.manifest import (
 from treeclass._checkpoint.state_dict import CheckpointError, check_root, restore, wrong_argument
 
 _T = TypeVar("_T")
+_Array = np.ndarray[Any, Any]
+_Expect = tuple[np.dtype[Any], tuple[int, ...]] | None
 
 
-def write_member(zf: zipfile.ZipFile, name: str, array: np.ndarray[Any, Any]) -> int:
-    """What numpy.savez does for each array, minus its pickling of object arrays;
-    returns the member's CRC-32 (of its bytes as stored, header included)."""
+def write_member(zf: zipfile.ZipFile, name: str, array: _Array) -> int:
+    """numpy.savez for one array, never pickling; returns the member's CRC-32 (as stored)."""
     with zf.open(name + ".npy", mode="w", force_zip64=True) as fp:
         np.lib.format.write_array(fp, array, allow_pickle=False)
     return zf.getinfo(name + ".npy").CRC
 
 
 def write_atomic(path: str, write_to: Callable[[IO[bytes]], None]) -> None:
-    """Writes through `write_to` into a new file beside `path`, then renames it over
-    `path`: a failure part-way leaves `path` as it was and no temporary file."""
+    """Writes a temporary beside `path`, then renames it over `path`: a failure leaves neither."""
     directory, base = os.path.split(os.path.abspath(path))
     tmp = os.path.join(directory, _temporary(directory, base))
     # os.open 0o666, not tempfile.mkstemp's 0o600, which the checkpoint would keep: umask.
@@ -67,20 +64,17 @@ def write_atomic(path: str, write_to: Callable[[IO[bytes]], None]) -> None:
 
 
 def _temporary(directory: str, base: str) -> str:
-    """A new temporary's name, `.{base}.{host}.{pid}.{random}.tmp`, once the ones that
-    killed processes of this host left (SIGKILL: no `except` runs) are removed. POSIX
-    only: on Windows, `os.kill(pid, 0)` would end the process."""
+    """`.{base}.{host}.{pid}.{random}.tmp`, once those of killed processes (SIGKILL) are
+    removed; POSIX only: on Windows, `os.kill(pid, 0)` would end the process."""
     prefix = f".{base}.{zlib.crc32(socket.gethostname().encode()):08x}."
     for name in os.listdir(directory) if os.name == "posix" else ():
         pid = name.removeprefix(prefix).partition(".")[0]
         if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:  # (PermissionError: alive, another user's)
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # (PermissionError: alive, another user's)
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
                     os.unlink(os.path.join(directory, name))
-            except OSError:
-                pass
     return f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
@@ -88,9 +82,8 @@ _HEADER = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it
 
 
 class _Capped:
-    """A member's file object that gives at most `left` bytes, then one more (to let
-    zipfile reach the end and check the CRC-32): its reads ask no more of zipfile,
-    which inflates as much as it is asked for."""
+    """A member that gives at most `left` bytes, plus one (for zipfile's CRC-32 check at
+    the end): zipfile inflates as much as it is asked for."""
 
     def __init__(self, fp: IO[bytes], left: int) -> None:
         self.fp, self.left = fp, left + 1
@@ -112,8 +105,7 @@ class Reader:
             self.fail("it is not a .npz (zip) file", e)
 
     def fail(self, what: str, error: Exception | None = None) -> NoReturn:
-        """Raises the `CheckpointError` for a damaged file: zipfile and numpy report
-        damage as anything (BadZipFile, EOFError, struct.error, NotImplementedError...)."""
+        """The `CheckpointError` for damage, which zipfile and numpy report as any exception."""
         cause = f" ({type(error).__name__}: {error})" if error is not None else ""
         msg = f"{self.path}: cannot load this checkpoint: {what}{cause}. The file is damaged, "
         msg += "truncated, or was not written by treeclass.save()."
@@ -137,16 +129,9 @@ class Reader:
             self.fail(f"{MANIFEST}.npy has no tree")
         return cast("dict[str, Any]", tree)
 
-    def read(
-        self,
-        member: str,
-        expect: tuple[np.dtype[Any], tuple[int, ...]] | None,
-        where: str,
-        crc: int | None = None,
-    ) -> np.ndarray[Any, Any]:
-        """The member's array; with `expect`, of that dtype (returned in native byte order)
-        and shape, checked before the data is read; with `crc`, that CRC-32, which zipfile
-        checks the bytes against."""
+    def read(self, member: str, expect: _Expect, where: str, crc: int | None = None) -> _Array:
+        """The member's array; with `expect`, of that dtype (in native byte order) and shape,
+        checked before the data is read; with `crc`, bytes zipfile checks against it."""
         name = member + ".npy"
         try:
             info = self.zf.getinfo(name)
@@ -154,14 +139,11 @@ class Reader:
             self.fail(f"{where}: the file has no member {name!r}")
         if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
-        # At most the bytes this member may hold, whatever sizes its header claims: a
-        # member that inflates to gigabytes (a zip bomb) is refused at that bound. The
-        # manifest, stored uncompressed by save(), within the file's size (+ 1 MiB).
-        bound = (
-            self.size + 2**20
-            if expect is None
-            else _HEADER + math.prod(expect[1]) * expect[0].itemsize
-        )
+        # At most the bytes this member may hold, whatever its header claims (a zip bomb is
+        # refused there); the manifest, stored uncompressed, within the file's size.
+        bound = self.size + 2**20
+        if expect is not None:
+            bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
         try:
             with self.zf.open(info) as member_fp:
                 fp = _Capped(member_fp, bound)
@@ -172,11 +154,10 @@ class Reader:
                 shape, fortran, dtype = read_header(fp)
                 if dtype.hasobject:  # a pickle: unpickling runs code of the file's choosing
                     self.fail(f"{where}: {name} holds pickled Python objects, never loaded")
-                if expect is not None:
-                    want = expect[0].kind, expect[0].itemsize, expect[1]
-                    if (dtype.kind, dtype.itemsize, tuple(shape)) != want:
-                        found = f"{dtype} {tuple(shape)}"
-                        self.fail(f"{where}: {name} holds {found}, not {expect[0]} {expect[1]}")
+                found = dtype.kind, dtype.itemsize, tuple(shape)
+                if expect is not None and found != (expect[0].kind, expect[0].itemsize, expect[1]):
+                    what = f"holds {dtype} {found[2]}, not {expect[0]} {expect[1]}"
+                    self.fail(f"{where}: {name} {what}")
                 size = math.prod(shape) * dtype.itemsize
                 data = fp.read(size)  # no more than the member holds
                 # Reading to the end makes zipfile check the bytes against the CRC.
@@ -201,11 +182,8 @@ def _fspath(path: object, fn: str) -> str:
 def save(path: str | os.PathLike[str], obj: Any) -> None:
     """Writes `obj`'s dynamic leaves, structure and static values to a `.npz` file.
 
-    Arrays are members named by their state-dict paths (`layers.0.w`): bfloat16 and
-    other dtypes numpy cannot name as raw bits, typed PRNG keys as their key data. The
-    file is written under a temporary name, then renamed over `path` (no suffix is
-    added): `path` never holds half a checkpoint, and the temporaries of saves that
-    were killed are removed by the next save of `path`.
+    Arrays are members named by their state-dict paths (`layers.0.w`). The file is written
+    under a temporary name, then renamed over `path`: it never holds half a checkpoint.
 
     **Arguments**
 
@@ -218,21 +196,19 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 
     **Raises**
 
-    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold
-    (a string, an object array, a tracer), or if `obj` is not a container;
-    `ValueError` if two leaves would share a name; `CheckpointError`, showing the orbax
-    calls, for an array spread over several processes. `OSError` from the file system.
+    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold (a
+    string, a tracer), or for a non-container `obj`; `ValueError` if two leaves would share
+    a name; `CheckpointError` for an array spread over processes. `OSError` from the disk.
 
     **Example**
 
     >>> import os, tempfile
     >>> class Dense(tc.TreeClass):
     ...     w: jax.Array
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> tc.save(os.path.join(tmp.name, "dense.npz"), Dense(jnp.ones((2, 3), jnp.bfloat16)))
-    >>> sorted(np.load(os.path.join(tmp.name, "dense.npz")).files)  # an ordinary .npz
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     tc.save(os.path.join(tmp, "dense.npz"), Dense(jnp.ones((2, 3), jnp.bfloat16)))
+    ...     sorted(np.load(os.path.join(tmp, "dense.npz")).files)  # an ordinary .npz
     ['__treeclass__', 'w']
-    >>> tmp.cleanup()
     """
     path = _fspath(path, "save")
     root = check_root(obj, "save", "obj")
@@ -253,17 +229,13 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 def load(path: str | os.PathLike[str], template: _T) -> _T:
     """Reads a file written by `save` into the structure of `template`.
 
-    The file's structure, shapes, dtypes, static values and CRC-32s are checked against
-    the template and the manifest before an array is used; nothing in the file is
-    unpickled or run. Leaves come back as the template's: a `jax.Array` (or
-    `ShapeDtypeStruct`) gives a `jax.Array` with its weak type and explicit sharding,
-    numpy numpy, a Python scalar a Python scalar.
+    Structure, shapes, dtypes, statics and CRC-32s are checked before an array is used;
+    nothing is unpickled. Leaves come back as the template's (a `jax.Array` sharded as it).
 
     **Arguments**
 
     - `path`: a file written by `treeclass.save()`.
-    - `template`: an instance built like the saved one (its values are not read), or
-      `jax.eval_shape` of one.
+    - `template`: an instance built like the saved one, or `jax.eval_shape` of one.
 
     **Returns**
 
@@ -271,9 +243,8 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
 
     **Raises**
 
-    `CheckpointError` naming the field path for a mismatch, or the file when it is
-    damaged or not a treeclass checkpoint; `OSError` if it cannot be opened;
-    `TypeError` for a template that is not a container.
+    `CheckpointError` naming the field path for a mismatch, or the file if it is damaged;
+    `OSError` if it cannot be opened; `TypeError` for a template that is not a container.
 
     **Example**
 
