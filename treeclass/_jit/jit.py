@@ -1,20 +1,11 @@
 """`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced.
 
-The trap it removes (from JAX's tutorial on stateful computations):
-
-    class Counter:
-        count = 0
-        @functools.partial(jax.jit, static_argnums=(0,))
-        def inc(self):
-            self.count += 1     # runs once, at trace time; later calls lose it
-
-`self` static means one compile per instance and a mutation made only while tracing.
-With `tc.jit` on a treeclass method, `self` is a traced argument of ONE class-level
-`jax.jit` function: instances of the same structure share a compile, arrays are never
-baked in, and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain
-function (`call`) around the `jax.jit` object, so it binds like any method (`obj.step`
-costs what a bound method costs); its `try` is free unless the call raises, and then
-names the field to blame (`untraceable.py`). `TraceLog` records why it traced.
+`jax.jit` with `static_argnums=(0,)` on a method compiles once per instance, and a
+mutation of `self` runs only while tracing. With `tc.jit`, `self` is a traced argument
+of ONE class-level `jax.jit` function: instances of the same structure share a compile,
+and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain function
+around the `jax.jit` object, so it binds like any method; on a `TypeError` it names the
+field to blame (`untraceable.py`). `TraceLog` records why it traced.
 """
 
 from __future__ import annotations
@@ -42,8 +33,7 @@ def _make(
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
     static: set[str | int] = set()  # the names and positions made static
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
+    for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
     @functools.wraps(fun)
@@ -75,16 +65,13 @@ def _make(
     return call
 
 
-# tc.jit(obj.method) for many instances reuses one compiled function per method and
-# options, kept in an attribute of the function: a cycle (function -> compiled ->
-# function) that dies with the function, where a module-level cache would keep every
-# function and its executables alive.
+# tc.jit(obj.method) reuses one compiled function per method and options, kept on the
+# function: a module-level cache would keep every function and its executables alive.
 _BOUND: Final = "__tc_bound__"
 
 
-# The overloads keep the wrapped signature and declare `trace_log` & co (see
-# treeclass/_jit/protocols.py). A staticmethod object is callable too, so its overload comes first;
-# pyright calls that an overlap, but the first match is the one it uses.
+# A staticmethod object is callable too, so its overload comes first; pyright calls that
+# an overlap, but the first match is the one it uses.
 @overload
 def jit(  # pyright: ignore[reportOverlappingOverload]
     fun: staticmethod[_P, _R],
@@ -143,26 +130,23 @@ def jit(
 
     **Arguments**
 
-    - `fun`: a function, a method in a class body (also under `@staticmethod` or
-      `@classmethod`: put `@tc.jit` above them), or a bound method `obj.method` of a
-      treeclass instance. Omit it to pass options: `@tc.jit(static_argnames="n")`.
-    - `static_argnames`, `donate_argnames`, `**jax_jit_kwargs`: passed to `jax.jit`;
-      `donate_argnames=("self",)` donates the instance's buffers.
-    - `max_traces`: raise `RetraceError` (saying what changed) when the function
-      would trace more often than this: a guard for tests.
+    - `fun`: a function, a method (also under `@staticmethod`/`@classmethod`: put
+      `@tc.jit` above them), or a bound method of a treeclass instance. Omit it to pass
+      options: `@tc.jit(static_argnames="n")`.
+    - `static_argnames`, `donate_argnames`, `**jax_jit_kwargs`: passed to `jax.jit`.
+    - `max_traces`: raise `RetraceError` past this many traces (a guard for tests).
     - `explain`: warn (`RetraceWarning`) with what changed on every retrace.
 
     **Returns**
 
-    A function with `fun`'s signature that calls the compiled function; on a class it
-    binds as a method. It carries `trace_log` (`.count`, `.reasons`) and `jax.jit`'s
-    `lower`, `trace`, `eval_shape` and `clear_cache`.
+    A function with `fun`'s signature (a method on a class), carrying `trace_log` and
+    `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`.
 
     **Raises**
 
     At call time, `TypeError` naming `Class.field` when a dynamic field holds a value
-    JAX cannot trace (a string, a function); `RetraceError` past `max_traces`;
-    `FrozenInstanceError` if the function assigns to a treeclass attribute.
+    JAX cannot trace; `RetraceError` past `max_traces`; `FrozenInstanceError` if the
+    function assigns to a treeclass attribute.
 
     **Example**
 
