@@ -1,12 +1,7 @@
-"""`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced.
-
-`jax.jit` with `static_argnums=(0,)` on a method compiles once per instance, and a
-mutation of `self` runs only while tracing. With `tc.jit`, `self` is a traced argument
-of ONE class-level `jax.jit` function: instances of the same structure share a compile,
-and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain function
-around the `jax.jit` object, so it binds like any method; on a `TypeError` it names the
-field to blame (`untraceable.py`). `TraceLog` records why it traced.
-"""
+"""`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced, so instances
+of one structure share a compile (`static_argnums=(0,)` compiles one per instance and
+loses mutations made while tracing). It is a plain function around the `jax.jit` object,
+so it binds like any method; on a `TypeError` it names the field (`untraceable.py`)."""
 
 from __future__ import annotations
 

@@ -107,15 +107,7 @@ def untraceable_field(
     static: Collection[str | int] = (),
 ) -> TypeError | None:
     """The `TypeError` naming `Class.field` (or the path) of the first traced leaf that
-    JAX cannot trace, with the two fixes; None if there is none.
-
-    >>> from treeclass._jit.untraceable import untraceable_field
-    >>> class Cfg(tc.TreeClass):
-    ...     name: str
-    >>> print(untraceable_field(lambda x, cfg: x, (1.0, Cfg("a")), {}))
-    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument 'cfg').
-    ...
-    """
+    JAX cannot trace, with the two fixes; None if there is none."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
             if v.kind != "leaf" or is_traceable(v.value):
@@ -169,8 +161,7 @@ def note_held(error: BaseException, tree: Any) -> None:
     tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
     values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
-    # From a tc.jit called inside this trace: the values it was given that the raising
-    # frame held (its own tracers are not ours).
+    # From an inner tc.jit (field_error): the values of ours that the raising frame held.
     values = getattr(error, _UP, values)
     setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
 
@@ -208,11 +199,10 @@ def field_error(
         return None
     one = len(found) == 1
     whose = "its value" if one else "their values"
-    return TypeError(
-        _MSG_CONCRETE.format(
-            fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
-            kinds=" or ".join(sorted({kind for _, _, kind in found})),
-            whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
-            fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
-        )
+    msg = _MSG_CONCRETE.format(
+        fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
+        kinds=" or ".join(sorted({kind for _, _, kind in found})),
+        whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
+        fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
     )
+    return TypeError(msg)
