@@ -9,7 +9,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Hashable
-from typing import Any, Final, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 import jax
 
@@ -58,11 +58,6 @@ def _make(
         if hasattr(jitted, name):
             setattr(call, name, getattr(jitted, name))
     return call
-
-
-# tc.jit(obj.method) reuses one compiled function per method and options, kept on the
-# function: a module-level cache would keep every function and its executables alive.
-_BOUND: Final = "__tc_bound__"
 
 
 # A staticmethod object is callable too, so its overload comes first; pyright calls that
@@ -175,11 +170,13 @@ def jit(
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
-        # `func` in the key: functools.wraps copies the cache into a wrapper's __dict__.
+        # One compiled function per method and options, kept on the function: a module-level
+        # cache would keep every function and its executables alive. `func` in the key:
+        # functools.wraps copies the cache into a wrapper's __dict__.
         func = fun.__func__
         key = (func, tuple(sorted(jit_kwargs.items())), max_traces, explain)
         try:
-            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault(_BOUND, {})
+            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault("__tc_bound__", {})
             call = cache.get(key) or cache.setdefault(key, make(func))
         except TypeError:  # a callable without a __dict__; unhashable options
             call = make(func)

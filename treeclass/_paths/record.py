@@ -1,12 +1,9 @@
 """Paths in a tree: what `where` functions read, and following them through an object.
 
-- `record(where, root)` calls `where` on a stand-in that records each read, so it runs
-  no code on the leaves: `lambda m: m.layers[1].w` gives `(("layers", ATTR), (1, ITEM),
-  ("w", ATTR))`. Recorded on every call: a path may depend on a closure.
-- `follow(obj, path, root)` reads the path through the nodes JAX flattens (treeclass
-  and NamedTuple fields; tuple, list, dict, OrderedDict, defaultdict entries), giving
-  each step's parent, kind and key. What JAX takes for a leaf (a dict subclass) or a
-  custom pytree node is replaced whole: a rebuilt copy might not keep its type.
+`record(where, root)` calls `where` on a stand-in that records each read (on every call:
+a path may depend on a closure). `follow(obj, path, root)` reads it through the nodes JAX
+flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
+subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type.
 """
 
 from __future__ import annotations
@@ -71,8 +68,7 @@ class _Read:
     __slots__ = ("_tc_last", "_tc_path")
     _tc_last: list[Path]
     _tc_path: Path
-    __eq__ = __bool__ = __iter__ = __array__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
-    __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+    __eq__ = __bool__ = __iter__ = __array__ = __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
 
     def __getattr__(self, name: str) -> _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
