@@ -53,10 +53,9 @@ def _make(
             raise found from error
 
     # What protocols.JitFunction declares for the type checkers.
-    vars(call).update(__tc_jit__=jitted, trace_log=log)
-    for name in ("lower", "trace", "eval_shape", "clear_cache"):
-        if hasattr(jitted, name):
-            setattr(call, name, getattr(jitted, name))
+    names = ("lower", "trace", "eval_shape", "clear_cache")
+    extra = {name: getattr(jitted, name) for name in names if hasattr(jitted, name)}
+    vars(call).update(extra, __tc_jit__=jitted, trace_log=log)
     return call
 
 
