@@ -68,9 +68,8 @@ class RetraceWarning(UserWarning):
 
 
 def _entry(v: Any) -> str | tuple[str, Any]:
-    """What JAX keys its cache on at one visit: a leaf's abstract value, a node's type,
-    or a static value as (its short repr, itself): JAX compares those with `==`, which
-    their repr may not show (new closures print alike)."""
+    """What JAX keys its cache on at one visit: an abstract value, a node's type, or a
+    static value as (its short repr, itself), as `==` may differ where reprs do not."""
     aval: Any = getattr(v.value, "aval", None)
     if v.kind == "node":
         return "None" if v.value is None else type(v.value).__qualname__

@@ -61,9 +61,8 @@ def show(root: str, path: Path) -> str:
 
 
 class _Read:
-    """What `where` receives: the node at `_tc_path`; `_tc_last` (one per recording)
-    holds the latest path read. Anything but a read raises TypeError: `==`, `bool()`,
-    `hash()`, iteration and `__array__`, which `object` would answer, are None."""
+    """The node at `_tc_path`; `_tc_last` holds the recording's latest path. Anything but
+    a read raises TypeError (`==`, `bool()`, `hash()`, iteration, `__array__` are None)."""
 
     __slots__ = ("_tc_last", "_tc_path")
     _tc_last: list[Path]
