@@ -1,21 +1,7 @@
-"""`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced.
-
-The trap it removes (from JAX's tutorial on stateful computations):
-
-    class Counter:
-        count = 0
-        @functools.partial(jax.jit, static_argnums=(0,))
-        def inc(self):
-            self.count += 1     # runs once, at trace time; later calls lose it
-
-`self` static means one compile per instance and a mutation made only while tracing.
-With `tc.jit` on a treeclass method, `self` is a traced argument of ONE class-level
-`jax.jit` function: instances of the same structure share a compile, arrays are never
-baked in, and mutating `self` raises `FrozenInstanceError`. `tc.jit(fun)` is a plain
-function (`call`) around the `jax.jit` object, so it binds like any method (`obj.step`
-costs what a bound method costs); its `try` is free unless the call raises, and then
-names the field to blame (`untraceable.py`). `TraceLog` records why it traced.
-"""
+"""`tc.jit`: `jax.jit` that is also a method decorator, with `self` traced, so instances
+of one structure share a compile (`static_argnums=(0,)` compiles one per instance and
+loses mutations made while tracing). It is a plain function around the `jax.jit` object,
+so it binds like any method; on a `TypeError` it names the field (`untraceable.py`)."""
 
 from __future__ import annotations
 
@@ -23,7 +9,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Hashable
-from typing import Any, Final, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 import jax
 
@@ -42,8 +28,7 @@ def _make(
 ) -> Callable[..., Any]:
     log = TraceLog(fun, max_traces, explain)
     static: set[str | int] = set()  # the names and positions made static
-    for option in ("static_argnames", "static_argnums"):
-        value: Any = jit_kwargs.get(option, ())
+    for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
     @functools.wraps(fun)
@@ -68,23 +53,14 @@ def _make(
             raise found from error
 
     # What protocols.JitFunction declares for the type checkers.
-    vars(call).update(__tc_jit__=jitted, trace_log=log)
-    for name in ("lower", "trace", "eval_shape", "clear_cache"):
-        if hasattr(jitted, name):
-            setattr(call, name, getattr(jitted, name))
+    names = ("lower", "trace", "eval_shape", "clear_cache")
+    extra = {name: getattr(jitted, name) for name in names if hasattr(jitted, name)}
+    vars(call).update(extra, __tc_jit__=jitted, trace_log=log)
     return call
 
 
-# tc.jit(obj.method) for many instances reuses one compiled function per method and
-# options, kept in an attribute of the function: a cycle (function -> compiled ->
-# function) that dies with the function, where a module-level cache would keep every
-# function and its executables alive.
-_BOUND: Final = "__tc_bound__"
-
-
-# The overloads keep the wrapped signature and declare `trace_log` & co (see
-# treeclass/_jit/protocols.py). A staticmethod object is callable too, so its overload comes first;
-# pyright calls that an overlap, but the first match is the one it uses.
+# A staticmethod object is callable too, so its overload comes first; pyright calls that
+# an overlap, but the first match is the one it uses.
 @overload
 def jit(  # pyright: ignore[reportOverlappingOverload]
     fun: staticmethod[_P, _R],
@@ -143,26 +119,23 @@ def jit(
 
     **Arguments**
 
-    - `fun`: a function, a method in a class body (also under `@staticmethod` or
-      `@classmethod`: put `@tc.jit` above them), or a bound method `obj.method` of a
-      treeclass instance. Omit it to pass options: `@tc.jit(static_argnames="n")`.
-    - `static_argnames`, `donate_argnames`, `**jax_jit_kwargs`: passed to `jax.jit`;
-      `donate_argnames=("self",)` donates the instance's buffers.
-    - `max_traces`: raise `RetraceError` (saying what changed) when the function
-      would trace more often than this: a guard for tests.
+    - `fun`: a function, a method (also under `@staticmethod`/`@classmethod`: put
+      `@tc.jit` above them), or a bound method of a treeclass instance. Omit it to pass
+      options: `@tc.jit(static_argnames="n")`.
+    - `static_argnames`, `donate_argnames`, `**jax_jit_kwargs`: passed to `jax.jit`.
+    - `max_traces`: raise `RetraceError` past this many traces (a guard for tests).
     - `explain`: warn (`RetraceWarning`) with what changed on every retrace.
 
     **Returns**
 
-    A function with `fun`'s signature that calls the compiled function; on a class it
-    binds as a method. It carries `trace_log` (`.count`, `.reasons`) and `jax.jit`'s
-    `lower`, `trace`, `eval_shape` and `clear_cache`.
+    A function with `fun`'s signature (a method on a class), carrying `trace_log` and
+    `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`.
 
     **Raises**
 
     At call time, `TypeError` naming `Class.field` when a dynamic field holds a value
-    JAX cannot trace (a string, a function); `RetraceError` past `max_traces`;
-    `FrozenInstanceError` if the function assigns to a treeclass attribute.
+    JAX cannot trace; `RetraceError` past `max_traces`; `FrozenInstanceError` if the
+    function assigns to a treeclass attribute.
 
     **Example**
 
@@ -196,11 +169,13 @@ def jit(
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
-        # `func` in the key: functools.wraps copies the cache into a wrapper's __dict__.
+        # One compiled function per method and options, kept on the function: a module-level
+        # cache would keep every function and its executables alive. `func` in the key:
+        # functools.wraps copies the cache into a wrapper's __dict__.
         func = fun.__func__
         key = (func, tuple(sorted(jit_kwargs.items())), max_traces, explain)
         try:
-            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault(_BOUND, {})
+            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault("__tc_bound__", {})
             call = cache.get(key) or cache.setdefault(key, make(func))
         except TypeError:  # a callable without a __dict__; unhashable options
             call = make(func)

@@ -1,13 +1,6 @@
-"""Why did a jitted function trace again? Trace signatures and their differences.
-
-Each trace of a `tc.jit` function records a signature: for every argument, by path
-(`Neuron.v`, `MLP.layers[0].w`, `i`), the abstract value JAX traced (`f32[100]`,
-`f32[]{weak}`) or the static value it keyed the cache on (`Neuron.tau`: `20.0`). A
-retrace is explained by the difference to the closest earlier signature:
-
-    Neuron.step traced 2 times; what changed since the closest earlier trace:
-      Neuron.tau (static): 20.0 -> 10.0
-"""
+"""Why did a jitted function trace again? Each trace records a signature: per argument
+path (`MLP.layers[0].w`), the abstract value traced (`f32[100]`) or the static value
+keyed on; a retrace is explained by the difference to the closest earlier signature."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ class RetraceError(RuntimeError):
 
     **Raised by**
 
-    A call of a `tc.jit(..., max_traces=N)` function that would trace it for the
-    N + 1st time. The message says what changed since the closest earlier trace.
+    A call tracing a `tc.jit(..., max_traces=N)` function an N + 1st time; it says why.
 
     **Example**
 
@@ -76,10 +68,8 @@ class RetraceWarning(UserWarning):
 
 
 def _entry(v: Any) -> str | tuple[str, Any]:
-    """What JAX keys its cache on at one visit: a leaf's abstract value (`f32[100]`,
-    `f32[]{weak}`), a node's type (a list that became a tuple), or a static value (a
-    static field's, or a static argument's leaf) as its short repr and itself: JAX
-    compares those with `==`, which their repr may not show (new closures print alike)."""
+    """What JAX keys its cache on at one visit: an abstract value, a node's type, or a
+    static value as (its short repr, itself), as `==` may differ where reprs do not."""
     aval: Any = getattr(v.value, "aval", None)
     if v.kind == "node":
         return "None" if v.value is None else type(v.value).__qualname__
@@ -96,10 +86,8 @@ _PASSED: Final = " (passed)"
 def signature(
     fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any]:
-    """`{path: what JAX keys its cache on}` for one call of `fun`: each visit's entry
-    (`_entry`), and how each argument was passed (JAX keys positional and keyword apart).
-    A treeclass argument is named by its class (`MLP.layers[0].w`), unless two arguments
-    share the class: then by their parameter names (`a.w`, `b.w`)."""
+    """`{path: what JAX keys its cache on}` for one call, and how each argument was
+    passed. Treeclass arguments are named by class, or by parameter if two share one."""
     items = labelled_arguments(fun, args, kwargs)
     roots = [root_name(name, value) for name, value, _ in items]
     out: dict[str, Any] = {}
@@ -120,9 +108,8 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
-    """Where `new` first differs from `old` inside tuples and NamedTuples alike in type
-    and length (`S.opt.init is another function ...`), and whether that place compares
-    by identity (so that a new object of the same repr is unequal)."""
+    """Where `new` first differs from `old` inside alike tuples, and whether that place
+    compares by identity (so that a new object of the same repr is unequal)."""
     if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
         names: Any = getattr(new, "_fields", None)
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
@@ -166,8 +153,7 @@ class TraceLog:
         self.reasons: list[str] = []
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Pickled with its class (cloudpickle, a class defined in __main__): no lock.
+    def __getstate__(self) -> dict[str, Any]:  # pickled with its class (cloudpickle)
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

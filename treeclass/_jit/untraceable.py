@@ -1,15 +1,7 @@
-"""The errors naming the field of the arguments that JAX could not trace, or could not
-trace as a concrete value. The field is found from the exception's type and the
-arguments' leaves: never from JAX's wording, never by running the function again.
-
-- A leaf `jax.typeof` rejects (a string, a function) makes JAX raise a pathless
-  `TypeError` before the body runs: `untraceable_field()` names it and the two fixes
-  (make the field static, or store an array). `tc.grad` asks before it differentiates.
-- A Python int or bool in a dynamic field is traced as an array, so a body needing its
-  value (a shape, a loop length, an `if`) fails: `note_held()` records, while the trace
-  is open, which arguments' tracers the raising frame holds, and `field_error()` names
-  the int or bool fields among them, with the fix (`tc.Static[int]`).
-"""
+"""The errors naming the argument's field that JAX could not trace (`untraceable_field`:
+a str, a function), or could not trace as a concrete value (`note_held` records which
+tracers the raising frame held; `field_error` names the int or bool fields among them).
+Found from the exception's type and the leaves: never from JAX's wording or a rerun."""
 
 from __future__ import annotations
 
@@ -25,14 +17,8 @@ from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import KeyPath, path_str, walk
 
-__all__ = [
-    "field_error",
-    "is_traceable",
-    "labelled_arguments",
-    "note_held",
-    "root_name",
-    "untraceable_field",
-]
+__all__ = ["field_error", "is_traceable", "labelled_arguments", "note_held", "root_name"]
+__all__ += ["untraceable_field"]
 
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
@@ -51,8 +37,7 @@ or pass an array (jnp.asarray(...)) if it is data."""
 
 
 def is_traceable(leaf: Any) -> bool:
-    """True for the leaves JAX traces (arrays, Python and numpy numbers), as
-    `jax.typeof` decides on the leaf alone."""
+    """True for the leaves JAX traces (arrays, numbers), as `jax.typeof` decides."""
     if isinstance(leaf, jax.Array | float | complex):  # the common leaves, without asking
         return True
     try:
@@ -71,9 +56,8 @@ _HASHABLE: Final = {
 
 
 def _annotation(owner: type, name: str) -> str:
-    """The annotation of the field `owner.name`, as written (`tuple[str, ...]`), or
-    its hashable form for a list, dict or set (`dict[str, str]` -> `tuple[tuple[str,
-    str], ...]`), which a static field can hold."""
+    """The annotation of `owner.name` as written, or the hashable form of a list, dict
+    or set (`dict[str, str]` -> `tuple[tuple[str, str], ...]`) for a static field."""
     layout = layout_of(owner)
     found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
     hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
@@ -86,8 +70,7 @@ def _annotation(owner: type, name: str) -> str:
 
 
 def root_name(label: str, value: object) -> str:
-    """How a message names an argument at the root of a path: its class when it is a
-    treeclass instance (`MLP.layers[0].w`), else its parameter name (`x`, `params['w']`)."""
+    """An argument's name at a path's root: its class if a treeclass, else `label`."""
     return type(value).__name__ if instance_layout(value) is not None else label
 
 
@@ -97,9 +80,8 @@ def labelled_arguments(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> list[tuple[str, Any, KeyPath]]:
-    """The traced arguments, labelled by parameter name (`args[i]` past the named
-    positional parameters, e.g. into `*rest`): those neither named nor numbered in
-    `static`. Each comes with its key path in the pytree `(args, kwargs)`."""
+    """The arguments not in `static` (by name or position), each with its parameter name
+    (`args[i]` past the named ones) and its key path in the pytree `(args, kwargs)`."""
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     try:
         params = inspect.signature(fun).parameters.values()
@@ -124,18 +106,8 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The `TypeError` naming `Class.field` (or the path, outside every treeclass field)
-    for the first leaf of a traced argument that JAX cannot trace, with the two fixes;
-    None if there is none. `fun`'s signature names the arguments; `static` holds the
-    names and positions of static arguments, never traced, so never blamed.
-
-    >>> from treeclass._jit.untraceable import untraceable_field
-    >>> class Cfg(tc.TreeClass):
-    ...     name: str
-    >>> print(untraceable_field(lambda x, cfg: x, (1.0, Cfg("a")), {}))
-    Cfg.name is a dynamic field holding a str ('a'), which JAX cannot trace (argument 'cfg').
-    ...
-    """
+    """The `TypeError` naming `Class.field` (or the path) of the first traced leaf that
+    JAX cannot trace, with the two fixes; None if there is none."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
             if v.kind != "leaf" or is_traceable(v.value):
@@ -144,9 +116,8 @@ def untraceable_field(
             kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
             what = f"{describe(v.value)} ({short_repr(v.value)})"
             if v.owner is None:
-                return TypeError(
-                    _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
-                )
+                msg = _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
+                return TypeError(msg)
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
             msg = _MSG_UNTRACEABLE_FIELD.format(
@@ -176,12 +147,9 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error`, raised by a function's body while JAX traced it with the tracers
-    in `tree` (its arguments), with the key paths in `tree` of the tracers that the frame
-    which raised it holds: the values the failing operation was given (none when a plain
-    `TypeError` was raised outside JAX's code: the body's own error). It reads the
-    traceback, not the message, and runs nothing again. (Each tc.jit marks it anew: an
-    inner one's paths are into its own arguments.)"""
+    """Marks `error`, raised by a body traced with the tracers in `tree`, with the key
+    paths of those that the raising frame holds (read from the traceback). Each tc.jit
+    marks it anew: an inner one's paths are into its own arguments."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -193,18 +161,9 @@ def note_held(error: BaseException, tree: Any) -> None:
     tracers = {id(x): path for path, x in flat if isinstance(x, jax.core.Tracer)}
     local = tb.tb_frame.f_locals.values() if tb is not None else ()
     values = [y for x in local for y in (x if type(x) in (tuple, list) else (x,))]
-    # From a tc.jit called inside this trace: the values it was given that the raising
-    # frame held (its own tracers are not ours).
+    # From an inner tc.jit (field_error): the values of ours that the raising frame held.
     values = getattr(error, _UP, values)
     setattr(error, _HELD, {tracers[id(y)] for y in values if id(y) in tracers})
-
-
-def _pass_up(error: BaseException, tree: Any) -> None:
-    """Leaves on `error`, which no field of `tree` (this tc.jit's arguments) explains,
-    the arguments' values the raising frame held, for a tc.jit tracing this call."""
-    held: set[KeyPath] = getattr(error, _HELD, set())
-    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-    setattr(error, _UP, [x for path, x in flat if path in held])
 
 
 def field_error(
@@ -214,17 +173,16 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `error`, a `TypeError` from calling `tc.jit`'s
-    `jax.jit` function with `args` and `kwargs`; None when no field is to blame.
-
-    Raised before the body ran (not marked by `note_held`): the first leaf JAX cannot
-    trace. Raised by the body: the dynamic fields holding a Python int or bool whose
-    tracer the raising frame holds; if it holds none of the arguments' tracers (a value
-    computed from them), a ConcretizationTypeError names every such field, as candidates."""
+    """The error naming the field behind `error`, raised by calling `tc.jit`'s `jax.jit`
+    function; None when no field is to blame. Before the body ran: the first leaf JAX
+    cannot trace. By the body: the int or bool fields whose tracer the raising frame
+    holds, or, for a ConcretizationTypeError holding none, every such field."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)
-    _pass_up(error, (args, kwargs))
+    # For a tc.jit tracing this call: the values of ours that the raising frame held.
+    flat = jax.tree_util.tree_flatten_with_path((args, kwargs))[0]
+    setattr(error, _UP, [x for path, x in flat if path in held])
     if not held and not isinstance(error, _NEEDS_VALUE):
         return None
     found: list[tuple[str, str, str]] = []  # (the leaf's path, its fix, its type)
@@ -241,11 +199,10 @@ def field_error(
         return None
     one = len(found) == 1
     whose = "its value" if one else "their values"
-    return TypeError(
-        _MSG_CONCRETE.format(
-            fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
-            kinds=" or ".join(sorted({kind for _, _, kind in found})),
-            whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
-            fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
-        )
+    msg = _MSG_CONCRETE.format(
+        fields=", ".join(at for at, _, _ in found) + (" is" if one else " are each"),
+        kinds=" or ".join(sorted({kind for _, _, kind in found})),
+        whose=whose if held else f"a value computed from {'it' if one else 'one of them'}",
+        fixes="\n".join(dict.fromkeys(fix for _, fix, _ in found)),
     )
+    return TypeError(msg)

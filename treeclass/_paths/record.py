@@ -1,18 +1,9 @@
-"""Paths in a tree: what `where` functions read (`lambda m: m.layers[1].w`), and
-following them through an object.
+"""Paths in a tree: what `where` functions read, and following them through an object.
 
-- `record(where, root)` calls `where` on a stand-in that records each attribute and
-  item read: `lambda m: m.layers[1].w` gives `(("layers", ATTR), (1, ITEM), ("w",
-  ATTR))`. `where` never sees the object, so it runs no code on its leaves; anything
-  but a read (a call, arithmetic, a comparison, a slice, `len()`) raises a TypeError
-  naming the read. Recorded on every call: a path may depend on a closure (`i` in
-  `lambda m: m.layers[i].w`).
-- `follow(obj, path, root)` reads the path from the object through the nodes JAX
-  flattens: fields of a treeclass (static ones too) and of a NamedTuple, entries of a
-  tuple, list, dict, OrderedDict or defaultdict, giving each step's parent, kind and
-  key (what `replace_at` rebuilds), or the error that names the path. What JAX takes
-  for a leaf (a dict subclass) or flattens by its own rules (a custom pytree node) is
-  replaced whole, never entered: a rebuilt copy could not keep its type for certain.
+`record(where, root)` calls `where` on a stand-in that records each read (on every call:
+a path may depend on a closure). `follow(obj, path, root)` reads it through the nodes JAX
+flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
+subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type.
 """
 
 from __future__ import annotations
@@ -70,17 +61,13 @@ def show(root: str, path: Path) -> str:
 
 
 class _Read:
-    """What `where` receives: the node at `_tc_path`. An attribute or item read gives
-    the node one step on; `_tc_last` (one per recording) holds the latest path read.
-    Anything else finds no method and raises TypeError: `==`, `bool()`, `hash()`,
-    iteration and `__array__`, which `object` or `__getitem__` would answer, are None.
-    No field is named `__*__` or `_tc_*`, so none is hidden."""
+    """The node at `_tc_path`; `_tc_last` holds the recording's latest path. Anything but
+    a read raises TypeError (`==`, `bool()`, `hash()`, iteration, `__array__` are None)."""
 
     __slots__ = ("_tc_last", "_tc_path")
     _tc_last: list[Path]
     _tc_path: Path
-    __eq__ = __bool__ = __iter__ = __array__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
-    __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+    __eq__ = __bool__ = __iter__ = __array__ = __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
 
     def __getattr__(self, name: str) -> _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
@@ -108,12 +95,11 @@ _new: Final = object.__new__
 
 
 def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
-    """The path `where` selects (a tuple of steps), or the paths (a list of them) when
-    it returns a tuple or list of nodes; `root` names the root in messages."""
+    """The path `where` selects, or a list of paths when it returns a tuple or list of
+    nodes; `root` names the root in messages."""
     if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
-        raise TypeError(
-            _MSG_RETURN.format(did=f"is {describe(where, shape=False)}, not a function")
-        )
+        did = f"is {describe(where, shape=False)}, not a function"
+        raise TypeError(_MSG_RETURN.format(did=did))
     stand_in = _new(_Read)
     stand_in._tc_path, stand_in._tc_last = (), [()]
     try:
@@ -132,19 +118,13 @@ def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
     bad = [s for s in selected if type(s) is not _Read] if many else [selected]
     if bad:
         what = describe(bad[0], shape=False)
-        raise TypeError(
-            _MSG_RETURN.format(
-                did=f"returned a {type(selected).__name__} holding {what}"
-                if many
-                else f"returned {what}"
-            )
-        )
+        held = f"a {type(selected).__name__} holding " if many else ""
+        raise TypeError(_MSG_RETURN.format(did=f"returned {held}{what}"))
     return [s._tc_path for s in selected]
 
 
 class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to follow()
-    """Raised where a step has no node; `reason(at)` words it given the path to the
-    parent, which `follow` formats only then."""
+    """Raised where a step has no node; `reason(at)` words it given the parent's path."""
 
     def __init__(self, error: type[Exception], reason: Callable[[str], str]) -> None:
         self.error, self.reason = error, reason
@@ -168,8 +148,7 @@ def _index(node: Any, key: Any) -> int:
 
 
 def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
-    """`(NAMEDTUPLE, field)` for a NamedTuple; `_NoNode` for anything else. It asks the
-    node's type only, never the node, which may be any leaf."""
+    """`(NAMEDTUPLE, field)` for a NamedTuple, else `_NoNode`; asks only the node's type."""
     cls = type(node)
     fields = getattr(cls, "_fields", None) if issubclass(cls, tuple) else None
     if fields is not None:  # a NamedTuple, as JAX tells one: `nt[0]` and `nt.a` are one node
@@ -191,8 +170,8 @@ def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
 
 
 def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
-    """The `(parent, kind, key as stored)` of each step of `path` in `obj`, and the node
-    at its end. Raises the error naming the path where a step has no node."""
+    """Each step's `(parent, kind, key as stored)` and the node at the end; raises the
+    error naming the path where a step has no node."""
     parents: list[Parent] = []
     node, depth = obj, 0
     try:
