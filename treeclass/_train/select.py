@@ -141,10 +141,10 @@ def select(
         if not any(chosen):
             under = [v for i, v in zip(inside, visits, strict=True) if i]
             empty = "no leaves at all (a static field, or None)" if paths else "none"
-            held = listed(under, root) if under else empty
+            leaves = listed(under, root) if under else empty
             shown = ", ".join(show(root, path) for path in paths) or "nothing (an empty tuple)"
             s, kind = ("s" if len(paths) == 1 else ""), ("trainable " if only_trainable else "")
-            msg = _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=held)
+            msg = _MSG_SELECTS_NOTHING.format(paths=shown, s=s, trainable=kind, leaves=leaves)
             raise ValueError(msg)
     if keep is not None:
         chosen = [c and bool(keep(v.value)) for c, v in zip(chosen, visits, strict=True)]
