@@ -1,10 +1,5 @@
-"""`grad()`, `value_and_grad()` and `apply_updates()` for models that also hold state,
-keys, integers, masks and strings, which `jax.grad` refuses (or, with `allow_int`, gives
-`float0` for, which optax cannot add) or differentiates (BatchNorm statistics). As
-equinox's `filter_value_and_grad`, they differentiate only the half that `tc.partition`
-selects: the gradient has the structure optax's state is built on, and under `jax.jit`
-the program of hand-split parameters (benchmarks/RESULTS.md).
-"""
+"""`grad()`, `value_and_grad()`, `apply_updates()` for models that also hold state, keys and
+strings: as equinox's `filter_value_and_grad`, only the half `tc.partition` selects."""
 
 from __future__ import annotations
 
@@ -69,28 +64,22 @@ def value_and_grad(
     filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
     has_aux: bool = False,
 ) -> Callable[..., Any]:
-    """`jax.value_and_grad` with respect to the trainable leaves of the first argument,
-    whatever else it holds.
+    """`jax.value_and_grad` with respect to the trainable leaves of the first argument.
 
     **Arguments**
 
-    - `fun`: a function of a pytree (a model) first, returning a scalar, or `(scalar,
-      aux)` with `has_aux=True` (as in `jax.value_and_grad`).
-    - `where`, `filter`: as in `tc.partition`, a selector (`lambda m: m.head`) and a
-      predicate on leaves (`lambda x: x.ndim == 2`) narrowing the trainable leaves.
+    - `fun`: a function of a model first, returning a scalar (`(scalar, aux)` with `has_aux`).
+    - `where`, `filter`: as in `tc.partition`, narrowing the trainable leaves.
 
     **Returns**
 
-    A function of `fun`'s parameters returning `(value, grads)` (`((value, aux), grads)`
-    with `has_aux`): `grads` has the structure and type of the first argument and of
-    `tc.partition(model, where, filter=filter)[0]`, the gradient at each selected leaf (a
-    scalar array for a Python float, as `jax.grad` gives) and `None` elsewhere.
+    A function of `fun`'s parameters returning `(value, grads)` (`((value, aux), grads)`):
+    `grads` is shaped as `tc.partition(model, where, filter=filter)[0]`, `None` where not selected.
 
     **Raises**
 
-    `TypeError` naming the class when nothing is selected, or `Class.field` where a
-    dynamic field holds what JAX cannot trace (a string); `tc.partition`'s errors for
-    `where`; `jax.value_and_grad`'s otherwise.
+    `TypeError` naming the class when nothing is selected, or `Class.field` holding what JAX
+    cannot trace (a string); `tc.partition`'s errors for `where`.
 
     **Example**
 
@@ -103,22 +92,15 @@ def value_and_grad(
     >>> float(value), grads.w.tolist(), grads.mask
     (4.0, [2.0, 0.0, 2.0], None)
     """
-
-    def merged(params: Any, rest: Any, *args: Any, **kwargs: Any) -> Any:
-        return fun(combine(params, rest), *args, **kwargs)
-
-    vg = jax.value_and_grad(merged, has_aux=has_aux)  # of the selected half only
+    vg = jax.value_and_grad(lambda p, r, *a, **k: fun(combine(p, r), *a, **k), has_aux=has_aux)
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
         visits = leaf_visits(x)
-        # A leaf JAX cannot trace would sit in the half that is not differentiated,
-        # where nothing checks it, and `fun` would see a string where it expects an
-        # array: named here, as `tc.jit` names it.
-        if not all(is_traceable(v.value) for v in visits):
-            found = untraceable_field(fun, (x,), {})
-            if found is not None:
-                raise found
+        # Else a string would pass unchecked in the half not differentiated: named as tc.jit does.
+        traceable = all(is_traceable(v.value) for v in visits)
+        if not traceable and (found := untraceable_field(fun, (x,), {})) is not None:
+            raise found
         chosen = select(x, visits, where, filter, only_trainable=True)
         if not any(chosen):  # never a tree of None in silence
             root = type(x).__name__
@@ -152,14 +134,11 @@ def grad(
     filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
     has_aux: bool = False,
 ) -> Callable[..., Any]:
-    """`jax.grad` with respect to the trainable leaves of the first argument, whatever
-    else it holds: `tc.value_and_grad`'s gradient, with its arguments and errors.
+    """`tc.value_and_grad`'s gradient, with its arguments and errors.
 
     **Returns**
 
-    A function with `fun`'s parameters returning the gradient (`(grads, aux)` with
-    `has_aux`): the first argument's structure and type, `None` at every leaf that is
-    not selected.
+    A function of `fun`'s parameters returning the gradient (`(grads, aux)` with `has_aux`).
 
     **Example**
 
@@ -172,10 +151,6 @@ def grad(
     >>> grads = tc.grad(lambda m: jnp.sum(m.w**2) * m.rate + jnp.sum(m.mean))(m)
     >>> grads.w.tolist(), float(grads.rate), grads.key, grads.mean
     ([1.0, 2.0], 5.0, None, None)
-    >>> tc.grad(lambda m: jnp.sum(m.w**2), where=lambda m: m.w)(m).rate is None
-    True
-    >>> tc.grad(lambda m: jnp.sum(m.w**2), filter=tc.is_inexact_array)(m).rate is None
-    True
     """
     # Wrapped, so that errors name `fun`'s parameters (`tc.jit`'s "argument 'm'").
     with_aux = fun if has_aux else functools.wraps(fun)(lambda *a, **k: (fun(*a, **k), None))
@@ -198,27 +173,23 @@ each leaf's shape."""
 
 def _reshapes(x: Any, u: Any) -> str | None:
     """What `x + u` would do to `x`'s shape, if it would not keep it; else None."""
-    leaf, update = np.shape(x), np.shape(u)
     try:
-        wide = np.broadcast_shapes(leaf, update)
-    except ValueError:  # the shapes do not broadcast
+        wide = np.broadcast_shapes(np.shape(x), np.shape(u))
+    except ValueError:
         return "fail (the shapes do not broadcast)"
-    return None if wide == leaf else f"change it to {wide}"
+    return None if wide == np.shape(x) else f"change it to {wide}"
 
 
 def _add(x: Any, u: Any) -> Any:
     x, u = jnp.asarray(x), jnp.asarray(u)  # a Python float: the weak scalar JAX traces
-    # Added in the wider dtype, then stored in the leaf's: a bfloat16 weight with a
-    # float32 update rounds once, not twice. Wider by size: `jnp.promote_types` refuses
-    # bfloat16 + float32 under jax_numpy_dtype_promotion="strict".
+    # Added in the wider dtype (a bfloat16 weight + a float32 update rounds once), wider by
+    # size: `jnp.promote_types` refuses bfloat16 + float32 under strict dtype promotion.
     wide = x.dtype if x.dtype.itemsize >= u.dtype.itemsize else u.dtype
     new = (x.astype(wide) + u.astype(wide)).astype(x.dtype)
     if not x.weak_type:
         return new
-    # A weak leaf stays weak, or the next step's arguments differ and it compiles again.
-    # JAX has no public "make this weakly typed"; `lax.full_like` keeps its template's
-    # weak type and takes a scalar fill, so it is mapped over every axis: the program
-    # holds one convert_element_type, where `x.at[...].add(u)` would hold a scatter.
+    # A weak leaf stays weak, or the next step compiles again: `lax.full_like` keeps it, mapped
+    # over every axis for a scalar fill, where `x.at[...].add(u)` would hold a scatter.
     fill = jax.lax.full_like
     for _ in range(x.ndim):
         fill = jax.vmap(fill)
@@ -226,28 +197,21 @@ def _add(x: Any, u: Any) -> Any:
 
 
 def apply_updates(tree: _T, updates: Any) -> _T:
-    """Adds `updates` to `tree`'s trainable leaves where an update is not `None`: the
-    step after `optimizer.update`.
+    """Adds `updates` to `tree`'s trainable leaves: the step after `optimizer.update`.
 
     **Arguments**
 
     - `tree`: the model (any pytree).
-    - `updates`: a pytree of `tree`'s structure, `None` where a leaf (or a subtree) is
-      not updated: optax's updates computed on `tc.partition(tree)[0]`, or `tc.grad`'s
-      gradients.
+    - `updates`: `tree`'s structure (optax's on `tc.partition(tree)[0]`), `None` to skip.
 
     **Returns**
 
-    A tree of `tree`'s structure and type (whatever the type of `updates`): `leaf +
-    update` in the leaf's dtype, weakly typed if the leaf was (a Python float gives a
-    weak scalar array, as JAX traces it), so a jitted step does not compile again; the
-    leaf itself (shared) where the update is `None`.
+    `tree`'s structure and type: `leaf + update` in the leaf's dtype, weak if the leaf was.
 
     **Raises**
 
-    `ValueError` naming the path for an update at a leaf that is not trainable, or of
-    a shape that would change the leaf's (a `(2, 1)` update on a `(2,)` leaf); JAX's
-    `ValueError` when `updates` does not have `tree`'s structure.
+    `ValueError` naming the path for an update at a leaf that is not trainable, or one that
+    would change the leaf's shape; JAX's `ValueError` when the structures differ.
 
     **Example**
 
@@ -258,18 +222,11 @@ def apply_updates(tree: _T, updates: Any) -> _T:
     >>> new = tc.apply_updates(m, Model(jnp.full(2, 0.5), None))  # a float32 update
     >>> new.w, new.step is m.step
     (Array([1.5, 1.5], dtype=bfloat16), True)
-    >>> tc.apply_updates(jnp.asarray(1.0), jnp.float32(0.5))  # weak stays weak
-    Array(1.5, dtype=float32, weak_type=True)
-    >>> tc.apply_updates(m, Model(None, jnp.array(1)))
-    Traceback (most recent call last):
-    ValueError: Model.step: an update for a leaf that is not trainable (i32[], not floating-point).
-    ...
     """
     visits = leaf_visits(tree)
     treedef: Any = jax.tree.structure(tree)  # a PyTreeDef: jaxlib ships no stubs
 
-    # `None` in `updates` stands where `tree` holds a leaf, or a subtree (as in
-    # `eqx.apply_updates`), that is not updated.
+    # `None` stands for a leaf or a whole subtree (as in `eqx.apply_updates`).
     def spread(u: Any, sub: Any) -> Any:
         return jax.tree.map(lambda _: None, sub) if u is None else u
 
@@ -280,10 +237,8 @@ def apply_updates(tree: _T, updates: Any) -> _T:
             path = path_str(type(tree).__name__, v.path)
             raise ValueError(_MSG_UPDATE_NOT_TRAINABLE.format(path=path, what=why_not(v)))
         if u is not None and (did := _reshapes(v.value, u)):
-            path, shapes = path_str(type(tree).__name__, v.path), (np.shape(u), np.shape(v.value))
-            raise ValueError(
-                _MSG_UPDATE_SHAPE.format(path=path, update=shapes[0], leaf=shapes[1], did=did)
-            )
+            path = path_str(type(tree).__name__, v.path)
+            shapes = {"path": path, "update": np.shape(u), "leaf": np.shape(v.value)}
+            raise ValueError(_MSG_UPDATE_SHAPE.format(did=did, **shapes))
         new.append(v.value if u is None else _add(v.value, u))
-    result: _T = treedef.unflatten(new)
-    return result
+    return treedef.unflatten(new)  # type: ignore[no-any-return]
