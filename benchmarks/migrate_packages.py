@@ -1,0 +1,426 @@
+"""treeclass.migrate on real public packages, whole package folders at a time (issue 28,
+item 5): for each package, its sdist from PyPI is unpacked into a temporary folder, its
+own tests run, the migration runs on the package folder (`--json`, then `--write`),
+every file must still parse and a second run must change nothing, and the tests run
+again. Per package: classes found, converted, refused by reason (one example each),
+the tests before and after (by test id: a test that passed before and fails after is
+a change of behaviour), lines, the run's time and the slowest file run alone.
+
+Nothing of the packages is kept in the repository: the sdists, one virtual environment
+per package and the unpacked copies live under --cache (default: a folder in the
+system's temporary directory). A package's environment is the running one (its
+site-packages through a .pth file, its versions pinned by `pip freeze`, so jax stays at
+the version installed here) plus the package's own dependencies from PyPI.
+
+    python -m benchmarks.migrate_packages                  # every package, tests included
+    python -m benchmarks.migrate_packages --only blackjax --no-tests
+    python -m benchmarks.migrate_packages --tool /path/to/checkout --out /tmp/corpus-run
+
+`--tool` is the checkout whose treeclass runs (default: this one); `--out` keeps, per
+package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
+report.md). The section `migrate_packages` of `python -m benchmarks` runs the same
+with `--no-tests` under --quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from benchmarks._table import Table
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """One public package: where its code and tests are inside the sdist."""
+
+    name: str
+    """The PyPI name."""
+    version: str
+    folder: str
+    """The package folder inside the unpacked sdist: migrated whole."""
+    deps: tuple[str, ...]
+    """Installed from PyPI into the package's environment (beside the running one's)."""
+    tests: tuple[str, ...] = ()
+    """pytest arguments, run from the sdist's root; empty: the sdist ships no tests."""
+    path: str = "."
+    """What goes on PYTHONPATH (relative to the sdist's root) to import the package."""
+    note: str = ""
+    """Which tests are left out, and why."""
+
+
+# Chosen for their hand-written pytree classes (register_pytree_node_class, flax.struct,
+# chex.dataclass, NamedTuple states) and for sdists that install beside jax 0.10.2.
+# Tests: the sdist's own, less what needs what cannot be installed here or takes long on
+# 2 cores (each note says which).
+PACKAGES: tuple[Package, ...] = (
+    Package(
+        "flashbax",
+        "0.1.3",
+        "flashbax",
+        ("chex", "flax"),
+        ("flashbax",),
+        note="every test in the sdist",
+    ),
+    Package(
+        "evojax",
+        "0.2.17",
+        "evojax",
+        ("flax", "cma"),
+        ("tests",),
+        note="every test in the sdist",
+    ),
+    Package(
+        "jax-cfd",
+        "0.2.1",
+        "jax_cfd",
+        ("tree-math",),
+        ("jax_cfd/base",),
+        note="jax_cfd/base only (the ml, data and spectral tests need haiku, gin, xarray)",
+    ),
+    Package(
+        "blackjax",
+        "1.7.1",
+        "blackjax",
+        ("chex",),
+        ("tests/mcmc", "tests/adaptation", "tests/smc", "tests/test_util.py"),
+        note="tests/mcmc, adaptation, smc and test_util.py (vi, sgmcmc, ns, optimizers and the benchmarks left out for time)",
+    ),
+    Package(
+        "jax-galsim",
+        "2026.7.0",
+        "jax_galsim",
+        ("galsim", "astropy", "quadax", "equinox"),
+        ("tests/jax",),
+        note="tests/jax (the GalSim test suite that the sdist points to is not shipped)",
+    ),
+    Package("ott-jax", "0.6.0", "src/ott", ("jaxopt", "lineax"), path="src", note="the sdist ships no tests"),
+    Package("evosax", "0.3.2", "evosax", ("flax", "dotmap"), note="the sdist ships no tests"),
+)
+
+
+def _default_cache() -> pathlib.Path:
+    return pathlib.Path(tempfile.gettempdir()) / "treeclass-migrate-corpus"
+
+
+def _sh(cmd: Sequence[str | os.PathLike[str]], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], text=True, capture_output=True, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def sdist(package: Package, cache: pathlib.Path) -> pathlib.Path:
+    """The package's sdist, downloaded once into cache/dl."""
+    dl = cache / "dl"
+    dl.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[-_.]+", "[-_.]", package.name)
+    found = [p for p in dl.glob("*.tar.gz") if re.fullmatch(rf"(?i){stem}-{re.escape(package.version)}\.tar\.gz", p.name)]
+    if not found:
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
+        done = _sh([*cmd, f"{package.name}=={package.version}", "-d", dl])
+        if done.returncode:
+            raise RuntimeError(f"pip download {package.name}=={package.version} failed:\n{done.stderr[-2000:]}")
+        return sdist(package, cache)
+    return found[0]
+
+
+def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
+    """The python of the package's virtual environment: the running environment's
+    packages at their versions, plus the package's dependencies."""
+    venv = cache / "venv" / package.name
+    python = venv / "bin" / "python"
+    if (venv / "ready").exists():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    base = pathlib.Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    done = _sh([base if base.exists() else sys.executable, "-m", "venv", venv])
+    if done.returncode:
+        raise RuntimeError(f"venv for {package.name} failed:\n{done.stderr[-2000:]}")
+    site = pathlib.Path(_sh([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    (site / "running-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    freeze = _sh([sys.executable, "-m", "pip", "freeze"]).stdout.splitlines()
+    constraints = venv / "constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in freeze if "==" in line and not line.startswith("-e")))
+    done = _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps])
+    if done.returncode:
+        raise RuntimeError(f"pip install {' '.join(package.deps)} for {package.name} failed:\n{done.stderr[-3000:]}")
+    (venv / "ready").touch()
+    return python
+
+
+def unpack(archive: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
+    """The sdist's root folder, unpacked fresh under `into`."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    (root,) = into.iterdir()
+    return root
+
+
+@dataclasses.dataclass
+class Tests:
+    outcome: dict[str, str]
+    """test id -> passed / failed / error / skipped."""
+    seconds: float
+    timed_out: bool = False
+
+    def counts(self) -> str:
+        if self.timed_out:
+            return "timed out"
+        by = {k: sum(v == k for v in self.outcome.values()) for k in ("passed", "failed", "error", "skipped")}
+        return ", ".join(f"{n} {k}" for k, n in by.items() if n) or "none ran"
+
+
+def run_tests(package: Package, python: pathlib.Path, root: pathlib.Path, env: dict[str, str], log: pathlib.Path, timeout: float) -> Tests:
+    """The package's tests (package.tests) from the sdist's root, outcome by test id."""
+    junit = log.with_suffix(".xml")
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    cmd += [f"--junitxml={junit}", "-o", "junit_family=xunit1", *package.tests]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([str(c) for c in cmd], cwd=root, env=env, text=True, capture_output=True, timeout=timeout)
+        log.write_text(done.stdout + done.stderr)
+    except subprocess.TimeoutExpired as e:
+        log.write_text(f"timed out after {timeout} s\n{e.stdout or ''}")
+        return Tests({}, time.perf_counter() - start, timed_out=True)
+    outcome: dict[str, str] = {}
+    if junit.exists():
+        for case in ET.parse(junit).iter("testcase"):
+            key = f"{case.get('classname')}::{case.get('name')}"
+            kinds = {child.tag for child in case}
+            outcome[key] = next((k for k, tag in (("failed", "failure"), ("error", "error"), ("skipped", "skipped")) if tag in kinds), "passed")
+    return Tests(outcome, time.perf_counter() - start)
+
+
+# Runs treeclass.migrate in-process in the package's environment and times it: one run
+# over the package folder, then (with --per-file) each file alone.
+_DRIVER = r"""
+import io, json, sys, time
+from pathlib import Path
+from treeclass.migrate._cli import main
+args, per_file = json.loads(sys.argv[1]), sys.argv[2] == "1"
+out, err = io.StringIO(), io.StringIO()
+start = time.perf_counter()
+code = main(args, out=out, err=err)
+seconds = time.perf_counter() - start
+files = {}
+if per_file:
+    flags = [a for a in args if a.startswith("--")]
+    for path in sorted(p for a in args if not a.startswith("--") for p in ([Path(a)] if a.endswith(".py") else Path(a).rglob("*.py"))):
+        t = time.perf_counter()
+        main([str(path), *[f for f in flags if f != "--write"]], out=io.StringIO(), err=io.StringIO())
+        files[str(path)] = time.perf_counter() - t
+print(json.dumps({"code": code, "seconds": seconds, "out": out.getvalue(), "err": err.getvalue(), "files": files}))
+"""
+
+
+def migrate(python: pathlib.Path, folder: pathlib.Path, flags: Sequence[str], env: dict[str, str], *, per_file: bool = False) -> dict[str, object]:
+    done = _sh([python, "-c", _DRIVER, json.dumps([str(folder), *flags]), "1" if per_file else "0"], env=env)
+    if done.returncode:
+        raise RuntimeError(f"treeclass.migrate crashed on {folder}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def reason_key(reason: str) -> str:
+    """A refusal reason without its particulars (names in backticks, places in
+    parentheses), cut at its first colon: refusals that share it share a cause."""
+    text = re.sub(r"`[^`]*`", "`…`", reason)
+    text = re.sub(r"\([^()]*\)", "", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return text.split(": ")[0].split(". ")[0][:120]
+
+
+def split_reasons(reason: str) -> list[str]:
+    """One refusal's reasons: the tool may give several, one per line or ' | '."""
+    parts = [p.strip(" -•") for p in re.split(r"\n+| \| ", reason) if p.strip(" -•")]
+    return parts or [reason]
+
+
+def parses(folder: pathlib.Path) -> list[str]:
+    """The .py files under folder that do not parse."""
+    bad = []
+    for path in sorted(folder.rglob("*.py")):
+        try:
+            ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError) as e:
+            bad.append(f"{path}: {e}")
+    return bad
+
+
+def count_lines(folder: pathlib.Path) -> tuple[int, int]:
+    files = list(folder.rglob("*.py"))
+    return sum(len(p.read_bytes().splitlines()) for p in files), len(files)
+
+
+def measure(package: Package, cache: pathlib.Path, *, tool: pathlib.Path, flags: Sequence[str], tests: bool, per_file: bool, timeout: float, out: pathlib.Path | None) -> dict[str, object]:
+    """One package, start to end; the figures and the per-class records."""
+    python = environment(package, cache)
+    archive = sdist(package, cache)
+    work = cache / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        root = unpack(archive, pathlib.Path(tmp))
+        folder = root / package.folder
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tool), str(root / package.path)]), "JAX_PLATFORMS": "cpu"}
+        env.pop("PYTHONSAFEPATH", None)
+        logs = out / package.name if out else pathlib.Path(tmp) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        lines, files = count_lines(folder)
+        bad_before = set(parses(folder))
+        before = run_tests(package, python, root, env, logs / "tests_before.log", timeout) if tests and package.tests else None
+
+        rel = folder.relative_to(root)
+        # run from the sdist's root so that paths in the records are relative to it
+        first = _in(root, lambda: migrate(python, rel, ["--json", *flags], env, per_file=per_file))
+        records = [json.loads(line) for line in str(first["out"]).splitlines() if line.startswith("{")]
+        diff = _in(root, lambda: migrate(python, rel, list(flags), env))
+        written = _in(root, lambda: migrate(python, rel, ["--write", *flags], env))
+        bad_after = [b for b in parses(folder) if b not in bad_before]
+        second = _in(root, lambda: migrate(python, rel, ["--check", *flags], env))
+        after = run_tests(package, python, root, env, logs / "tests_after.log", timeout) if tests and package.tests else None
+        if out:
+            (logs / "records.jsonl").write_text(str(first["out"]))
+            (logs / "diff.patch").write_text(str(diff["out"]))
+            (logs / "errors.txt").write_text(str(first["err"]) + str(written["err"]) + str(second["err"]))
+
+    refused: dict[str, list[dict[str, object]]] = {}
+    for r in records:
+        if r["status"] != "converted":
+            for part in split_reasons(str(r["reason"])):
+                refused.setdefault(reason_key(part), []).append({**r, "reason": part})
+    changed: list[str] = []
+    if before and after:
+        changed = sorted(t for t, o in before.outcome.items() if o == "passed" and after.outcome.get(t, "missing") not in ("passed", "skipped"))
+    slowest = max(dict(first["files"]).items(), key=lambda kv: kv[1], default=("", 0.0))  # type: ignore[arg-type]
+    return {
+        "package": f"{package.name} {package.version}",
+        "folder": package.folder,
+        "lines": lines,
+        "files": files,
+        "found": len(records),
+        "status": {s: sum(r["status"] == s for r in records) for s in sorted({str(r["status"]) for r in records})},
+        "converted": [f"{r['path']}:{r['line']} {r['class']}" for r in records if r["status"] == "converted"],
+        "converted_notes": sorted({str(r["reason"]) for r in records if r["status"] == "converted" and r["reason"]}),
+        "refused": {k: {"count": len(v), "example": f"{v[0]['path']}:{v[0]['line']} {v[0]['class']}", "reason": v[0]["reason"], "classes": [f"{x['path']}:{x['line']} {x['class']}" for x in v]} for k, v in sorted(refused.items(), key=lambda kv: -len(kv[1]))},
+        "seconds": first["seconds"],
+        "slowest_file": {"path": slowest[0], "seconds": slowest[1]},
+        "exit": {"json": first["code"], "write": written["code"], "second_run_check": second["code"]},
+        "errors": [e for e in (str(first["err"]) + str(written["err"])).splitlines() if e],
+        "unparsable_after": bad_after,
+        "second_run_changes": second["code"] == 1,
+        "tests": package.tests,
+        "tests_note": package.note,
+        "tests_before": before.counts() if before else "not run",
+        "tests_after": after.counts() if after else "not run",
+        "tests_seconds": [before.seconds if before else None, after.seconds if after else None],
+        "passed_before_failed_after": changed,
+    }
+
+
+def _in(folder: pathlib.Path, fn):  # type: ignore[no-untyped-def]
+    with contextlib.chdir(folder):
+        return fn()
+
+
+def tables(results: Sequence[dict[str, object]]) -> list[Table]:
+    rows = []
+    for r in results:
+        status = dict(r["status"])  # type: ignore[call-overload]
+        conv = status.pop("converted", 0)
+        tests = f"{r['tests_before']} -> {r['tests_after']}" if r["tests_before"] != "not run" else "no tests"
+        broke = len(r["passed_before_failed_after"])  # type: ignore[arg-type]
+        slow = r["slowest_file"]
+        rows.append((
+            str(r["package"]),
+            f"{r['lines']:,} / {r['files']}",
+            str(r["found"]),
+            str(conv),
+            str(sum(status.values())),
+            tests + (f" ({broke} passed before, not after)" if broke else ""),
+            f"{r['seconds']:.1f} s",
+            f"{slow['seconds']:.2f} s" if slow["path"] else "",  # type: ignore[index]
+            "ok" if not r["unparsable_after"] and not r["second_run_changes"] and not r["errors"] else "NO",
+        ))
+    header = ("package", "lines / files", "found", "converted", "refused", "tests before -> after", "run", "slowest file alone", "parses, idempotent")
+    note = "whole package folders, one run each (--namedtuples); 'run' is the --json run over the folder, in-process"
+    main = Table("treeclass.migrate on public packages", header, tuple(rows), note=note)
+    reasons = []
+    for r in results:
+        for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+            reasons.append((str(r["package"]), str(v["count"]), key, v["example"]))
+    return [main, Table("refusals by reason (one example each)", ("package", "classes", "reason", "example"), tuple(reasons))]
+
+
+def report_md(results: Sequence[dict[str, object]], tool: str) -> str:
+    lines = [f"# treeclass.migrate on public packages ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "", f"tool: {tool}", ""]
+    lines += [t.markdown() + "\n" for t in tables(results)]
+    for r in results:
+        lines += [f"## {r['package']} ({r['folder']}, {r['lines']:,} lines in {r['files']} files)", ""]
+        lines.append(f"- found {r['found']}: {r['status']}; run {r['seconds']:.2f} s; slowest file alone {r['slowest_file']}")  # type: ignore[index]
+        lines.append(f"- tests ({r['tests_note']}): before {r['tests_before']}; after {r['tests_after']}")
+        if r["passed_before_failed_after"]:
+            lines.append("- **passed before, fail after**: " + ", ".join(r["passed_before_failed_after"]))  # type: ignore[arg-type]
+        for problem in ("errors", "unparsable_after"):
+            if r[problem]:
+                lines.append(f"- **{problem}**: " + "; ".join(r[problem]))  # type: ignore[arg-type]
+        if r["second_run_changes"]:
+            lines.append("- **a second run changes files**")
+        lines.append("- converted: " + (", ".join(r["converted"]) or "none"))  # type: ignore[arg-type]
+        for note in r["converted_notes"]:  # type: ignore[attr-defined]
+            lines.append(f"  - conversion note: {note}")
+        for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+            lines.append(f"- refused {v['count']}: {key} — e.g. {v['example']}: {v['reason']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run(quick: bool) -> list[Table]:
+    """The `migrate_packages` section of `python -m benchmarks`: no tests under --quick."""
+    cache = _default_cache()
+    results = [measure(p, cache, tool=REPO, flags=["--namedtuples"], tests=not quick, per_file=not quick, timeout=900, out=None) for p in (PACKAGES[:2] if quick else PACKAGES)]
+    return tables(results)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.migrate_packages", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", default=[], choices=[p.name for p in PACKAGES], metavar="NAME")
+    parser.add_argument("--tool", type=pathlib.Path, default=REPO, help="the checkout whose treeclass runs (default: this one)")
+    parser.add_argument("--cache", type=pathlib.Path, default=_default_cache(), help="sdists, environments, work folders")
+    parser.add_argument("--out", type=pathlib.Path, help="keep records, diffs, test logs and report.md/report.json here")
+    parser.add_argument("--no-tests", action="store_true", help="skip the packages' tests")
+    parser.add_argument("--no-per-file", action="store_true", help="skip timing each file alone")
+    parser.add_argument("--no-namedtuples", action="store_true", help="run without --namedtuples")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds for one test run")
+    args = parser.parse_args(argv)
+    flags = [] if args.no_namedtuples else ["--namedtuples"]
+    results = []
+    for package in (p for p in PACKAGES if not args.only or p.name in args.only):
+        print(f"# {package.name} {package.version}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        results.append(measure(package, args.cache, tool=args.tool.resolve(), flags=flags, tests=not args.no_tests, per_file=not args.no_per_file, timeout=args.timeout, out=args.out))
+        r = results[-1]
+        print(f"# {package.name}: found {r['found']} {r['status']}, tests {r['tests_before']} -> {r['tests_after']}, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "report.json").write_text(json.dumps(results, indent=1))
+            (args.out / "report.md").write_text(report_md(results, str(args.tool)))
+    for table in tables(results):
+        print(f"\n{table.text()}")
+
+
+if __name__ == "__main__":
+    main()
