@@ -40,6 +40,9 @@ SECTIONS: dict[str, str] = {
     "whole_models": "benchmarks.whole_models",
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
     "migrate": "benchmarks.migrate",  # treeclass.migrate's speed (needs libcst)
+    # treeclass.migrate on public packages from PyPI (needs network for their sdists; their
+    # tests run only through `python -m benchmarks.migrate_packages`)
+    "migrate_packages": "benchmarks.migrate_packages",
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
