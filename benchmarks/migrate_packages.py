@@ -146,10 +146,9 @@ PACKAGES: tuple[Package, ...] = (
                 "finite_differences",
                 "interpolation",
                 "advection",
-                "array_utils",
             )
         ),
-        note="six test files of jax_cfd/base, where GridArray and GridVariable live (the rest left out for time; ml, data and spectral need haiku, gin, xarray)",
+        note="five test files of jax_cfd/base, where GridArray and GridVariable live (the rest left out for time; array_utils needs scikit-image; ml, data and spectral need haiku, gin, xarray)",
     ),
     Package(
         "blackjax",
