@@ -18,8 +18,12 @@ the version installed here) plus the package's own dependencies from PyPI.
 
 `--tool` is the checkout whose treeclass runs (default: this one); `--out` keeps, per
 package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
-report.md). The section `migrate_packages` of `python -m benchmarks` runs the same
-with `--no-tests` under --quick.
+report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
+tests only their repository ships. The tests run only where the migration changes a
+file, and a package's run before is kept in the cache for the next run.
+
+The section `migrate_packages` of `python -m benchmarks` runs the migration without the
+tests (they take an hour here); with --quick, on the first two packages only.
 """
 
 from __future__ import annotations
