@@ -41,6 +41,9 @@ SECTIONS: dict[str, str] = {
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
     "migrate": "benchmarks.migrate",  # treeclass.migrate's speed (needs libcst)
     "fuzz": "benchmarks.fuzz_checkpoints",  # treeclass.load() of damaged files: counts
+    # treeclass.migrate on public packages from PyPI (needs network for their sdists; their
+    # tests run only through `python -m benchmarks.migrate_packages`)
+    "migrate_packages": "benchmarks.migrate_packages",
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

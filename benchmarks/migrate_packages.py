@@ -1,0 +1,970 @@
+"""treeclass.migrate on real public packages, whole package folders at a time (issue 28,
+item 5): for each package, its sdist from PyPI is unpacked into a temporary folder, its
+own tests run, the migration runs on the package folder (`--json`, then `--write`),
+every file must still parse and a second run must change nothing, and the tests run
+again. Per package: classes found, converted, refused by reason (one example each),
+the tests before and after (by test id: a test that passed before and fails after is
+a change of behaviour), lines, the run's time and the slowest file run alone.
+
+Nothing of the packages is kept in the repository: the sdists, one virtual environment
+per package and the unpacked copies live under --cache (default: a folder in the
+system's temporary directory). A package's environment is the running one (its
+site-packages through a .pth file, its versions pinned by `pip freeze`, so jax stays at
+the version installed here) plus the package's own dependencies from PyPI.
+
+    python -m benchmarks.migrate_packages                  # every package, tests included
+    python -m benchmarks.migrate_packages --only blackjax --no-tests
+    python -m benchmarks.migrate_packages --tool /path/to/checkout --out /tmp/corpus-run
+
+`--tool` is the checkout whose treeclass runs (default: this one); `--out` keeps, per
+package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
+report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
+tests only their repository ships. The tests run only where the migration changes a
+file, and a package's run before is kept in the cache for the next run.
+
+The section `migrate_packages` of `python -m benchmarks` runs the migration without the
+tests (they take an hour here); with --quick, on the first two packages only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from benchmarks._table import Table
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """One public package: where its code and tests are inside the sdist."""
+
+    name: str
+    """The PyPI name."""
+    version: str
+    folder: str
+    """The package folder inside the unpacked sdist: migrated whole."""
+    deps: tuple[str, ...]
+    """Installed from PyPI into the package's environment (beside the running one's)."""
+    tests: tuple[str, ...] = ()
+    """pytest arguments, run from the sdist's root; empty: the sdist ships no tests."""
+    path: str = "."
+    """What goes on PYTHONPATH (relative to the sdist's root) to import the package."""
+    note: str = ""
+    """Which tests are left out, and why."""
+    probe: str = ""
+    """Python code run before and after the migration (its stdout must not change):
+    for packages whose tests do not reach the classes that convert."""
+    tests_repo: tuple[str, str, str] | None = None
+    """(owner/name, commit, folder) when the tests come from the repository, not the
+    sdist: read from a local mirror of it (--mirrors DIR holds DIR/owner+name/repo, a
+    bare git directory) and laid into the sdist's root."""
+
+
+# Chosen for their hand-written pytree classes (register_pytree_node_class, flax.struct,
+# chex.dataclass, NamedTuple states) and for sdists that install beside jax 0.10.2.
+# Tests: the sdist's own, less what needs what cannot be installed here or takes long on
+# 2 cores (each note says which).
+_DIGEST = """
+import hashlib
+import jax
+import numpy as np
+
+def digest(tree):
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(tree):
+        h.update(np.asarray(leaf).tobytes())
+    return f"{len(jax.tree.leaves(tree))} leaves {h.hexdigest()[:16]}"
+"""
+
+_EVOJAX_PROBE = (
+    _DIGEST
+    + """
+from evojax.policy.mlp_pi import PermutationInvariantPolicy
+from evojax.task.ma_waterworld import MultiAgentWaterWorld
+from evojax.task.slimevolley import SlimeVolley
+
+for task in (SlimeVolley(test=False, max_steps=50), MultiAgentWaterWorld(test=False)):
+    state = task.reset(jax.random.split(jax.random.PRNGKey(0), 2))
+    for i in range(3):
+        action = jax.random.uniform(jax.random.PRNGKey(i), (2, *task.act_shape))
+        state, reward, done = task.step(state, action)
+    print(type(task).__name__, digest(state), digest(reward), digest(done))
+policy = PermutationInvariantPolicy(act_dim=3, hidden_dim=8)
+state = SlimeVolley(test=False, max_steps=50).reset(jax.random.split(jax.random.PRNGKey(0), 2))
+params = jax.random.normal(jax.random.PRNGKey(2), (2, policy.num_params)) * 0.1
+actions, p_state = policy.get_actions(state, params, policy.reset(state))
+print("PermutationInvariantPolicy", digest(actions), digest(p_state))
+"""
+)
+
+PACKAGES: tuple[Package, ...] = (
+    Package(
+        "flashbax",
+        "0.1.3",
+        "flashbax",
+        ("chex", "flax"),
+        (
+            "flashbax/buffers/sum_tree_test.py",
+            "flashbax/vault/vault_test.py",
+            "-k",
+            "vault or [32] or [100]",
+        ),
+        note="the vault and the sum tree at capacities 32 and 100, where the classes that convert are used (the buffers' tests and the other capacities left out: they take over 15 min here)",
+    ),
+    Package(
+        "evojax",
+        "0.2.17",
+        "evojax",
+        ("flax", "cma", "opencv-python-headless"),
+        ("tests",),
+        note="every test in the sdist (they only construct tasks and policies), and a probe: SlimeVolley and MultiAgentWaterWorld stepped under jit, the permutation-invariant policy, leaves digested",
+        probe=_EVOJAX_PROBE,
+    ),
+    Package(
+        "jax-cfd",
+        "0.2.1",
+        "jax_cfd",
+        ("tree-math",),
+        tuple(
+            f"jax_cfd/base/{t}_test.py"
+            for t in (
+                "grids",
+                "boundaries",
+                "finite_differences",
+                "interpolation",
+                "advection",
+            )
+        ),
+        note="five test files of jax_cfd/base, where GridArray and GridVariable live (the rest left out for time; array_utils needs scikit-image; ml, data and spectral need haiku, gin, xarray)",
+    ),
+    Package(
+        "blackjax",
+        "1.7.1",
+        "blackjax",
+        ("chex",),
+        ("tests/mcmc", "tests/adaptation", "tests/smc", "tests/test_util.py"),
+        note="tests/mcmc, adaptation, smc and test_util.py (vi, sgmcmc, ns, optimizers and the benchmarks left out for time)",
+    ),
+    Package(
+        "jax-galsim",
+        "2026.7.0",
+        "jax_galsim",
+        ("galsim", "astropy", "quadax", "equinox"),
+        ("--noconftest", "tests/jax/test_interpolant_jax.py", "tests/jax/test_api.py"),
+        note="--noconftest (its conftest.py is written for pytest 8, here is 9); the interpolant tests (ClenshawCurtisQuad, the one class that converts, integrates their kernels) and test_api (every object's pickling, repr, pytree round trip, jit); the rest of tests/jax left out for time",
+    ),
+    Package(
+        "ott-jax",
+        "0.6.0",
+        "src/ott",
+        ("jaxopt", "lineax", "chex", "networkx", "scikit-learn"),
+        (
+            "-m",
+            "fast",
+            "tests/tools/k_means_test.py",
+            "tests/solvers/linear/univariate_test.py",
+            "tests/solvers/linear/discrete_barycenter_test.py",
+        ),
+        path="src",
+        note="the repository's tests at tag 0.6.0 marked fast, of k-means, the univariate solver and the discrete barycenter (where NamedTuples that convert are used; the fast tests of solvers/linear, tools and problems together take over 13 min here)",
+        tests_repo=("ott-jax/ott", "5aa6da0fbd8fe9c255b749ac5fb49f3092860cc4", "tests"),
+    ),
+    Package("flax", "0.12.8", "flax", (), note="for size: the sdist ships no tests"),
+    Package(
+        "jax", "0.10.2", "jax", (), note="for size (305k lines): its tests are not in the sdist"
+    ),
+    Package(
+        "evosax",
+        "0.3.1",
+        "evosax",
+        ("flax", "dotmap"),
+        (
+            "tests/test_core",
+            "tests/test_algorithms/test_distribution_based.py",
+            "tests/test_algorithms/test_population_based.py",
+            "-k",
+            "test_run_scan or not (test_run or test_base_api)",
+        ),
+        note="the repository's tests at the 0.3.1 release (the sdist ships none): core, and every algorithm run under lax.scan with its state as the carry, plus the algorithms' specific tests (test_run and test_base_api per algorithm, the learned algorithms, problems and examples left out for time)",
+        tests_repo=("RobertTLange/evosax", "d4b4127708cb2cd0cc906b910ddcd091013153a9", "tests"),
+    ),
+)
+
+
+def _default_cache() -> pathlib.Path:
+    return pathlib.Path(tempfile.gettempdir()) / "treeclass-migrate-corpus"
+
+
+def _sh(cmd: Sequence[str | os.PathLike[str]], **kw: object) -> subprocess.CompletedProcess[str]:
+    # Every command here is this interpreter, a venv's python, or git: nothing from input.
+    return subprocess.run([str(c) for c in cmd], text=True, capture_output=True, **kw)  # type: ignore[call-overload, no-any-return]  # noqa: S603
+
+
+def _failed(what: str, stderr: str) -> RuntimeError:
+    return RuntimeError(f"{what} failed:\n{stderr[-3000:]}")
+
+
+def sdist(package: Package, cache: pathlib.Path) -> pathlib.Path:
+    """The package's sdist, downloaded once into cache/dl."""
+    dl = cache / "dl"
+    dl.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[-_.]+", "[-_.]", package.name)
+    found = [
+        p
+        for p in dl.glob("*.tar.gz")
+        if re.fullmatch(rf"(?i){stem}-{re.escape(package.version)}\.tar\.gz", p.name)
+    ]
+    if not found:
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
+        done = _sh([*cmd, f"{package.name}=={package.version}", "-d", dl])
+        if done.returncode:
+            what = f"pip download {package.name}=={package.version}"
+            raise _failed(what, done.stderr)
+        return sdist(package, cache)
+    return found[0]
+
+
+def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
+    """The python of the package's virtual environment: the running environment's
+    packages at their versions, plus the package's dependencies."""
+    venv = cache / "venv" / package.name
+    python = venv / "bin" / "python"
+    if (venv / "ready").exists():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    base = (
+        pathlib.Path(sys.base_prefix)
+        / "bin"
+        / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    )
+    done = _sh([base if base.exists() else sys.executable, "-m", "venv", venv])
+    if done.returncode:
+        what = f"venv for {package.name}"
+        raise _failed(what, done.stderr)
+    site = pathlib.Path(
+        _sh(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).stdout.strip()
+    )
+    (site / "running-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    freeze = _sh([sys.executable, "-m", "pip", "freeze"]).stdout.splitlines()
+    constraints = venv / "constraints.txt"
+    constraints.write_text(
+        "".join(f"{line}\n" for line in freeze if "==" in line and not line.startswith("-e"))
+    )
+    done = _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps])
+    if done.returncode:
+        what = f"pip install {' '.join(package.deps)} for {package.name}"
+        raise _failed(what, done.stderr)
+    (venv / "ready").touch()
+    return python
+
+
+def unpack(archive: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
+    """The sdist's root folder, unpacked fresh under `into`."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    (root,) = into.iterdir()
+    return root
+
+
+@dataclasses.dataclass
+class Tests:
+    outcome: dict[str, str]
+    """test id -> passed / failed / error / skipped."""
+    seconds: float
+    timed_out: bool = False
+
+    def counts(self) -> str:
+        if self.timed_out:
+            return "timed out"
+        by = {
+            k: sum(v == k for v in self.outcome.values())
+            for k in ("passed", "failed", "error", "skipped")
+        }
+        return ", ".join(f"{n} {k}" for k, n in by.items() if n) or "none ran"
+
+
+def run_tests(
+    package: Package,
+    python: pathlib.Path,
+    root: pathlib.Path,
+    env: dict[str, str],
+    log: pathlib.Path,
+    timeout: float,
+    cache: pathlib.Path | None = None,
+) -> Tests:
+    """The package's tests (package.tests) from the sdist's root, outcome by test id.
+    With `cache` (a JSON file), a finished run is kept there and read back instead of
+    running again: the tests of the unchanged package do not depend on the tool."""
+    if cache is not None and cache.exists():
+        kept = json.loads(cache.read_text())
+        log.write_text(f"(kept from {cache})\n")
+        return Tests(kept["outcome"], kept["seconds"])
+    tests = _run_tests(package, python, root, env, log, timeout)
+    if cache is not None and not tests.timed_out and tests.outcome:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"outcome": tests.outcome, "seconds": tests.seconds}))
+    return tests
+
+
+def _run_tests(
+    package: Package,
+    python: pathlib.Path,
+    root: pathlib.Path,
+    env: dict[str, str],
+    log: pathlib.Path,
+    timeout: float,
+) -> Tests:
+    junit = log.with_suffix(".xml")
+    cmd = [
+        python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+    ]
+    cmd += [f"--junitxml={junit}", "-o", "junit_family=xunit1", *package.tests]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(  # noqa: S603 (the package's python running pytest)
+            [str(c) for c in cmd],
+            cwd=root,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
+        log.write_text(done.stdout + done.stderr)
+    except subprocess.TimeoutExpired as e:
+        log.write_text(f"timed out after {timeout} s\n{e.stdout or ''}")
+        return Tests({}, time.perf_counter() - start, timed_out=True)
+    outcome: dict[str, str] = {}
+    if junit.exists():
+        for case in ET.parse(junit).iter("testcase"):  # noqa: S314 (pytest's own junit file)
+            key = f"{case.get('classname')}::{case.get('name')}"
+            kinds = {child.tag for child in case}
+            outcome[key] = next(
+                (
+                    k
+                    for k, tag in (
+                        ("failed", "failure"),
+                        ("error", "error"),
+                        ("skipped", "skipped"),
+                    )
+                    if tag in kinds
+                ),
+                "passed",
+            )
+    return Tests(outcome, time.perf_counter() - start)
+
+
+# Runs treeclass.migrate in-process in the package's environment and times it: one run
+# over the package folder, then (with --per-file) each file alone.
+_DRIVER = r"""
+import io, json, sys, time
+from pathlib import Path
+from treeclass.migrate._cli import main
+args, per_file = json.loads(sys.argv[1]), sys.argv[2] == "1"
+out, err = io.StringIO(), io.StringIO()
+start, cpu = time.perf_counter(), time.process_time()
+code = main(args, out=out, err=err)
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+files = {}
+if per_file:
+    flags = [a for a in args if a.startswith("--")]
+    for path in sorted(p for a in args if not a.startswith("--") for p in ([Path(a)] if a.endswith(".py") else Path(a).rglob("*.py"))):
+        t, c = time.perf_counter(), time.process_time()
+        main([str(path), *[f for f in flags if f != "--write"]], out=io.StringIO(), err=io.StringIO())
+        files[str(path)] = (time.perf_counter() - t, time.process_time() - c)
+print(json.dumps({"code": code, "seconds": seconds, "cpu": cpu, "out": out.getvalue(), "err": err.getvalue(), "files": files}))
+"""
+
+
+def migrate(
+    python: pathlib.Path,
+    folder: pathlib.Path,
+    flags: Sequence[str],
+    env: dict[str, str],
+    *,
+    per_file: bool = False,
+) -> dict[str, object]:
+    done = _sh(
+        [python, "-c", _DRIVER, json.dumps([str(folder), *flags]), "1" if per_file else "0"],
+        env=env,
+    )
+    if done.returncode:
+        what = f"treeclass.migrate on {folder}"
+        raise _failed(what, done.stderr)
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def reason_key(reason: str) -> str:
+    """A refusal reason without its particulars (names in backticks, places in
+    parentheses), cut at its first colon: refusals that share it share a cause."""
+    text = re.sub(r"`[^`]*`", "`…`", reason)
+    text = re.sub(r"\([^()]*\)", "", text)
+    text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return text.split(": ")[0].split(". ")[0][:120]
+
+
+def split_reasons(reason: str) -> list[str]:
+    """One refusal's reasons: the tool gives several as `N reasons: (1) ... (2) ...`."""
+    if re.match(r"\d+ reasons: \(1\) ", reason):
+        return [p.strip() for p in re.split(r"(?:^\d+ reasons: |\s)\(\d+\) ", reason) if p.strip()]
+    return [reason]
+
+
+def parses(folder: pathlib.Path) -> list[str]:
+    """The .py files under folder that do not parse."""
+    bad = []
+    for path in sorted(folder.rglob("*.py")):
+        try:
+            ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError) as e:
+            bad.append(f"{path}: {e}")
+    return bad
+
+
+_PYTREE_DECORATORS = {
+    "register_pytree_node_class",
+    "register_pytree_with_keys_class",
+    "register_dataclass",
+    "pytree_dataclass",
+}
+_PYTREE_BASES = {"NamedTuple", "PyTreeNode"}
+
+
+def candidates(folder: pathlib.Path, root: pathlib.Path) -> dict[str, str]:
+    """A rough census of the hand-written pytree classes under folder, to show what the
+    tool did not find: `path:line Class` -> why it counts (a pytree decorator, a
+    NamedTuple / PyTreeNode base, a `dataclass` decorator in a file that imports chex
+    or flax.struct, a tree_flatten method, or `register_pytree_node(Class, ...)`)."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        flax_or_chex = "chex" in text or "flax" in text
+        registered = {
+            a.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and _last(n.func)
+            in ("register_pytree_node", "register_pytree_with_keys", "register_static")
+            for a in n.args[:1]
+            if isinstance(a, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            decorators = {
+                _last(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
+            }
+            bases = {_last(b.value if isinstance(b, ast.Subscript) else b) for b in node.bases}
+            why = (
+                next(iter(decorators & _PYTREE_DECORATORS), None)
+                or next(iter(bases & _PYTREE_BASES), None)
+                or (
+                    "dataclass (chex/flax file)"
+                    if "dataclass" in decorators and flax_or_chex
+                    else None
+                )
+                or (
+                    "tree_flatten method"
+                    if any(
+                        isinstance(b, ast.FunctionDef) and b.name == "tree_flatten"
+                        for b in node.body
+                    )
+                    else None
+                )
+                or ("register_pytree_node call" if node.name in registered else None)
+            )
+            if why:
+                found[f"{path.relative_to(root)}:{node.lineno} {node.name}"] = why
+    return found
+
+
+def _last(node: ast.expr) -> str:
+    return (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else ""
+    )
+
+
+def count_lines(folder: pathlib.Path) -> tuple[int, int]:
+    files = list(folder.rglob("*.py"))
+    return sum(len(p.read_bytes().splitlines()) for p in files), len(files)
+
+
+def run_probe(
+    package: Package,
+    python: pathlib.Path,
+    root: pathlib.Path,
+    env: dict[str, str],
+    log: pathlib.Path,
+    timeout: float,
+    cache: pathlib.Path | None = None,
+) -> str:
+    """The probe's stdout (or its failure); the one before is kept in `cache`."""
+    if cache is not None and cache.exists():
+        return cache.read_text()
+    try:
+        done = subprocess.run(  # noqa: S603 (the package's python running the probe)
+            [str(python), "-c", package.probe],
+            cwd=root,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
+        log.write_text(done.stdout + done.stderr)
+        result = (
+            done.stdout
+            if done.returncode == 0
+            else f"failed ({done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode})"
+        )
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout} s"
+    if cache is not None and done.returncode == 0:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(result)
+    return result
+
+
+def repository_tests(package: Package, mirrors: pathlib.Path | None, root: pathlib.Path) -> str:
+    """Lays the repository's test folder into root; "" when done, else why not."""
+    if package.tests_repo is None:
+        return ""
+    repo, commit, folder = package.tests_repo
+    git_dir = mirrors / repo.replace("/", "+") / "repo" if mirrors else None
+    if git_dir is None or not git_dir.exists():
+        return f"its tests are in the repository {repo}: pass --mirrors with a clone of it"
+    archive = subprocess.run(  # noqa: S603
+        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit, folder],  # noqa: S607
+        capture_output=True,
+    )
+    if archive.returncode:
+        return (
+            f"git archive {commit} {folder} failed in {git_dir}: {archive.stderr.decode()[-300:]}"
+        )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(root, filter="data")
+    return ""
+
+
+def measure(
+    package: Package,
+    cache: pathlib.Path,
+    *,
+    tool: pathlib.Path,
+    flags: Sequence[str],
+    tests: bool,
+    per_file: bool,
+    timeout: float,
+    out: pathlib.Path | None,
+    mirrors: pathlib.Path | None = None,
+) -> dict[str, object]:
+    """One package, start to end; the figures and the per-class records. The tests run
+    only when the migration changes a file (else after = before by construction), and
+    the run before is kept in cache/tests for the next run."""
+    run_tests_here = tests and bool(package.tests)
+    python = environment(package, cache) if run_tests_here else pathlib.Path(sys.executable)
+    archive = sdist(package, cache)
+    work = cache / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        root = unpack(archive, pathlib.Path(tmp))
+        folder = root / package.folder
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tool), str(root / package.path)]),
+            "JAX_PLATFORMS": "cpu",
+        }
+        env.pop("PYTHONSAFEPATH", None)
+        logs = out / package.name if out else pathlib.Path(tmp) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        lines, files = count_lines(folder)
+        census = candidates(folder, root)
+        bad_before = set(parses(folder))
+        tests_skipped = repository_tests(package, mirrors, root) if run_tests_here else ""
+        run_tests_here = run_tests_here and not tests_skipped
+        changes = _in(
+            root,
+            lambda: migrate(
+                pathlib.Path(sys.executable), folder.relative_to(root), ["--check", *flags], env
+            ),
+        )
+        if run_tests_here and changes["code"] != 1:
+            run_tests_here, tests_skipped = False, "no file changed"
+        key = re.sub(r"\W+", "_", f"{package.name}-{package.version}-{'-'.join(package.tests)}")
+        before = (
+            run_tests(
+                package,
+                python,
+                root,
+                env,
+                logs / "tests_before.log",
+                timeout,
+                cache / "tests" / f"{key}.json",
+            )
+            if run_tests_here
+            else None
+        )
+        probe_key = f"{package.name}-{package.version}-probe-{hashlib.sha256(package.probe.encode()).hexdigest()[:12]}"
+        probe_before = (
+            run_probe(
+                package,
+                python,
+                root,
+                env,
+                logs / "probe_before.log",
+                timeout,
+                cache / "tests" / probe_key,
+            )
+            if run_tests_here and package.probe
+            else None
+        )
+
+        rel = folder.relative_to(root)
+        # run from the sdist's root so that paths in the records are relative to it
+        first = _in(root, lambda: migrate(python, rel, ["--json", *flags], env, per_file=per_file))
+        records = [
+            json.loads(line) for line in str(first["out"]).splitlines() if line.startswith("{")
+        ]
+        diff = _in(root, lambda: migrate(python, rel, list(flags), env))
+        written = _in(root, lambda: migrate(python, rel, ["--write", *flags], env))
+        bad_after = [b for b in parses(folder) if b not in bad_before]
+        second = _in(root, lambda: migrate(python, rel, ["--check", *flags], env))
+        after = (
+            run_tests(package, python, root, env, logs / "tests_after.log", timeout)
+            if before is not None and not before.timed_out
+            else None
+        )
+        probe_after = (
+            run_probe(package, python, root, env, logs / "probe_after.log", timeout)
+            if probe_before is not None
+            else None
+        )
+        if out:
+            (logs / "records.jsonl").write_text(str(first["out"]))
+            (logs / "diff.patch").write_text(str(diff["out"]))
+            (logs / "errors.txt").write_text(
+                str(first["err"]) + str(written["err"]) + str(second["err"])
+            )
+
+    refused: dict[str, list[dict[str, object]]] = {}
+    for r in records:
+        if r["status"] != "converted":
+            parts = {reason_key(part): part for part in reversed(split_reasons(str(r["reason"])))}
+            for key, part in parts.items():  # a class counts once per reason
+                refused.setdefault(key, []).append({**r, "reason": part})
+    changed: list[str] = []
+    if before and after:
+        changed = sorted(
+            t
+            for t, o in before.outcome.items()
+            if o == "passed" and after.outcome.get(t, "missing") not in ("passed", "skipped")
+        )
+    slowest = max(dict(first["files"]).items(), key=lambda kv: kv[1][1], default=("", (0.0, 0.0)))  # type: ignore[arg-type]
+    return {
+        "package": f"{package.name} {package.version}",
+        "folder": package.folder,
+        "lines": lines,
+        "files": files,
+        "found": len(records),
+        "status": {
+            s: sum(r["status"] == s for r in records)
+            for s in sorted({str(r["status"]) for r in records})
+        },
+        "not_found": {
+            k: v
+            for k, v in census.items()
+            if k not in {f"{r['path']}:{r['line']} {r['class']}" for r in records}
+        },
+        "converted": [
+            f"{r['path']}:{r['line']} {r['class']}" for r in records if r["status"] == "converted"
+        ],
+        "converted_notes": sorted(
+            {str(r["reason"]) for r in records if r["status"] == "converted" and r["reason"]}
+        ),
+        "refused": {
+            k: {
+                "count": len(v),
+                "example": f"{v[0]['path']}:{v[0]['line']} {v[0]['class']}",
+                "reason": v[0]["reason"],
+                "classes": [f"{x['path']}:{x['line']} {x['class']}" for x in v],
+            }
+            for k, v in sorted(refused.items(), key=lambda kv: -len(kv[1]))
+        },
+        "seconds": first["seconds"],
+        "cpu_seconds": first["cpu"],
+        "slowest_file": {
+            "path": slowest[0],
+            "seconds": slowest[1][0],
+            "cpu_seconds": slowest[1][1],
+        },
+        "exit": {
+            "json": first["code"],
+            "write": written["code"],
+            "second_run_check": second["code"],
+        },
+        "errors": [e for e in (str(first["err"]) + str(written["err"])).splitlines() if e],
+        "unparsable_after": bad_after,
+        "second_run_changes": second["code"] == 1,
+        "tests": package.tests,
+        "tests_note": package.note,
+        "tests_before": before.counts()
+        if before
+        else f"not run ({tests_skipped})"
+        if tests_skipped
+        else "not run",
+        "tests_after": after.counts() if after else "not run",
+        "tests_seconds": [before.seconds if before else None, after.seconds if after else None],
+        "passed_before_failed_after": changed,
+        "probe": "not run"
+        if probe_before is None
+        else "same output"
+        if probe_before == probe_after
+        else f"DIFFERENT: before {probe_before!r}, after {probe_after!r}",
+    }
+
+
+def _in(folder: pathlib.Path, fn):  # type: ignore[no-untyped-def]
+    with contextlib.chdir(folder):
+        return fn()
+
+
+def tables(results: Sequence[dict[str, object]]) -> list[Table]:
+    rows = []
+    for r in results:
+        status = dict(r["status"])  # type: ignore[call-overload]
+        conv = status.pop("converted", 0)
+        tests = (
+            f"{r['tests_before']} -> {r['tests_after']}"
+            if r["tests_after"] != "not run"
+            else str(r["tests_before"])
+            if r["tests"]
+            else "no tests"
+        )
+        broke = len(r["passed_before_failed_after"])  # type: ignore[arg-type]
+        slow = r["slowest_file"]
+        rows.append(
+            (
+                str(r["package"]),
+                f"{r['lines']:,} / {r['files']}",
+                str(r["found"]),
+                str(conv),
+                str(sum(status.values())),
+                tests
+                + (f" ({broke} passed before, not after)" if broke else "")
+                + ("" if r["probe"] == "not run" else f"; probe: {str(r['probe']).split(':')[0]}"),
+                f"{r['seconds']:.1f} s ({r['cpu_seconds']:.1f} s CPU)",
+                f"{slow['cpu_seconds']:.2f} s CPU" if slow["path"] else "",  # type: ignore[index]
+                "ok"
+                if not r["unparsable_after"] and not r["second_run_changes"] and not r["errors"]
+                else "NO",
+            )
+        )
+    header = (
+        "package",
+        "lines / files",
+        "found",
+        "converted",
+        "refused",
+        "tests before -> after",
+        "run",
+        "slowest file alone",
+        "parses, idempotent",
+    )
+    note = (
+        "whole package folders, one run each (--namedtuples); 'run': the --json run over the"
+        " folder, in-process, wall and CPU time (CPU is what counts on a loaded machine)"
+    )
+    main = Table("treeclass.migrate on public packages", header, tuple(rows), note=note)
+    reasons = []
+    for r in results:
+        for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+            reasons.append((str(r["package"]), str(v["count"]), key, v["example"]))
+    return [
+        main,
+        Table(
+            "refusals by reason (one example each)",
+            ("package", "classes", "reason", "example"),
+            tuple(reasons),
+        ),
+    ]
+
+
+def report_md(results: Sequence[dict[str, object]], tool: str) -> str:
+    lines = [
+        f"# treeclass.migrate on public packages ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        f"tool: {tool}",
+        "",
+    ]
+    lines += [t.markdown() + "\n" for t in tables(results)]
+    for r in results:
+        lines += [
+            f"## {r['package']} ({r['folder']}, {r['lines']:,} lines in {r['files']} files)",
+            "",
+        ]
+        lines.append(
+            f"- found {r['found']}: {r['status']}; run {r['seconds']:.2f} s; slowest file alone {r['slowest_file']}"
+        )  # type: ignore[index]
+        lines.append(
+            f"- tests ({r['tests_note']}): before {r['tests_before']}; after {r['tests_after']}; probe: {r['probe']}"
+        )
+        if r["passed_before_failed_after"]:
+            lines.append(
+                "- **passed before, fail after**: " + ", ".join(r["passed_before_failed_after"])
+            )  # type: ignore[arg-type]
+        for problem in ("errors", "unparsable_after"):
+            if r[problem]:
+                lines.append(f"- **{problem}**: " + "; ".join(r[problem]))  # type: ignore[arg-type]
+        if r["second_run_changes"]:
+            lines.append("- **a second run changes files**")
+        if r["not_found"]:
+            lines.append(
+                f"- not found (a rough census, by decorator, base or tree_flatten): {len(r['not_found'])}: "
+                + ", ".join(f"{k} ({v})" for k, v in dict(r["not_found"]).items())
+            )  # type: ignore[call-overload]
+        lines.append("- converted: " + (", ".join(r["converted"]) or "none"))  # type: ignore[arg-type]
+        for note in r["converted_notes"]:  # type: ignore[attr-defined]
+            lines.append(f"  - conversion note: {note}")
+        for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+            lines.append(f"- refused {v['count']}: {key} — e.g. {v['example']}: {v['reason']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run(quick: bool) -> list[Table]:
+    """The `migrate_packages` section of `python -m benchmarks`: the migration and its
+    times, without the packages' tests (those take an hour: run this module for them);
+    --quick: the first two packages, no per-file times. A package whose sdist cannot be
+    downloaded (no network) is left out, and the table's note says so."""
+    cache, results, missing = _default_cache(), [], []
+    for package in PACKAGES[:2] if quick else PACKAGES:
+        try:
+            results.append(
+                measure(
+                    package,
+                    cache,
+                    tool=REPO,
+                    flags=["--namedtuples"],
+                    tests=False,
+                    per_file=not quick,
+                    timeout=900,
+                    out=None,
+                )
+            )
+        except RuntimeError as e:
+            missing.append(f"{package.name} ({str(e).splitlines()[0]})")
+    found = tables(results)
+    if missing:
+        found[0] = dataclasses.replace(
+            found[0], note=f"{found[0].note}; left out: {', '.join(missing)}"
+        )
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.migrate_packages",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--only", nargs="+", default=[], choices=[p.name for p in PACKAGES], metavar="NAME"
+    )
+    parser.add_argument(
+        "--tool",
+        type=pathlib.Path,
+        default=REPO,
+        help="the checkout whose treeclass runs (default: this one)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=pathlib.Path,
+        default=_default_cache(),
+        help="sdists, environments, work folders",
+    )
+    parser.add_argument(
+        "--out",
+        type=pathlib.Path,
+        help="keep records, diffs, test logs and report.md/report.json here",
+    )
+    parser.add_argument("--no-tests", action="store_true", help="skip the packages' tests")
+    parser.add_argument("--no-per-file", action="store_true", help="skip timing each file alone")
+    parser.add_argument("--no-namedtuples", action="store_true", help="run without --namedtuples")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds for one test run")
+    parser.add_argument(
+        "--mirrors",
+        type=pathlib.Path,
+        help="DIR/owner+name/repo: git clones, for tests that only the repository ships",
+    )
+    args = parser.parse_args(argv)
+    flags = [] if args.no_namedtuples else ["--namedtuples"]
+    results = []
+    for package in (p for p in PACKAGES if not args.only or p.name in args.only):
+        print(f"# {package.name} {package.version}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        results.append(
+            measure(
+                package,
+                args.cache,
+                tool=args.tool.resolve(),
+                flags=flags,
+                tests=not args.no_tests,
+                per_file=not args.no_per_file,
+                timeout=args.timeout,
+                out=args.out,
+                mirrors=args.mirrors,
+            )
+        )
+        r = results[-1]
+        print(
+            f"# {package.name}: found {r['found']} {r['status']}, tests {r['tests_before']} -> {r['tests_after']}, {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "report.json").write_text(json.dumps(results, indent=1))
+            (args.out / "report.md").write_text(report_md(results, str(args.tool)))
+    for table in tables(results):
+        print(f"\n{table.text()}")
+
+
+if __name__ == "__main__":
+    main()
