@@ -68,7 +68,7 @@ def _forget_pkg() -> Iterator[None]:
 # The shape of jax_cfd/base/grids.py and boundaries.py (0.2.1), cut down.
 JAX_CFD = {
     "pkg/__init__.py": "",
-    "pkg/grids.py": '''
+    "pkg/grids.py": """
         import dataclasses
         import operator
         from typing import Optional, Sequence, Tuple, Union
@@ -132,8 +132,8 @@ JAX_CFD = {
             @classmethod
             def tree_unflatten(cls, aux_data, children):
                 return cls(*children, *aux_data)
-    ''',
-    "pkg/boundaries.py": '''
+    """,
+    "pkg/boundaries.py": """
         import dataclasses
         from typing import Sequence, Tuple
 
@@ -156,7 +156,7 @@ JAX_CFD = {
             for _ in range(ndim):
                 types.append(["dirichlet", "dirichlet"])  # lists inside, as jax-cfd builds them
             return ConstantBoundaryConditions(types)
-    ''',
+    """,
 }
 
 
@@ -173,7 +173,9 @@ def test_static_typed_by_a_run_class_built_with_lists_is_refused(tmp_path: Path)
     for root in (tmp_path / "before", tmp_path / "after"):
         grids, boundaries = _import(root, "pkg.grids"), _import(root, "pkg.boundaries")
         grid = grids.Grid((4,), domain=((0.0, 1.0),))
-        variable = grids.GridVariable(grids.GridArray(jnp.zeros(4), (0.5,), grid), boundaries.dirichlet(1))
+        variable = grids.GridVariable(
+            grids.GridArray(jnp.zeros(4), (0.5,), grid), boundaries.dirichlet(1)
+        )
         assert variable.bc.types == (["dirichlet", "dirichlet"],)
 
 
@@ -193,7 +195,7 @@ def test_grid_that_converts_its_inputs_to_tuples_still_converts(tmp_path: Path):
     assert np.allclose(jax.grad(f)(old).data, jax.grad(f)(new).data)
 
 
-HASHABLE = '''
+HASHABLE = """
     import dataclasses
     import enum
     from typing import NamedTuple, Optional, Tuple
@@ -233,7 +235,7 @@ HASHABLE = '''
         @classmethod
         def tree_unflatten(cls, meta, children):
             return cls(*children, *meta)
-'''
+"""
 
 
 def test_provably_hashable_run_class_converts(tmp_path: Path):
@@ -253,12 +255,27 @@ def test_provably_hashable_run_class_converts(tmp_path: Path):
 @pytest.mark.parametrize(
     ("meta", "why"),
     [
-        ("@dataclasses.dataclass(frozen=True)\nclass Meta:\n    sizes: Sequence[int]\n", "`Meta.sizes` is annotated `Sequence[int]`, which does not prove it hashable"),
-        ("@dataclasses.dataclass(frozen=True)\nclass Meta:\n    extra: Any\n", "`Meta.extra` is annotated `Any`"),
-        ("@dataclasses.dataclass(frozen=True)\nclass Meta:\n    sizes: Tuple\n", "`Meta.sizes` is annotated `Tuple`"),
-        ("@dataclasses.dataclass\nclass Meta:\n    n: int\n", "`Meta` is a dataclass without frozen=True, so its instances are unhashable"),
+        (
+            "@dataclasses.dataclass(frozen=True)\nclass Meta:\n    sizes: Sequence[int]\n",
+            "`Meta.sizes` is annotated `Sequence[int]`, which does not prove it hashable",
+        ),
+        (
+            "@dataclasses.dataclass(frozen=True)\nclass Meta:\n    extra: Any\n",
+            "`Meta.extra` is annotated `Any`",
+        ),
+        (
+            "@dataclasses.dataclass(frozen=True)\nclass Meta:\n    sizes: Tuple\n",
+            "`Meta.sizes` is annotated `Tuple`",
+        ),
+        (
+            "@dataclasses.dataclass\nclass Meta:\n    n: int\n",
+            "`Meta` is a dataclass without frozen=True, so its instances are unhashable",
+        ),
         ("class Meta(NamedTuple):\n    sizes: list\n", "`Meta.sizes` is annotated `list`"),
-        ("class Meta:\n    def __eq__(self, other):\n        return True\n", "`Meta` defines __eq__ without __hash__"),
+        (
+            "class Meta:\n    def __eq__(self, other):\n        return True\n",
+            "`Meta` defines __eq__ without __hash__",
+        ),
         ("class Meta(dict):\n    pass\n", "`Meta` has the base `dict`, which may be unhashable"),
     ],
 )
@@ -267,7 +284,7 @@ def test_run_class_not_provably_hashable_is_refused(tmp_path: Path, meta: str, w
         "import dataclasses\nfrom typing import Any, NamedTuple, Sequence, Tuple\n\n"
         "from jax.tree_util import register_pytree_node_class\n\n\n"
         + meta
-        + textwrap.dedent('''
+        + textwrap.dedent("""
 
             @register_pytree_node_class
             class Layer:
@@ -281,7 +298,7 @@ def test_run_class_not_provably_hashable_is_refused(tmp_path: Path, meta: str, w
                 @classmethod
                 def tree_unflatten(cls, meta, children):
                     return cls(*children, *meta)
-        ''')
+        """)
     )
     reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
     assert reports["Layer"]["status"] == "refused"
@@ -290,7 +307,7 @@ def test_run_class_not_provably_hashable_is_refused(tmp_path: Path, meta: str, w
 
 def test_flax_static_typed_by_a_subclassed_run_class_is_refused(tmp_path: Path):
     pytest.importorskip("flax")
-    source = '''
+    source = """
         import dataclasses
         from typing import Tuple
 
@@ -313,7 +330,10 @@ def test_flax_static_typed_by_a_subclassed_run_class_is_refused(tmp_path: Path):
         class State:
             x: jnp.ndarray
             config: Config = flax.struct.field(pytree_node=False)
-    '''
+    """
     reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/state.py": source})
     assert reports["State"]["status"] == "refused"
-    assert "its static field `config` is annotated `Config`, but `Loose.__init__` stores `sizes` as `sizes`" in reports["State"]["reason"]
+    assert (
+        "its static field `config` is annotated `Config`, but `Loose.__init__` stores `sizes` as `sizes`"
+        in reports["State"]["reason"]
+    )

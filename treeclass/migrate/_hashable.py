@@ -21,11 +21,58 @@ from treeclass.migrate._resolve import Program, _File
 
 __all__ = ["why_not"]
 
-_SCALARS: Final = {"int", "float", "str", "bool", "bytes", "complex", "None", "NoneType", "type", "Ellipsis"}
-_TUPLES: Final = {"tuple", "Tuple", "typing.Tuple", "frozenset", "FrozenSet", "typing.FrozenSet", "AbstractSet"}
-_UNIONS: Final = {"Optional", "typing.Optional", "Union", "typing.Union", "Final", "typing.Final", "Literal", "typing.Literal"}
-_CONVERTERS: Final = {"int", "float", "str", "bool", "complex", "operator.index", "len", "round", "abs", "hash"}
-_HASH_BASES: Final = {"object", "enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "abc.ABC"}
+_SCALARS: Final = {
+    "int",
+    "float",
+    "str",
+    "bool",
+    "bytes",
+    "complex",
+    "None",
+    "NoneType",
+    "type",
+    "Ellipsis",
+}
+_TUPLES: Final = {
+    "tuple",
+    "Tuple",
+    "typing.Tuple",
+    "frozenset",
+    "FrozenSet",
+    "typing.FrozenSet",
+    "AbstractSet",
+}
+_UNIONS: Final = {
+    "Optional",
+    "typing.Optional",
+    "Union",
+    "typing.Union",
+    "Final",
+    "typing.Final",
+    "Literal",
+    "typing.Literal",
+}
+_CONVERTERS: Final = {
+    "int",
+    "float",
+    "str",
+    "bool",
+    "complex",
+    "operator.index",
+    "len",
+    "round",
+    "abs",
+    "hash",
+}
+_HASH_BASES: Final = {
+    "object",
+    "enum.Enum",
+    "enum.IntEnum",
+    "enum.StrEnum",
+    "enum.Flag",
+    "enum.IntFlag",
+    "abc.ABC",
+}
 _Type = tuple[_File, Found]
 
 
@@ -62,7 +109,9 @@ class _Judge:
         if id(found.node) in self.seen:
             return self.seen[id(found.node)]
         self.seen[id(found.node)] = None  # a recursive reference: judged by its other fields
-        why = self._own(file, found) or next((w for sub in self._subclasses(found) if (w := self.cls(sub))), None)
+        why = self._own(file, found) or next(
+            (w for sub in self._subclasses(found) if (w := self.cls(sub))), None
+        )
         self.seen[id(found.node)] = why
         return why
 
@@ -74,14 +123,20 @@ class _Judge:
             for other in file.found:
                 bases = [self.program.base(file, other, i) for i in range(len(other.bases))]
                 named = any((q or "").split(".")[-1] == found.name for q in other.bases)
-                if other is not found and (named or any(b is not None and b[1] is found for b in bases)):
+                if other is not found and (
+                    named or any(b is not None and b[1] is found for b in bases)
+                ):
                     out.append((file, other))
         return out
 
     def _own(self, file: _File, found: Found) -> str | None:
         name = found.name
         decorators = [d.func if isinstance(d, ast.Call) else d for d in found.node.decorator_list]
-        dataclass = [d for d in decorators if _names.dotted(d, file.names) in ("dataclasses.dataclass", *_names.FLAX_DATACLASS)]
+        dataclass = [
+            d
+            for d in decorators
+            if _names.dotted(d, file.names) in ("dataclasses.dataclass", *_names.FLAX_DATACLASS)
+        ]
         qualified = [b or "" for b in found.bases]
         named_tuple = any(q in _names.NAMEDTUPLE for q in qualified)
         methods = {s.name: s for s in found.node.body if isinstance(s, ast.FunctionDef)}
@@ -98,23 +153,39 @@ class _Judge:
                 why = f"`{name}` has the base `{q or '?'}`, which may be unhashable"
         return why
 
-    def _body(self, file: _File, found: Found, methods: dict[str, ast.FunctionDef], dataclass: list[ast.expr], decorators: list[ast.expr], named_tuple: bool) -> str | None:
+    def _body(
+        self,
+        file: _File,
+        found: Found,
+        methods: dict[str, ast.FunctionDef],
+        dataclass: list[ast.expr],
+        decorators: list[ast.expr],
+        named_tuple: bool,
+    ) -> str | None:
         name = found.name
         if "__eq__" in methods and "__hash__" not in methods:
             return f"`{name}` defines __eq__ without __hash__, so its instances are unhashable"
         if not dataclass and not named_tuple:
-            return None if "__eq__" not in methods else f"`{name}` defines its own __eq__ and __hash__"
+            return (
+                None if "__eq__" not in methods else f"`{name}` defines its own __eq__ and __hash__"
+            )
         if dataclass:
             raw = found.node.decorator_list[decorators.index(dataclass[0])]
-            keywords = {kw.arg: kw.value for kw in raw.keywords} if isinstance(raw, ast.Call) else {}
+            keywords = (
+                {kw.arg: kw.value for kw in raw.keywords} if isinstance(raw, ast.Call) else {}
+            )
             flax = _names.dotted(dataclass[0], file.names) in _names.FLAX_DATACLASS
-            frozen = flax or any(isinstance(keywords.get(k), ast.Constant) and keywords[k].value is True for k in ("frozen", "unsafe_hash"))
+            frozen = flax or any(_true(keywords.get(k)) for k in ("frozen", "unsafe_hash"))
             if not frozen:
-                return f"`{name}` is a dataclass without frozen=True, so its instances are unhashable"
+                return (
+                    f"`{name}` is a dataclass without frozen=True, so its instances are unhashable"
+                )
         fields = {
             s.target.id: s.annotation
             for s in found.node.body
-            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and "ClassVar" not in ast.dump(s.annotation)
+            if isinstance(s, ast.AnnAssign)
+            and isinstance(s.target, ast.Name)
+            and "ClassVar" not in ast.dump(s.annotation)
         }
         for field, annotation in fields.items():
             if not self.annotation(file, annotation):
@@ -134,7 +205,12 @@ class _Judge:
         if isinstance(node, ast.Subscript):
             outer = _names.dotted(node.value, file.names) or ""
             inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if outer in _TUPLES or outer.split(".")[-1] in ("tuple", "Tuple", "frozenset", "FrozenSet"):
+            if outer in _TUPLES or outer.split(".")[-1] in (
+                "tuple",
+                "Tuple",
+                "frozenset",
+                "FrozenSet",
+            ):
                 return all(self.annotation(file, e) for e in inner)
             if outer in _UNIONS:
                 return outer.endswith("Literal") or all(self.annotation(file, e) for e in inner)
@@ -180,7 +256,11 @@ class _Init:
                 code = " or ".join(f"`{ast.unparse(v)}`" for v in built)
                 return f"`{self.name}.__init__` stores `{attr}` as {code}, which may hold an unhashable value (a list given by a caller)"
             return None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             env[stmt.targets[0].id] = [stmt.value]
         elif isinstance(stmt, ast.If):
             branches = []
@@ -230,7 +310,11 @@ class _Init:
             func = _names.dotted(node.func, self.file.names)
             if func in _CONVERTERS:
                 return True
-            if func in ("tuple", "frozenset") and len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp | ast.ListComp):
+            if (
+                func in ("tuple", "frozenset")
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.GeneratorExp | ast.ListComp)
+            ):
                 comp = node.args[0]
                 inner = dict(loop)
                 for gen in comp.generators:
@@ -241,9 +325,15 @@ class _Init:
                 return self.value(comp.elt, env, inner)
         return False
 
-    def _iterable(self, node: ast.expr, env: dict[str, list[ast.expr]], loop: dict[str, bool]) -> bool:
+    def _iterable(
+        self, node: ast.expr, env: dict[str, list[ast.expr]], loop: dict[str, bool]
+    ) -> bool:
         """Whether every item of `node`, to any depth, is hashable."""
-        if isinstance(node, ast.Call) and _names.dotted(node.func, self.file.names) in ("zip", "enumerate", "reversed"):
+        if isinstance(node, ast.Call) and _names.dotted(node.func, self.file.names) in (
+            "zip",
+            "enumerate",
+            "reversed",
+        ):
             return all(self._iterable(a, env, loop) for a in node.args)
         return self.value(node, env, loop)
 
@@ -252,10 +342,22 @@ def _stored(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
     """`self.x = v` or `object.__setattr__(self, "x", v)`: ("x", v)."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target = stmt.targets[0]
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
             return target.attr, stmt.value
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         call = stmt.value
-        if ast.unparse(call.func) == "object.__setattr__" and len(call.args) == 3 and isinstance(call.args[1], ast.Constant):
+        if (
+            ast.unparse(call.func) == "object.__setattr__"
+            and len(call.args) == 3
+            and isinstance(call.args[1], ast.Constant)
+        ):
             return str(call.args[1].value), call.args[2]
     return None
+
+
+def _true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
