@@ -277,6 +277,12 @@ def test_provably_hashable_run_class_converts(tmp_path: Path):
             "`Meta` defines __eq__ without __hash__",
         ),
         ("class Meta(dict):\n    pass\n", "`Meta` has the base `dict`, which may be unhashable"),
+        ("class Meta:\n    __hash__ = None\n", "`Meta` sets __hash__ in its body"),
+        (
+            "@dataclasses.dataclass(frozen=True)\nclass Base:\n    n: int\n\n\n"
+            "@dataclasses.dataclass(frozen=True)\nclass Meta(Base):\n    def __init__(self, n):\n        super().__init__(n)\n",
+            "`Meta.__init__` stores through `super().__init__`, which the tool cannot follow",
+        ),
     ],
 )
 def test_run_class_not_provably_hashable_is_refused(tmp_path: Path, meta: str, why: str):

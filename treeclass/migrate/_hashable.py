@@ -163,6 +163,11 @@ class _Judge:
         named_tuple: bool,
     ) -> str | None:
         name = found.name
+        if any(
+            isinstance(s, ast.Assign) and "__hash__" in map(ast.unparse, s.targets)
+            for s in found.node.body
+        ):
+            return f"`{name}` sets __hash__ in its body"
         if "__eq__" in methods and "__hash__" not in methods:
             return f"`{name}` defines __eq__ without __hash__, so its instances are unhashable"
         if not dataclass and not named_tuple:
@@ -190,9 +195,11 @@ class _Judge:
         for field, annotation in fields.items():
             if not self.annotation(file, annotation):
                 return f"`{name}.{field}` is annotated `{ast.unparse(annotation)}`, which does not prove it hashable"
-        init = methods.get("__init__")
-        if init is not None:
-            return _Init(self, file, init, name).check(set(fields))
+        for method in ("__init__", "__post_init__"):
+            if method in methods:
+                why = _Init(self, file, methods[method], name).check()
+                if why is not None:
+                    return why
         return None
 
     def annotation(self, file: _File, node: ast.expr) -> bool:
@@ -233,7 +240,10 @@ class _Init:
         params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
         self.params = {a.arg: a.annotation for a in params[1:]}
 
-    def check(self, fields: set[str]) -> str | None:
+    def check(self) -> str | None:
+        for node in ast.walk(self.fn):
+            if isinstance(node, ast.Call) and _hidden_store(node):
+                return f"`{self.name}.{self.fn.name}` stores through `{ast.unparse(node.func)}`, which the tool cannot follow"
         env: dict[str, list[ast.expr]] = {}
         for p, annotation in self.params.items():
             ok = annotation is not None and self.judge.annotation(self.file, annotation)
@@ -361,3 +371,14 @@ def _stored(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
 
 def _true(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
+
+
+def _hidden_store(call: ast.Call) -> bool:
+    """A call that may store a field unseen: `setattr(self, ...)`, `super().__init__(...)`,
+    `Base.__init__(self, ...)`, `self.method(...)`, `object.__setattr__` with a computed name."""
+    func = ast.unparse(call.func)
+    if func == "object.__setattr__":
+        return not (len(call.args) == 3 and isinstance(call.args[1], ast.Constant))
+    if func in ("setattr", "vars") or func.endswith(("__init__", "__setattr__", "__dict__.update")):
+        return True
+    return func.startswith("self.")
