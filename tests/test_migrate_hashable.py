@@ -343,3 +343,44 @@ def test_flax_static_typed_by_a_subclassed_run_class_is_refused(tmp_path: Path):
         "its static field `config` is annotated `Config`, but `Loose.__init__` stores `sizes` as `sizes`"
         in reports["State"]["reason"]
     )
+
+
+@pytest.mark.parametrize(
+    ("meta", "annotation"),
+    [
+        ("class Meta:\n    pass\n", "Meta"),  # identity hashing
+        ("@dataclasses.dataclass\nclass Meta:\n    n: list\n", "type[Meta]"),  # a class is hashable
+        (
+            "@dataclasses.dataclass\nclass Meta:\n    n: list\n",
+            "Callable[[Meta], int]",
+        ),  # so is a function
+        (  # a class that says how it hashes (flax's GraphDef)
+            "@dataclasses.dataclass(frozen=True)\nclass Meta:\n    nodes: list\n\n"
+            "    def __hash__(self):\n        return hash(tuple(self.nodes))\n",
+            "Meta",
+        ),
+    ],
+)
+def test_hashable_by_identity_type_or_own_hash_converts(tmp_path: Path, meta: str, annotation: str):
+    source = (
+        "import dataclasses\nfrom typing import Callable\n\n"
+        "from jax.tree_util import register_pytree_node_class\n\n\n"
+        + meta
+        + textwrap.dedent(f"""
+
+            @register_pytree_node_class
+            class Layer:
+                def __init__(self, w, meta: {annotation}):
+                    self.w = w
+                    self.meta = meta
+
+                def tree_flatten(self):
+                    return (self.w,), (self.meta,)
+
+                @classmethod
+                def tree_unflatten(cls, meta, children):
+                    return cls(*children, *meta)
+        """)
+    )
+    reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
+    assert reports["Layer"]["status"] == "converted", reports["Layer"]["reason"]

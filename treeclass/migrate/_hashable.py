@@ -80,7 +80,7 @@ def why_not(program: Program, file: _File, annotation: ast.expr) -> str | None:
     """Why a value annotated `annotation` may be unhashable, where the annotation names
     a class of the run that is not provably hashable; None otherwise (other annotations
     are judged elsewhere)."""
-    for node in ast.walk(_parse(annotation)):
+    for node in _instances(_parse(annotation), file.names):
         if isinstance(node, ast.Name | ast.Attribute):
             resolved = program.resolve(file, _names.dotted(node, file.names))
             if resolved is not None:
@@ -88,6 +88,24 @@ def why_not(program: Program, file: _File, annotation: ast.expr) -> str | None:
                 if why is not None:
                     return why
     return None
+
+
+def _instances(node: ast.expr, names: dict[str, str]) -> list[ast.expr]:
+    """The names in an annotation whose instances are values: not inside `type[...]`
+    (a class is hashable) or `Callable[...]` (a function is)."""
+    if isinstance(node, ast.Subscript):
+        outer = (_names.dotted(node.value, names) or "").split(".")[-1]
+        if outer in ("type", "Type", "Callable"):
+            return []
+        return [*_instances(node.value, names), *_instances(node.slice, names)]
+    if isinstance(node, ast.Name | ast.Attribute):
+        return [node]
+    return [
+        n
+        for child in ast.iter_child_nodes(node)
+        if isinstance(child, ast.expr)
+        for n in _instances(child, names)
+    ]
 
 
 def _parse(node: ast.expr) -> ast.expr:
@@ -141,8 +159,8 @@ class _Judge:
         named_tuple = any(q in _names.NAMEDTUPLE for q in qualified)
         methods = {s.name: s for s in found.node.body if isinstance(s, ast.FunctionDef)}
         run_bases = [self.program.base(file, found, i) for i in range(len(found.bases))]
-        if any(q.startswith("enum.") for q in qualified):
-            return None
+        if any(q.startswith("enum.") for q in qualified) or "__hash__" in methods:
+            return None  # an enum, or a class that says how it hashes (flax's GraphDef)
         why = self._body(file, found, methods, dataclass, decorators, named_tuple)
         for b, q in zip(run_bases, qualified, strict=True):
             if why is not None:
@@ -171,9 +189,7 @@ class _Judge:
         if "__eq__" in methods and "__hash__" not in methods:
             return f"`{name}` defines __eq__ without __hash__, so its instances are unhashable"
         if not dataclass and not named_tuple:
-            return (
-                None if "__eq__" not in methods else f"`{name}` defines its own __eq__ and __hash__"
-            )
+            return None  # identity hashing
         if dataclass:
             raw = found.node.decorator_list[decorators.index(dataclass[0])]
             keywords = (
