@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Callable
 
 from treeclass.migrate._facts import Facts
 from treeclass.migrate._find import Found
@@ -33,6 +34,8 @@ class Context:
     methods: set[str] = dataclasses.field(default_factory=set[str])  # defined by it or a base in the run
     refused_bases: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])  # said once, by the run
     related: set[str] = dataclasses.field(default_factory=set[str])  # its name and its bases' in the run
+    # Why an annotation naming a class of the run may hold an unhashable value (_hashable.why_not).
+    unhashable: Callable[[ast.expr], str | None] = lambda annotation: None
 
     def code(self, node: ast.AST) -> str:
         """The source text of `node`, as written."""

@@ -145,6 +145,9 @@ def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) 
         annotation = ctx.code(f.stmt.annotation)
         if unhashable_annotation(annotation):
             raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`"))
+        why = ctx.unhashable(f.stmt.annotation)
+        if why is not None:
+            raise Refused(_messages.STATIC_UNPROVEN.format(attr=f.name, annotation=annotation, why=why))
         default = _unhashable_default(ctx, f)
         if default is not None:
             raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given the default `{default}`"))

@@ -21,6 +21,7 @@ from treeclass.migrate import (
     _facts,
     _find,
     _handwritten,
+    _hashable,
     _messages,
     _names,
     _skeleton,
@@ -150,6 +151,7 @@ class _Run:
         self.decided[id(found)] = Refusal("(inheritance cycle)")
         ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
         ctx.related = self.program.ancestors(file, found) | {found.name}
+        ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
         ctx.methods = self.program.methods(file, found)
         for i, decorator in enumerate(found.node.decorator_list):
             fn = self.program.function(file, _names.dotted(decorator, file.names), self.functions)

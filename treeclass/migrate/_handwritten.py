@@ -150,6 +150,9 @@ def _check_static(ctx: Context, init: Init, attr: str) -> None:
         annotation = ctx.code(p.annotation) if p.annotation is not None else ""
         if _dataclasses.unhashable_annotation(annotation):
             raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`"))
+        why = ctx.unhashable(p.annotation) if p.annotation is not None else None
+        if why is not None:
+            raise Refused(_messages.STATIC_UNPROVEN.format(attr=attr, annotation=annotation, why=why))
         if isinstance(p.default, ast.List | ast.Dict | ast.Set):
             raise Refused(_messages.STATIC_DEFAULT.format(attr=attr, code=ctx.code(p.default)))
 

@@ -65,6 +65,7 @@ OPTION: Final = "`{code}` has no treeclass equivalent ({why}); remove it by hand
 JDC_MUTATE: Final = "code mutates copies of jax_dataclasses instances with jdc.copy_and_mutate ({site}), which a treeclass does not support: use obj.replace(...) there, then run again. " + _DOCS + "other-refusals"
 TUPLE_API: Final = "code uses the NamedTuple's tuple API ({site}), which a treeclass lacks: use replace() and field names there, then run again. " + _DOCS + "namedtuple"
 TUPLE_USE: Final = "code uses an instance as a tuple ({site}: unpacked, indexed or iterated), which a treeclass is not: use field names there, then run again. " + _DOCS + "namedtuple"
+STATIC_UNPROVEN: Final = "its static field `{attr}` is annotated `{annotation}`, but {why}: a treeclass hashes statics at construction, where the old class never did, so a value built with a list inside would raise. Make that class build its fields as tuples, str or numbers (`tuple(tuple(t) for t in types)`) and frozen, then run again; or convert the class by hand, keeping `{attr}` out of the statics. " + _DOCS + "unhashable-aux-data"
 STATIC_UNHASHABLE: Final = "its static field `{attr}` is {why}: a treeclass checks statics at construction and refuses unhashable ones (JAX hashes the treedef), so every construction would raise. Make it a tuple or a frozen value, or a dynamic field, then run again. " + _DOCS + "unhashable-aux-data"
 FIELD_SPEC: Final = "`{code}` on field `{attr}` has no treeclass equivalent: rewrite the field by hand. " + _DOCS + "other-refusals"
 
