@@ -149,19 +149,8 @@ class WithPostInit(Plain):
 
 
 @tc.treeclass(frozen=False)  # frozen=False: for the type checkers (assignments in __init__)
-class HandInit:
+class HandInit(Plain):
     """`Plain`'s fields, set by a hand-written `__init__` (equinox's style)."""
-
-    a0: jax.Array
-    a1: jax.Array
-    a2: jax.Array
-    a3: jax.Array
-    a4: jax.Array
-    a5: jax.Array
-    a6: jax.Array
-    a7: jax.Array
-    n: int = tc.static()
-    name: str = tc.static()
 
     def __init__(self, a0, a1, a2, a3, a4, a5, a6, a7, n, name) -> None:
         self.a0, self.a1, self.a2, self.a3 = a0, a1, a2, a3
