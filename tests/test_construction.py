@@ -481,6 +481,28 @@ def test_unimplemented_abstract_methods_refuse_instantiation(form: Form, abc_bas
     assert Dense(jnp.ones(1)).width == 1
 
 
+def test_an_abstract_class_stays_refused_once_its_construction_is_warm(form: Form):
+    # CPython 3.13+ specialises a warm `Cls(...)` on a plain class into an allocation that
+    # skips object.__new__'s abstract check; the second call here was the one let through.
+    @form.decorate
+    class Layer(*form.bases):
+        w: jax.Array
+
+        @abc.abstractmethod
+        def __call__(self, x): ...
+
+    for _ in range(4):
+        with pytest.raises(TypeError, match=r"abstract class Layer"):
+            Layer(jnp.ones(1))
+
+    @form.decorate
+    class Dense(Layer):
+        def __call__(self, x):
+            return self.w * x
+
+    assert [Dense(jnp.ones(1))(2.0).tolist() for _ in range(4)] == [[2.0]] * 4
+
+
 def test_a_jax_array_default_is_accepted_and_shared(form: Form):
     @form.decorate
     class Zeros(*form.bases):

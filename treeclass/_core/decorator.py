@@ -5,11 +5,12 @@ no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, regist
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, cast, overload
 
 from typing_extensions import dataclass_transform
 
@@ -134,11 +135,26 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
 
 
 def _mark_abstract(cls: type) -> None:
-    """Sets `__abstractmethods__` as `abc.ABCMeta` does, also without an `abc.ABC` base."""
+    """Sets `__abstractmethods__` as `abc.ABCMeta` does, also without an `abc.ABC` base.
+
+    The flag alone is not enough on CPython 3.13+: `Cls(...)` on a plain class (metaclass
+    `type`, `object.__new__`) is specialised, once warm, into an allocation that skips
+    `object.__new__`'s abstract check. So the abstract class's own `__init__` repeats it;
+    subclasses get their own `__init__` and never run this one on their instances."""
     names = {name for k in cls.__mro__ for name in vars(k)}
     abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
-    if abstract:
-        _install(cls, __abstractmethods__=frozenset(abstract))
+    if not abstract:
+        return
+    _install(cls, __abstractmethods__=frozenset(abstract))
+    init = cast("Callable[..., None]", vars(cls)["__init__"])
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        if type(self) is cls:
+            object.__new__(cls)  # raises CPython's own "Can't instantiate abstract class"
+        init(self, *args, **kwargs)
+
+    _install(cls, __init__=__init__)
 
 
 def _rebuilt_by_cloudpickle() -> bool:
