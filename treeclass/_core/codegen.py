@@ -1,8 +1,6 @@
-"""Generated class code: each class's `__init__`, `replace` and unflatten sources are
-compiled once, under one `linecache` filename, in one namespace built from the layout.
-The code reaches everything (builtins too) through `_tc_` names, which no field may
-take, so a field may be called `type`, `object` or `self`.
-"""
+"""Generated class code: each class's sources compiled once, in one namespace, under one
+`linecache` filename. The code reaches everything (builtins too) through `_tc_` names, which
+no field may take, so a field may be called `type`, `object` or `self`."""
 
 from __future__ import annotations
 
@@ -60,8 +58,7 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles one class's `sources` in one namespace and returns it; functions get the
-    class's qualname (`Neuron.__init__`), and `linecache` the source, for tracebacks."""
+    """Compiles `sources` in one namespace (returned), named `Neuron.__init__` in tracebacks."""
     source = "\n".join(sources)
     base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
     n = next(_counters.setdefault(base, itertools.count(1)))

@@ -1,6 +1,5 @@
 """`@treeclass` and `TreeClass`: both run `process()` on the class itself (no metaclass,
-no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register.
-"""
+no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register."""
 
 from __future__ import annotations
 

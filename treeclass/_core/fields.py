@@ -1,6 +1,5 @@
 """Field specifiers: `field()`, `static()`, `Static[T]`. A field is a plain `dataclasses.Field`
-whose `metadata` holds what treeclass adds, so every tool reading it sees what we do.
-"""
+whose `metadata` holds what treeclass adds, so every tool reading it sees what we do."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
-the hooks construction runs; computed once at decoration, it drives all generated code.
-"""
+the hooks construction runs; computed once at decoration, it drives all generated code."""
 
 from __future__ import annotations
 

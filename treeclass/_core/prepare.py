@@ -1,6 +1,5 @@
 """The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
-also as strings) become static fields, and defaults are checked, naming `Class.field`.
-"""
+also as strings) become static fields, and defaults are checked, naming `Class.field`."""
 
 from __future__ import annotations
 

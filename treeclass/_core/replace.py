@@ -1,13 +1,9 @@
-"""`replace()`: a new instance with some fields changed and the rest shared.
-
-Generated per class, one keyword parameter per field, so a converter or static check
-runs on a changed value only; then `codegen.finish` (`__post_init__` on every replace,
-the flatten cache). A hand-written `__init__` is not run again (it may take arguments
-that are no fields), but `__post_init__` is, so derived `init=False` fields follow.
+"""`replace()`, generated per class with one keyword per field, so converters and static
+checks run on changed values only; then `codegen.finish` (`__post_init__`, the flatten
+cache). A hand-written `__init__` is not run again: it may take arguments that are no fields.
 
 A dict merge (`new.__dict__.update(self.__dict__); .update(changes)`) was measured
-slower for small classes (benchmarks/RESULTS.md, "Design measurements").
-"""
+slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 `record(where, root)` calls `where` on a stand-in that records each read (on every call:
 a path may depend on a closure). `follow(obj, path, root)` reads it through the nodes JAX
 flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
-subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type.
-"""
+subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type."""
 
 from __future__ import annotations
 

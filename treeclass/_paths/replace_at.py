@@ -3,8 +3,7 @@ and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its cha
 
 Why not equinox's `tree_at` (runs `where` on a copy with sentinel leaves, found by identity):
 it runs `where` on the real tree, reaches no static fields, rebuilds by unflatten (no check
-runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models".
-"""
+runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models"."""
 
 from __future__ import annotations
 
