@@ -14,9 +14,6 @@ from typing import Any, Final
 from treeclass._core import checks
 from treeclass._core.layout import FLAT, Layout
 
-__all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
-           "finish", "namespace", "static_check_line", "with_self"]
-
 
 class Sentinel:
     """A parameter default meaning "not passed"; its repr is what signatures show."""
