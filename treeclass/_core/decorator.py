@@ -18,8 +18,6 @@ from treeclass._core.fields import STATIC, TRAINABLE, field, static
 from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
 from treeclass._core.prepare import MSG_STATIC_NOT_TRAINABLE, prepare
 
-__all__ = ["TreeClass", "process", "treeclass"]
-
 _T = TypeVar("_T")
 
 # Called with each new treeclass, so layers above `_core` subscribe without an import cycle.
