@@ -7,8 +7,6 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 
-__all__ = ["Static", "field", "static"]
-
 _S = TypeVar("_S")
 _T = TypeVar("_T")
 
