@@ -22,8 +22,6 @@ from treeclass._core import checks, codegen
 from treeclass._core.layout import FLAT, Layout, instance_layout
 from treeclass._core.walk import node_def
 
-__all__ = ["Registration", "getstate", "prefix", "register", "setstate", "unflatten_source"]
-
 _T = TypeVar("_T")
 
 
