@@ -17,8 +17,6 @@ from treeclass._core import checks
 from treeclass._core.codegen import field_annotations, finish, static_check_line
 from treeclass._core.layout import INIT, Layout, layout_of
 
-__all__ = ["finalize_source", "helpers", "init_source", "install"]
-
 
 def _subclass_check(self: object) -> bool:
     """Refuses an undecorated subclass; True while a subclass's own `__init__` runs (the
