@@ -10,8 +10,6 @@ from typing import Any, Final, cast
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
-__all__ = ["FLAT", "INIT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
-
 # Caches an instance's `(children, statics)`, computed once (instances are immutable), so
 # JAX's flatten is `operator.attrgetter(FLAT)`: a C call with no Python frame.
 FLAT: Final = "__tc_flat__"
