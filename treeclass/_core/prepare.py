@@ -21,8 +21,6 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 from treeclass._core import checks
 from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, static
 
-__all__ = ["MSG_STATIC_NOT_TRAINABLE", "prepare"]
-
 MSG_STATIC_NOT_TRAINABLE: Final = """\
 {cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
 of a dynamic field as state (traced, but never differentiated or optimised); a static
