@@ -16,8 +16,6 @@ from treeclass._core import checks
 from treeclass._core.codegen import field_annotations, finish, static_check_line, with_self
 from treeclass._core.layout import Layout, instance_layout
 
-__all__ = ["helpers", "install", "replace", "source"]
-
 _T = TypeVar("_T")
 
 # dataclasses.replace() refuses every init=False field; here only the silent case is
