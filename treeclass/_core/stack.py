@@ -16,8 +16,6 @@ import numpy as np
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import PYTHON_SCALARS, Visit, array_name, is_array, path_str, walk
 
-__all__ = ["stack", "unstack"]
-
 T = TypeVar("T")
 
 _MSG_EMPTY: Final = "tc.stack() needs at least one instance to stack; it got an empty sequence."
