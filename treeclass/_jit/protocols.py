@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
     from treeclass._jit.retrace import TraceLog
 
-__all__ = ["JitDecorator", "JitFunction", "JitMethod"]
 
 _P = ParamSpec("_P")
 _Q = ParamSpec("_Q")
