@@ -1,8 +1,5 @@
-"""Field axes -> shardings: `shardings()` and `partition_specs()`.
-
-A field names its array's logical axes (`field(axes=("batch", None))`); rules chosen per
-run map them to mesh axes. Both walk `obj` in flatten order, build one spec per leaf from
-its field's axes (`rules.AxisMap`) and unflatten with `obj`'s own treedef."""
+"""`shardings()`, `partition_specs()`: a field names its array's logical axes (`field(axes=("batch",
+None))`), rules chosen per run map them to mesh axes (`rules.AxisMap`), one spec per leaf."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from treeclass._core.fields import AXES
 from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.walk import path_str, walk
 from treeclass._sharding.rules import Axes, AxisMap, Rules, partition_spec
-
-__all__ = ["partition_specs", "shardings"]
 
 _MSG_MESH: Final = (
     "treeclass.shardings(obj, mesh, rules) takes a jax.sharding.Mesh as its second "
