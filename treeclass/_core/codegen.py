@@ -72,10 +72,9 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) -> list[str]:
-    """The end of every construction route, as source lines: `__post_init__`, then the flat
-    cache. Fields are in locals and `_tc_d` (`obj`'s dict) unless `read_back`; after
-    `__post_init__` or with `read_back` they are read back and statics checked (else only
-    with `check_statics`)."""
+    """The end of every construction route, as source lines: `__post_init__`, the flat cache.
+    Fields are in locals and `_tc_d` (`obj`'s dict); after `__post_init__` or with `read_back`
+    they are read back from `_tc_d` and statics checked (else only with `check_statics`)."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
