@@ -88,10 +88,8 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     try:
         d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
     except KeyError as e:
-        msg = (
-            f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
-            "the class has a field the pickled instance has not."
-        )
+        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
+        msg += "the class has a field the pickled instance has not."
         raise TypeError(msg) from None
 
 
