@@ -99,10 +99,8 @@ def _mark_static_annotations(cls: type) -> None:
         if isinstance(value, dataclasses.Field):
             if not value.metadata.get(STATIC, False):
                 if "axes" in value.metadata or "converter" in value.metadata:
-                    msg = (
-                        f"{cls.__name__}.{name} is annotated Static[...] but its field() "
-                        "has axes= or converter=, which only dynamic fields take."
-                    )
+                    msg = f"{cls.__name__}.{name} is annotated Static[...] but its field() "
+                    msg += "has axes= or converter=, which only dynamic fields take."
                     raise TypeError(msg)
                 if value.metadata.get(TRAINABLE) is False:
                     raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
