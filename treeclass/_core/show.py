@@ -57,9 +57,8 @@ _UNSET: Final = _Unset()
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None. Not
-    `walk`: a repr shows objects as written (dicts in insertion order, fields in
-    declaration order); other registered nodes keep their own repr."""
+    """(open, close, separator, [(label, value)]) for a container, else None. Not `walk`: a repr
+    shows fields in declaration order, dicts in insertion order, other nodes as they repr."""
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
