@@ -142,9 +142,8 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error`, raised by a body traced with the tracers in `tree`, with the key
-    paths of those that the raising frame holds (read from the traceback). Each tc.jit
-    marks it anew: an inner one's paths are into its own arguments."""
+    """Marks `error` with the key paths of the tracers in `tree` that the raising frame holds;
+    each tc.jit marks it anew (an inner one's paths are into its own arguments)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -168,10 +167,9 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `error`, raised by calling `tc.jit`'s `jax.jit`
-    function; None when no field is to blame. Before the body ran: the first leaf JAX
-    cannot trace. By the body: the int or bool fields whose tracer the raising frame
-    holds, or, for a ConcretizationTypeError holding none, every such field."""
+    """The error naming the field behind `tc.jit`'s `error`, or None. Before the body ran: the
+    first leaf JAX cannot trace; by the body: the int or bool fields whose tracer the raising
+    frame holds (for a ConcretizationTypeError holding none, every such field)."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)
