@@ -13,17 +13,7 @@ from typing import Any, Final
 
 from treeclass._core import checks
 from treeclass._core.layout import FLAT, Layout
-
-
-class Sentinel:
-    """A parameter default meaning "not passed"; its repr is what signatures show."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
+from treeclass._core.show import Sentinel
 
 FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
 UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value

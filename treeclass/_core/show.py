@@ -1,5 +1,4 @@
-"""`repr` that summarises arrays as `f32[100,3]` (shapes and dtypes only, so it never
-waits for a device), on one line if it fits in `_WIDTH`, else one field per line."""
+"""`repr` summarising arrays as `f32[100,3]` (it never waits for a device); `describe()`."""
 
 from __future__ import annotations
 
@@ -46,14 +45,17 @@ def array_summary(x: Any) -> str:
     return summary
 
 
-class _Unset:
-    """A field not set yet (a repr from inside `__post_init__`); not the string."""
+class Sentinel:
+    """A marker shown as its name: `<factory>` in a signature, `<unset>` in a repr."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __repr__(self) -> str:
-        return "<unset>"
+        return self._name
 
 
-_UNSET: Final = _Unset()
+_UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__post_init__`)
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
