@@ -105,8 +105,7 @@ which is not run again)."""
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
-    """Returns a copy of the treeclass instance `obj` with `changes` applied: the
-    function form of `obj.replace(**changes)`, and what `copy.replace` calls.
+    """Returns a copy of `obj` with `changes` applied: `obj.replace(**changes)`, `copy.replace`.
 
     **Arguments**
 
@@ -115,15 +114,13 @@ def replace(obj: _T, /, **changes: Any) -> _T:
 
     **Returns**
 
-    A new instance of `type(obj)`; unchanged fields are the same objects. Converters
-    run on the changed values, then `__post_init__` (a hand-written `__init__` is not
-    run again), so `init=False` fields derived there follow the change.
+    A new instance of `type(obj)`, unchanged fields shared. Converters run on the changed
+    values, then `__post_init__` (not a hand-written `__init__`): derived fields follow.
 
     **Raises**
 
-    `TypeError` for a name that is not a field (naming the closest one) or when `obj`
-    is not a treeclass instance; whatever a converter, static check or `__post_init__`
-    raises on the new values.
+    `TypeError` for a name that is not a field (naming the closest) or a non-treeclass
+    `obj`; whatever a converter, static check or `__post_init__` raises on the new values.
 
     **Example**
 
