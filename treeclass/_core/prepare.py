@@ -133,8 +133,7 @@ _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 
 class _Shared(typing.NamedTuple):
-    """Hides a `jax.Array` default (immutable, safe to share) from dataclasses, which
-    refuses any unhashable default as mutable."""
+    """Hides a `jax.Array` default (immutable: safe to share) from dataclasses' mutable check."""
 
     value: Any
 

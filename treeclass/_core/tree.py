@@ -1,5 +1,4 @@
-"""Whole-tree utilities: `fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and
-hash that instances get from them."""
+"""`fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and hash instances get from them."""
 
 from __future__ import annotations
 
