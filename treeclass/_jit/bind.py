@@ -1,7 +1,6 @@
-"""`tc.bind(obj.method)`: a bound method that is a pytree.
-
-A plain bound method is opaque to JAX (`jax.jit` rejects it; a closure bakes `obj`'s arrays
-in as constants). `BoundMethod` flattens to `obj`, with the function in the treedef."""
+"""`tc.bind(obj.method)`: a bound method that is a pytree. A plain one is opaque to JAX (`jax.jit`
+rejects it; a closure bakes `obj`'s arrays in as constants); `BoundMethod` flattens to `obj`,
+with the function in the treedef."""
 
 from __future__ import annotations
 
