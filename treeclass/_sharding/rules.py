@@ -1,6 +1,5 @@
-"""Logical axis rules (flax's): `{"batch": "data"}` or pairs `[("batch", "data")]`, the first
-pair naming an axis winning, normalised by `rule_table`; `AxisMap.spec` gives one array's
-`PartitionSpec`."""
+"""Logical axis rules (flax's): `{"batch": "data"}` or pairs `[("batch", "data")]` (the first
+naming an axis wins), read by `rule_table`; `AxisMap.spec` gives one array's `PartitionSpec`."""
 
 from __future__ import annotations
 

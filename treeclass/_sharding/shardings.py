@@ -55,8 +55,7 @@ def partition_specs(
     strict: bool = False,
     mesh: Mesh | AbstractMesh | None = None,
 ) -> Any:
-    """Returns a pytree of `jax.sharding.PartitionSpec` with `obj`'s structure (for
-    `jax.shard_map`), mapping each field's `field(axes=...)` names through `rules`.
+    """Returns `obj`'s `PartitionSpec`s (for `jax.shard_map`): each field's axes through `rules`.
 
     Unmapped names, `None` axes, fields without axes and non-array leaves are replicated,
     as in flax. A field holding a subtree gives each array in it the same spec.
@@ -105,8 +104,7 @@ def partition_specs(
 def shardings(
     obj: Any, mesh: Mesh | AbstractMesh, rules: Rules | None = None, *, strict: bool = False
 ) -> Any:
-    """Returns a pytree of `jax.sharding.NamedSharding` with `obj`'s structure, for
-    `jax.device_put` or `jax.jit`: the specs of `partition_specs(obj, rules, mesh=mesh)`.
+    """Returns `obj`'s `NamedSharding`s (for `jax.device_put`): `partition_specs` on `mesh`.
 
     **Arguments**
 
