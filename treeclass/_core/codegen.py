@@ -5,7 +5,6 @@ no field may take, so a field may be called `type`, `object` or `self`."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import linecache
 from collections.abc import Mapping
@@ -90,17 +89,3 @@ def static_check_line(name: str, *, skip_default: bool) -> str:
         # The default was checked once, when the class was decorated.
         cond += f" and {name} is not _tc_dflt_{name}"
     return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"
-
-
-def with_self(sig: inspect.Signature, *, drop_last: bool = False) -> inspect.Signature:
-    """`sig` with its first parameter named `self` (unless a field is), less the last if asked."""
-    params = list(sig.parameters.values())
-    first, rest = params[0], params[1:-1] if drop_last else params[1:]
-    if all(p.name != "self" for p in rest):
-        first = first.replace(name="self")
-    return sig.replace(parameters=[first, *rest])
-
-
-def field_annotations(fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
-    """The parameter annotations of a generated function, as declared."""
-    return {f.name: f.type for f in fields}

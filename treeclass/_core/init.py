@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, finish, static_check_line
+from treeclass._core.codegen import finish, static_check_line
 from treeclass._core.layout import INIT, Layout, layout_of
 
 
@@ -121,7 +121,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {**field_annotations(_parameters(layout)), "return": None}
+    init.__annotations__ = {f.name: f.type for f in _parameters(layout)} | {"return": None}
     return cast("Callable[..., None]", init)
 
 

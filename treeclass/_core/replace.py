@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Final, TypeVar
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, finish, static_check_line, with_self
+from treeclass._core.codegen import finish, static_check_line
 from treeclass._core.layout import Layout, instance_layout
 
 _T = TypeVar("_T")
@@ -92,8 +92,13 @@ def install(layout: Layout, ns: dict[str, Any]) -> Any:
     """The generated `replace` from `ns`, with its docstring and signature."""
     fn = ns["replace"]
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
-    fn.__annotations__ = field_annotations([*layout.fields, *layout.initvars])
-    fn.__signature__ = with_self(inspect.signature(fn), drop_last=True)
+    fn.__annotations__ = {f.name: f.type for f in (*layout.fields, *layout.initvars)}
+    # Shown: `self` first (unless a field takes that name), without `**_tc_unknown`.
+    sig = inspect.signature(fn)
+    first, *rest = list(sig.parameters.values())[:-1]
+    if all(p.name != "self" for p in rest):
+        first = first.replace(name="self")
+    fn.__signature__ = sig.replace(parameters=[first, *rest])
     return fn
 
 
