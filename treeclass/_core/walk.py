@@ -31,7 +31,6 @@ def is_array(x: object) -> bool:
     return isinstance(x, ARRAY_TYPES)
 
 
-_SHORT: Final = {"bfloat16": "bf16", "bool": "bool"}
 _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
@@ -40,8 +39,8 @@ def dtype_name(dtype: Any) -> str:
     if jnp.issubdtype(dtype, jax.dtypes.extended):
         return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
     name: str = np.dtype(dtype).name
-    if name in _SHORT:
-        return _SHORT[name]
+    if name == "bfloat16":
+        return "bf16"
     for long, short in _PREFIX.items():
         if name.startswith(long) and name[len(long) :].isdigit():
             return short + name[len(long) :]
