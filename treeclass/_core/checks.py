@@ -196,8 +196,7 @@ class RecompileWarning(UserWarning):
 
 
 def closest(name: str, names: Iterable[str]) -> str | None:
-    """The name `name` was probably meant to be ("did you mean"): a close spelling, else
-    an abbreviation either way (`weight` -> `w`, `b` -> `bias`); None if none."""
+    """The "did you mean" of `name`: a close spelling, else an abbreviation either way; or None."""
     names = list(names)
     close = difflib.get_close_matches(name, names, n=1)
     if close:
