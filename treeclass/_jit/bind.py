@@ -15,9 +15,8 @@ _R = TypeVar("_R")
 
 
 class BoundMethod(Generic[_P, _R]):
-    """`BoundMethod(func, obj)` calls `func(obj, *args, **kwargs)`, as a pytree whose only
-    child is `obj` (`func` is static). Made by `tc.bind(obj.method)`; immutable, equal when
-    the function and the instance are.
+    """`BoundMethod(func, obj)(...)` calls `func(obj, ...)`: a pytree whose only child is `obj`
+    (`func` is static), made by `tc.bind(obj.method)`; immutable, equal when both parts are.
 
     **Example**
 

@@ -99,8 +99,7 @@ def signature(
 
 
 def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
-    """Where `new` first differs from `old` inside alike tuples, and whether that place
-    compares by identity (so that a new object of the same repr is unequal)."""
+    """Where `new` first differs from `old` inside alike tuples; True if it compares by identity."""
     if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
         names: Any = getattr(new, "_fields", None)
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
