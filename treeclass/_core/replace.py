@@ -110,7 +110,7 @@ which is not run again)."""
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
-    """Returns a copy of `obj` with `changes` applied, as `obj.replace(**changes)` does.
+    """Returns a copy of `obj` with `changes`, as `obj.replace(**changes)` and `copy.replace` do.
 
     **Arguments**
 
