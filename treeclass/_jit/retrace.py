@@ -29,9 +29,11 @@ class RetraceError(RuntimeError):
     ... def double(x):
     ...     return 2 * x
     >>> _ = double(jnp.ones(2))
-    >>> double(jnp.ones(3))
-    Traceback (most recent call last):
-    treeclass.RetraceError: double traced 2 times; what changed since the closest earlier trace:
+    >>> try:
+    ...     double(jnp.ones(3))
+    ... except tc.RetraceError as e:
+    ...     print(e)
+    double traced 2 times; what changed since the closest earlier trace:
       x: f32[2] -> f32[3]
     (max_traces=1)
     """
