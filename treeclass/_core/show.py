@@ -36,15 +36,6 @@ def describe(value: object, *, shape: bool = True) -> str:
     return f"{article} {name}" + ("" if found is None else f" of shape {found}")
 
 
-def array_summary(x: Any) -> str:
-    summary = array_name(x.dtype, x.shape)
-    if isinstance(x, np.ndarray | np.generic):
-        return summary + "(numpy)"
-    if isinstance(x, jax.core.Tracer):
-        return summary + "(traced)"
-    return summary
-
-
 class Sentinel:
     """A marker shown as its name: `<factory>` in a signature, `<unset>` in a repr."""
 
@@ -83,7 +74,9 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
     # `[...]`; a value whose own __repr__ shows the instance again starts a new
     # tree_repr, which `reprlib.recursive_repr` on tree_repr stops.
     if is_array(x):
-        return array_summary(x)
+        numpy = isinstance(x, np.ndarray | np.generic)
+        tag = "(numpy)" if numpy else "(traced)" if isinstance(x, jax.core.Tracer) else ""
+        return array_name(x.dtype, x.shape) + tag
     parts = _parts(x)
     if parts is None:
         return repr(x)
