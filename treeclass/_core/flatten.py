@@ -7,7 +7,7 @@ Why not `jax.tree_util.register_dataclass`? It rebuilds with `cls(**fields)`, wh
         if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
 
 and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten reads the
-`(children, statics)` construction cached (`operator.attrgetter`: C-level), and the generated
+`(children, statics)` cached at construction (`operator.attrgetter`: C-level), and the generated
 unflatten allocates with `object.__new__` and writes `__dict__`: no user code runs."""
 
 from __future__ import annotations
