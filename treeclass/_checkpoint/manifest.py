@@ -145,9 +145,8 @@ def _name(t: Any) -> str:
 
 
 def encode_static(value: Any) -> Any:
-    """`value` as JSON that load() compares with the template's, so not process-dependent:
-    sets and dicts sorted at any depth (a repr follows PYTHONHASHSEED); functions and
-    classes by qualified name, other values by repr without memory addresses."""
+    """`value` as JSON load() compares, the same in every process: sets and dicts sorted (a repr
+    follows PYTHONHASHSEED), functions and classes by name, else a repr without addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
@@ -187,8 +186,7 @@ def show_static(encoded: Any, depth: int = 0) -> str:
 
 
 def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
-    """The manifest entry for `x`, its leaves collected into `members` (`save()` adds their
-    `crc32` once written)."""
+    """The manifest entry for `x`; its leaves go into `members` (`save()` adds their `crc32`)."""
     where = path_str(root, path)
     pairs = None if x is None else keyed(x, lambda: where)
     if pairs is not None:

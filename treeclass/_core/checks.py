@@ -1,6 +1,5 @@
 """Construction-time checks and their messages: each runs where the mistake is made,
-never when JAX rebuilds an instance, and names `Class.field`, what was found and the fix.
-"""
+never when JAX rebuilds an instance, and names `Class.field`, what was found and the fix."""
 
 from __future__ import annotations
 
@@ -17,19 +16,6 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
 from treeclass._core.show import short_repr
-
-__all__ = [
-    "MSG_FROZEN",
-    "MSG_NOT_SET",
-    "MSG_NOT_SET_BY_INIT",
-    "MSG_RESERVED_NAME",
-    "MSG_UNDECORATED_SUBCLASS",
-    "RecompileWarning",
-    "TRUSTED_STATIC_TYPES",
-    "check_static",
-    "closest",
-    "unknown_field_error",
-]
 
 # Hashable and compared by value: the per-value check skips these exact types.
 TRUSTED_STATIC_TYPES: Final = frozenset(
@@ -210,8 +196,7 @@ class RecompileWarning(UserWarning):
 
 
 def closest(name: str, names: Iterable[str]) -> str | None:
-    """The name `name` was probably meant to be ("did you mean"): a close spelling, else
-    an abbreviation either way (`weight` -> `w`, `b` -> `bias`); None if none."""
+    """The "did you mean" of `name`: a close spelling, else an abbreviation either way; or None."""
     names = list(names)
     close = difflib.get_close_matches(name, names, n=1)
     if close:

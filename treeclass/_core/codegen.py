@@ -1,13 +1,10 @@
-"""Generated class code: each class's `__init__`, `replace` and unflatten sources are
-compiled once, under one `linecache` filename, in one namespace built from the layout.
-The code reaches everything (builtins too) through `_tc_` names, which no field may
-take, so a field may be called `type`, `object` or `self`.
-"""
+"""Generated class code: each class's sources compiled once, in one namespace, under one
+`linecache` filename. The code reaches everything (builtins too) through `_tc_` names, which
+no field may take, so a field may be called `type`, `object` or `self`."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import linecache
 from collections.abc import Mapping
@@ -15,20 +12,7 @@ from typing import Any, Final
 
 from treeclass._core import checks
 from treeclass._core.layout import FLAT, Layout
-
-__all__ = ["FACTORY", "UNCHANGED", "Sentinel", "compile_class", "field_annotations",
-           "finish", "namespace", "static_check_line", "with_self"]
-
-
-class Sentinel:
-    """A parameter default meaning "not passed"; its repr is what signatures show."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
+from treeclass._core.show import Sentinel
 
 FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
 UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value
@@ -60,8 +44,7 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles one class's `sources` in one namespace and returns it; functions get the
-    class's qualname (`Neuron.__init__`), and `linecache` the source, for tracebacks."""
+    """Compiles `sources` in one namespace (returned), named `Neuron.__init__` in tracebacks."""
     source = "\n".join(sources)
     base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
     n = next(_counters.setdefault(base, itertools.count(1)))
@@ -78,10 +61,9 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) -> list[str]:
-    """The end of every construction route, as source lines: `__post_init__`, then the flat
-    cache. Fields are in locals and `_tc_d` (`obj`'s dict) unless `read_back`; after
-    `__post_init__` or with `read_back` they are read back and statics checked (else only
-    with `check_statics`)."""
+    """The end of every construction route, as source lines: `__post_init__`, the flat cache.
+    Fields are in locals and `_tc_d` (`obj`'s dict); after `__post_init__` or with `read_back`
+    they are read back from `_tc_d` and statics checked (else only with `check_statics`)."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
@@ -107,17 +89,3 @@ def static_check_line(name: str, *, skip_default: bool) -> str:
         # The default was checked once, when the class was decorated.
         cond += f" and {name} is not _tc_dflt_{name}"
     return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"
-
-
-def with_self(sig: inspect.Signature, *, drop_last: bool = False) -> inspect.Signature:
-    """`sig` with its first parameter named `self` (unless a field is), less the last if asked."""
-    params = list(sig.parameters.values())
-    first, rest = params[0], params[1:-1] if drop_last else params[1:]
-    if all(p.name != "self" for p in rest):
-        first = first.replace(name="self")
-    return sig.replace(parameters=[first, *rest])
-
-
-def field_annotations(fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
-    """The parameter annotations of a generated function, as declared."""
-    return {f.name: f.type for f in fields}

@@ -1,6 +1,5 @@
 """`@treeclass` and `TreeClass`: both run `process()` on the class itself (no metaclass,
-no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register.
-"""
+no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register."""
 
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ from treeclass._core import checks, codegen, flatten, init, replace, show, tree
 from treeclass._core.fields import STATIC, TRAINABLE, field, static
 from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
 from treeclass._core.prepare import MSG_STATIC_NOT_TRAINABLE, prepare
-
-__all__ = ["TreeClass", "process", "treeclass"]
 
 _T = TypeVar("_T")
 
@@ -91,15 +88,11 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 
 def _setattr(self: Any, name: str, value: Any) -> None:
     d = self.__dict__
-    if name in d.get(INIT, ()):
-        # `self.w = ...` in the instance's own hand-written `__init__` (init.py marks it).
-        d[name] = value
-        return
-    if name == "__orig_class__":
-        # `Box[int](1)`: typing records the alias; metadata, not a field.
-        object.__setattr__(self, name, value)
-        return
-    raise _frozen_error(self, name, "assign to")
+    # Allowed: `self.w = ...` in the instance's own hand-written `__init__` (init.py marks
+    # it), and `Box[int](1)`, whose alias typing records (metadata, not a field).
+    if name not in d.get(INIT, ()) and name != "__orig_class__":
+        raise _frozen_error(self, name, "assign to")
+    d[name] = value
 
 
 def _delattr(self: Any, name: str) -> None:

@@ -1,14 +1,11 @@
 """Field specifiers: `field()`, `static()`, `Static[T]`. A field is a plain `dataclasses.Field`
-whose `metadata` holds what treeclass adds, so every tool reading it sees what we do.
-"""
+whose `metadata` holds what treeclass adds, so every tool reading it sees what we do."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
-
-__all__ = ["Static", "field", "static"]
 
 _S = TypeVar("_S")
 _T = TypeVar("_T")
@@ -148,10 +145,8 @@ def field(
         msg = f"field(metadata=...) takes a mapping (a dict) or None; got {metadata!r}."
         raise TypeError(msg)
     if default_factory is not dataclasses.MISSING and not callable(default_factory):
-        msg = (
-            f"field(default_factory=...) takes a zero-argument callable; got "
-            f"{default_factory!r}. For a constant, use default=... instead."
-        )
+        msg = f"field(default_factory=...) takes a zero-argument callable; got {default_factory!r}."
+        msg += " For a constant, use default=... instead."
         raise TypeError(msg)
     # `trainable` is checked against `static` by @treeclass, naming the field.
     meta: dict[str, Any] = {**(metadata or {}), STATIC: bool(static), TRAINABLE: bool(trainable)}
@@ -162,10 +157,8 @@ def field(
         meta[CONVERTER] = converter
     if axes is not None:
         if static:
-            msg = (
-                "field(axes=...) names the axes of a dynamic array; a static field has "
-                "none. Drop axes=, or make the field dynamic (static=False)."
-            )
+            msg = "field(axes=...) names the axes of a dynamic array; a static field has none."
+            msg += " Drop axes=, or make the field dynamic (static=False)."
             raise TypeError(msg)
         # The annotation says tuple[str | None, ...]; untyped callers pass anything.
         if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):  # pyright: ignore[reportUnnecessaryIsInstance]

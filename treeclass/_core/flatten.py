@@ -3,17 +3,12 @@
 Why not `jax.tree_util.register_dataclass`? It rebuilds with `cls(**fields)`, which runs
 `__init__`, so `__post_init__` and the converters, on tracers, `None` or `object()`:
 
-    @dataclasses.dataclass(frozen=True)
-    class Positive:
-        x: jax.Array
-        def __post_init__(self):
-            if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
+    def __post_init__(self):
+        if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
 
-and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten is
-`operator.attrgetter("__tc_flat__")` (construction caches `(children, statics)` on the
-instance: one C-level read, no Python frame), and unflatten is generated per class: it
-allocates with `object.__new__` and writes `__dict__`, so no user code can run.
-"""
+and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten reads the
+`(children, statics)` cached at construction (`operator.attrgetter`: C-level), and the generated
+unflatten allocates with `object.__new__` and writes `__dict__`: no user code runs."""
 
 from __future__ import annotations
 
@@ -26,8 +21,6 @@ import jax
 from treeclass._core import checks, codegen
 from treeclass._core.layout import FLAT, Layout, instance_layout
 from treeclass._core.walk import node_def
-
-__all__ = ["Registration", "getstate", "prefix", "register", "setstate", "unflatten_source"]
 
 _T = TypeVar("_T")
 
@@ -49,9 +42,8 @@ _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this pro
 
 
 class Registration:
-    """The class attribute `__tc_registration__`: unpickled, it registers the class with
-    JAX. cloudpickle rebuilds a class from `__main__` or a notebook by value, setting
-    its attributes; nothing else would register it in the process that loads it."""
+    """`__tc_registration__`: unpickled, it registers the class with JAX, where cloudpickle
+    rebuilds a class by value (from `__main__`, a notebook) and nothing else would."""
 
     __slots__ = ("layout",)
 
@@ -83,14 +75,12 @@ def register(layout: Layout, ns: dict[str, Any]) -> None:
 
 
 def getstate(self: object) -> dict[str, Any]:
-    """What `pickle`, `copy` and `deepcopy` store: the fields by name, not the flatten
-    cache (its order is the class's field order when pickled)."""
+    """What `pickle`, `copy` and `deepcopy` store: the fields by name, not the flatten cache."""
     return {k: v for k, v in self.__dict__.items() if k != FLAT}
 
 
 def setstate(self: object, state: dict[str, Any]) -> None:
-    """Restores `getstate`'s fields and rebuilds the flatten cache in the class's current
-    field order, running no user code (as unflatten)."""
+    """Sets `getstate`'s fields and rebuilds the flatten cache in the class's current order."""
     layout = instance_layout(self)
     assert layout is not None  # installed on treeclasses only
     d = self.__dict__
@@ -98,18 +88,15 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     try:
         d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
     except KeyError as e:
-        msg = (
-            f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
-            "the class has a field the pickled instance has not."
-        )
+        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
+        msg += "the class has a field the pickled instance has not."
         raise TypeError(msg) from None
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
-    """Returns an instance of `type(obj)` whose dynamic fields hold `fields[name]` (or
-    `fill`) and whose static fields are `obj`'s: a pytree prefix of `obj`, such as
-    `jax.vmap`'s `in_axes` takes. Built as JAX rebuilds instances (no `__init__`,
-    converter or `__post_init__` runs), so `None` and axis numbers fit any field.
+    """Returns a pytree prefix of `obj` (as `jax.vmap`'s `in_axes`): dynamic fields hold
+    `fields[name]` or `fill`, statics are `obj`'s. Built as JAX rebuilds instances (no
+    `__init__`, converter or `__post_init__` runs), so `None` and axis numbers fit any field.
 
     **Arguments**
 

@@ -1,13 +1,10 @@
-"""The generated `__init__` (the only construction path, with `replace`, that runs
-converters, `__post_init__` and the checks; JAX's unflatten never calls it), or, for a
-class that writes its own `__init__`, the wrapper around it and `_tc_finalize`. The
-code writes `__dict__` directly; `inspect.getsource(Cls.__init__)` shows it.
+"""The generated `__init__` (it and `replace` alone run converters, `__post_init__` and
+checks), or the wrapper of a hand-written `__init__` and its `_tc_finalize`.
 
 Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`? Python rejects the keyword
 before our code runs; catching it (every parameter defaulting to a sentinel, plus
 `**_tc_unknown`) made every construction measurably slower (benchmarks/RESULTS.md,
-"Design measurements"); Python 3.13 adds the hint itself.
-"""
+"Design measurements"); Python 3.13 adds the hint itself."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, finish, static_check_line
+from treeclass._core.codegen import finish, static_check_line
 from treeclass._core.layout import INIT, Layout, layout_of
-
-__all__ = ["finalize_source", "helpers", "init_source", "install"]
 
 
 def _subclass_check(self: object) -> bool:
@@ -46,8 +41,7 @@ def helpers(layout: Layout) -> dict[str, Any]:
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`, run when a hand-written `__init__` returns: defaults for
-    the fields it left unset, converters, then `codegen.finish`."""
+    """`_tc_finalize(self)`, after a hand-written `__init__`: defaults, converters, `finish`."""
     lines = ["_tc_d = _tc_self.__dict__"]
     for f in layout.fields:
         n = f.name
@@ -127,16 +121,15 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {**field_annotations(_parameters(layout)), "return": None}
+    init.__annotations__ = {f.name: f.type for f in _parameters(layout)} | {"return": None}
     return cast("Callable[..., None]", init)
 
 
 def _wrap_user_init(
     layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
 ) -> Callable[..., None]:
-    """The hand-written `__init__`, run with the instance open to `self.w = ...` (the
-    `INIT` mark in its own `__dict__`, so other instances, in any thread, stay frozen),
-    then frozen and finalized."""
+    """The hand-written `__init__`, run with the instance open to `self.w = ...` (the `INIT`
+    mark in its own `__dict__`: other instances, in any thread, stay frozen), then finalized."""
     cls, names = layout.cls, frozenset((*layout.names, *(f.name for f in layout.initvars)))
 
     @functools.wraps(user_init)

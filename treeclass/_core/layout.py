@@ -1,6 +1,5 @@
 """`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
-the hooks construction runs; computed once at decoration, it drives all generated code.
-"""
+the hooks construction runs; computed once at decoration, it drives all generated code."""
 
 from __future__ import annotations
 
@@ -11,10 +10,7 @@ from typing import Any, Final, cast
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
-__all__ = ["FLAT", "INIT", "LAYOUT", "Layout", "analyse", "instance_layout", "layout_of"]
-
-# Caches an instance's `(children, statics)`, computed once (instances are immutable), so
-# JAX's flatten is `operator.attrgetter(FLAT)`: a C call with no Python frame.
+# An instance's `(children, statics)`, cached (it is immutable): JAX's flatten reads it.
 FLAT: Final = "__tc_flat__"
 LAYOUT: Final = "__tc_layout__"
 # In `__dict__` only while a hand-written `__init__` runs, the one time `self.w = ...` works.
@@ -43,8 +39,7 @@ class Layout:
 
 
 def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
-    """True for an inherited `init=False` field the class overrides with a property (or
-    another data descriptor): computed, never stored, so neither a child nor a keyword."""
+    """An inherited `init=False` field the class overrides with a property (a data descriptor)."""
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)

@@ -1,6 +1,5 @@
 """The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
-also as strings) become static fields, and defaults are checked, naming `Class.field`.
-"""
+also as strings) become static fields, and defaults are checked, naming `Class.field`."""
 
 from __future__ import annotations
 
@@ -21,8 +20,6 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 
 from treeclass._core import checks
 from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, static
-
-__all__ = ["MSG_STATIC_NOT_TRAINABLE", "prepare"]
 
 MSG_STATIC_NOT_TRAINABLE: Final = """\
 {cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
@@ -102,10 +99,8 @@ def _mark_static_annotations(cls: type) -> None:
         if isinstance(value, dataclasses.Field):
             if not value.metadata.get(STATIC, False):
                 if "axes" in value.metadata or "converter" in value.metadata:
-                    msg = (
-                        f"{cls.__name__}.{name} is annotated Static[...] but its field() "
-                        "has axes= or converter=, which only dynamic fields take."
-                    )
+                    msg = f"{cls.__name__}.{name} is annotated Static[...] but its field() "
+                    msg += "has axes= or converter=, which only dynamic fields take."
                     raise TypeError(msg)
                 if value.metadata.get(TRAINABLE) is False:
                     raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
@@ -138,8 +133,7 @@ _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 
 class _Shared(typing.NamedTuple):
-    """Hides a `jax.Array` default (immutable, safe to share) from dataclasses, which
-    refuses any unhashable default as mutable."""
+    """Hides a `jax.Array` default (immutable: safe to share) from dataclasses' mutable check."""
 
     value: Any
 

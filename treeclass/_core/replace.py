@@ -1,13 +1,9 @@
-"""`replace()`: a new instance with some fields changed and the rest shared.
-
-Generated per class, one keyword parameter per field, so a converter or static check
-runs on a changed value only; then `codegen.finish` (`__post_init__` on every replace,
-the flatten cache). A hand-written `__init__` is not run again (it may take arguments
-that are no fields), but `__post_init__` is, so derived `init=False` fields follow.
+"""`replace()`, generated per class with one keyword per field, so converters and static
+checks run on changed values only; then `codegen.finish` (`__post_init__`, the flatten
+cache). A hand-written `__init__` is not run again: it may take arguments that are no fields.
 
 A dict merge (`new.__dict__.update(self.__dict__); .update(changes)`) was measured
-slower for small classes (benchmarks/RESULTS.md, "Design measurements").
-"""
+slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ import inspect
 from typing import Any, Final, TypeVar
 
 from treeclass._core import checks
-from treeclass._core.codegen import field_annotations, finish, static_check_line, with_self
+from treeclass._core.codegen import finish, static_check_line
 from treeclass._core.layout import Layout, instance_layout
-
-__all__ = ["helpers", "install", "replace", "source"]
 
 _T = TypeVar("_T")
 
@@ -98,8 +92,13 @@ def install(layout: Layout, ns: dict[str, Any]) -> Any:
     """The generated `replace` from `ns`, with its docstring and signature."""
     fn = ns["replace"]
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
-    fn.__annotations__ = field_annotations([*layout.fields, *layout.initvars])
-    fn.__signature__ = with_self(inspect.signature(fn), drop_last=True)
+    fn.__annotations__ = {f.name: f.type for f in (*layout.fields, *layout.initvars)}
+    # Shown: `self` first (unless a field takes that name), without `**_tc_unknown`.
+    sig = inspect.signature(fn)
+    first, *rest = list(sig.parameters.values())[:-1]
+    if all(p.name != "self" for p in rest):
+        first = first.replace(name="self")
+    fn.__signature__ = sig.replace(parameters=[first, *rest])
     return fn
 
 
@@ -111,8 +110,7 @@ which is not run again)."""
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
-    """Returns a copy of the treeclass instance `obj` with `changes` applied: the
-    function form of `obj.replace(**changes)`, and what `copy.replace` calls.
+    """Returns a copy of `obj` with `changes`, as `obj.replace(**changes)` and `copy.replace` do.
 
     **Arguments**
 
@@ -121,15 +119,13 @@ def replace(obj: _T, /, **changes: Any) -> _T:
 
     **Returns**
 
-    A new instance of `type(obj)`; unchanged fields are the same objects. Converters
-    run on the changed values, then `__post_init__` (a hand-written `__init__` is not
-    run again), so `init=False` fields derived there follow the change.
+    A new instance of `type(obj)`, unchanged fields shared. Converters run on the changed
+    values, then `__post_init__` (not a hand-written `__init__`): derived fields follow.
 
     **Raises**
 
-    `TypeError` for a name that is not a field (naming the closest one) or when `obj`
-    is not a treeclass instance; whatever a converter, static check or `__post_init__`
-    raises on the new values.
+    `TypeError` for a name that is not a field (naming the closest) or a non-treeclass
+    `obj`; whatever a converter, static check or `__post_init__` raises on the new values.
 
     **Example**
 
@@ -146,10 +142,8 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     Valid fields: count, step.
     """
     if instance_layout(obj) is None:
-        msg = (
-            f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
-            "For another dataclass use dataclasses.replace()."
-        )
+        msg = f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
+        msg += "For another dataclass use dataclasses.replace()."
         raise TypeError(msg)
     # The class's own generated method (checkers cannot see it on `_T`).
     new: _T = vars(type(obj))["replace"](obj, **changes)

@@ -1,5 +1,4 @@
-"""`repr` that summarises arrays as `f32[100,3]` (shapes and dtypes only, so it never
-waits for a device), on one line if it fits in `_WIDTH`, else one field per line."""
+"""`repr` summarising arrays as `f32[100,3]` (it never waits for a device); `describe()`."""
 
 from __future__ import annotations
 
@@ -37,29 +36,22 @@ def describe(value: object, *, shape: bool = True) -> str:
     return f"{article} {name}" + ("" if found is None else f" of shape {found}")
 
 
-def array_summary(x: Any) -> str:
-    summary = array_name(x.dtype, x.shape)
-    if isinstance(x, np.ndarray | np.generic):
-        return summary + "(numpy)"
-    if isinstance(x, jax.core.Tracer):
-        return summary + "(traced)"
-    return summary
+class Sentinel:
+    """A marker shown as its name: `<factory>` in a signature, `<unset>` in a repr."""
 
-
-class _Unset:
-    """A field not set yet (a repr from inside `__post_init__`); not the string."""
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __repr__(self) -> str:
-        return "<unset>"
+        return self._name
 
 
-_UNSET: Final = _Unset()
+_UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__post_init__`)
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None. Not
-    `walk`: a repr shows objects as written (dicts in insertion order, fields in
-    declaration order); other registered nodes keep their own repr."""
+    """(open, close, separator, [(label, value)]) for a container, else None. Not `walk`: a repr
+    shows fields in declaration order, dicts in insertion order, other nodes as they repr."""
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
@@ -82,7 +74,9 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
     # `[...]`; a value whose own __repr__ shows the instance again starts a new
     # tree_repr, which `reprlib.recursive_repr` on tree_repr stops.
     if is_array(x):
-        return array_summary(x)
+        numpy = isinstance(x, np.ndarray | np.generic)
+        tag = "(numpy)" if numpy else "(traced)" if isinstance(x, jax.core.Tracer) else ""
+        return array_name(x.dtype, x.shape) + tag
     parts = _parts(x)
     if parts is None:
         return repr(x)

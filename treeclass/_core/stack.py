@@ -1,10 +1,7 @@
-"""`tc.stack()` and `tc.unstack()`: instances of one structure as one whose leaves carry
-a leading axis (what `jax.vmap(init)(keys)` returns), and back.
-
-Not `jax.tree.map(lambda *xs: jnp.stack(xs), *instances)`: where instances differ it
-names no field ("different pytree metadata at key path"); here the instances are walked
-side by side (`_core/walk.py`) and the message names the field.
-"""
+"""`tc.stack()`, `tc.unstack()`: instances of one structure as one whose leaves carry a leading
+axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(lambda *xs:
+jnp.stack(xs), *instances)`: where instances differ it names no field ("different pytree
+metadata at key path"); here they are walked side by side and the message names the field."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ import numpy as np
 
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import PYTHON_SCALARS, Visit, array_name, is_array, path_str, walk
-
-__all__ = ["stack", "unstack"]
 
 T = TypeVar("T")
 
@@ -52,10 +47,9 @@ stack has the same leading axis."""
 
 
 def stack(instances: Sequence[T]) -> T:
-    """Stacks instances of one structure into one, each dynamic leaf along a new
-    leading axis: what `jax.vmap(init)(keys)` returns, ready for `jax.vmap` or
-    `jax.lax.scan`. Static fields are kept once, so they must be equal; nothing in the
-    instances runs again (the stack is rebuilt as JAX rebuilds pytrees).
+    """Stacks instances of one structure into one, each leaf along a new leading axis, ready
+    for `jax.vmap` or `jax.lax.scan`. Static fields are kept once, so must be equal; no user
+    code runs (the stack is rebuilt as JAX rebuilds pytrees).
 
     **Arguments**
 

@@ -1,8 +1,8 @@
-"""Whole-tree utilities: `fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and
-hash that instances get from them."""
+"""`fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and hash instances get from them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -16,8 +16,7 @@ from treeclass._core.walk import PYTHON_SCALARS, is_array
 
 
 def is_treeclass(x: Any) -> bool:
-    """Returns True for a treeclass (a `tc.TreeClass` subclass, or a class decorated with
-    `@tc.treeclass`) or an instance of one.
+    """Returns True for a treeclass (`@tc.treeclass` or a `tc.TreeClass` subclass) or its instance.
 
     **Arguments**
 
@@ -77,10 +76,9 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
 def tree_equal(a: Any, b: Any) -> bool | jax.Array:
     """Compares two pytrees: same structure (static values included) and equal leaves.
 
-    Array leaves are equal when their shapes, dtypes and values are (`NaN != NaN`);
-    typed PRNG keys when their key data are; other leaves compare with `==`. A Python
-    scalar equals a 0-d array of the dtype JAX gives it and an equal value (so what
-    `jax.jit(lambda m: m)` returns for a scalar leaf equals the original).
+    Arrays are equal when their shapes, dtypes and values are (`NaN != NaN`), typed PRNG
+    keys when their key data are; other leaves compare with `==`. A Python scalar equals a
+    0-d array of its value in the dtype JAX gives it (as `jax.jit(lambda m: m)` returns it).
 
     **Arguments**
 
@@ -124,7 +122,7 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
                 traced.append(jnp.all(x == y))
             elif not np.array_equal(np.asarray(x), np.asarray(y)):
                 return False
-        elif not _plain_equal(x, y):
+        elif not equal(x, y):
             return False
     return jnp.all(jnp.stack(traced)) if traced else True
 
@@ -132,16 +130,15 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
 def _as_array(x: Any, other: Any) -> Any:
     """`x` as JAX holds it where `x` is a Python scalar and `other` a 0-d array."""
     if type(x) in PYTHON_SCALARS and getattr(other, "shape", None) == ():
-        try:
+        with contextlib.suppress(OverflowError):  # an int no JAX dtype holds: equal to no array
             return jnp.asarray(x)
-        except OverflowError:  # an int no JAX dtype holds: equal to no array
-            return x
     return x
 
 
-def _plain_equal(x: Any, y: Any) -> bool:
+def equal(a: Any, b: Any) -> bool:
+    """`a is b or a == b`, False where `==` fails or is ambiguous (as JAX compares statics)."""
     try:
-        return bool(x == y)
+        return a is b or bool(a == b)
     except Exception:  # noqa: BLE001 - an ambiguous or failing == means "not equal"
         return False
 

@@ -20,20 +20,17 @@ PYTHON_SCALARS: Final = (bool, int, float, complex)  # weakly typed scalars to J
 
 
 def path_str(root: str, path: KeyPath) -> str:
-    """`MLP.layers[1].w`: a place in a tree, as every message writes it; `root` names the
-    tree (its class, or an argument), `path` is shown as `jax.tree_util.keystr` does."""
+    """`MLP.layers[1].w`, a place as messages write it: `root` (a class or argument), `path`."""
     return root + jax.tree_util.keystr(path)
 
 
 def is_array(x: object) -> bool:
-    """True for `jax.Array` (tracers included), numpy arrays and numpy scalars (0-d
-    arrays to JAX); not for Python numbers (no dtype yet) or `jax.ShapeDtypeStruct`."""
+    """`jax.Array` (tracers too), numpy arrays and scalars; not Python numbers, ShapeDtypeStruct."""
     # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
     # every later `.shape` partially unknown to the type checker.
     return isinstance(x, ARRAY_TYPES)
 
 
-_SHORT: Final = {"bfloat16": "bf16", "bool": "bool"}
 _PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
 
 
@@ -42,8 +39,8 @@ def dtype_name(dtype: Any) -> str:
     if jnp.issubdtype(dtype, jax.dtypes.extended):
         return str(dtype)  # typed PRNG keys: key<fry>; numpy cannot name them
     name: str = np.dtype(dtype).name
-    if name in _SHORT:
-        return _SHORT[name]
+    if name == "bfloat16":
+        return "bf16"
     for long, short in _PREFIX.items():
         if name.startswith(long) and name[len(long) :].isdigit():
             return short + name[len(long) :]
@@ -56,14 +53,12 @@ def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
 
 
 def node_def(x: Any) -> Any:
-    """The treedef of `x`'s own node, its children as leaves: unflattening it rebuilds
-    `x`'s node around new children as JAX does (for a treeclass: no `__init__` runs)."""
+    """The treedef of `x`'s node, children as leaves: rebuilds `x` as JAX does (no `__init__`)."""
     return jax.tree.structure(x, is_leaf=lambda y: y is not x)
 
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
-    """One level of the pytree `x`: its `(key entry, child)` pairs in flatten order;
-    None if `x` is a leaf. The common cases are answered without asking JAX."""
+    """`x`'s `(key entry, child)` pairs in flatten order, one level; None for a leaf."""
     if isinstance(x, jax.Array) or type(x) is np.ndarray or type(x) in PYTHON_SCALARS:
         return None
     if x is None:
@@ -99,22 +94,9 @@ class Visit(NamedTuple):
 def walk(
     tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None = None
 ) -> Iterator[Visit]:
-    """Every node, leaf and static field value of `tree`, parents before children, the
-    leaves in `jax.tree.leaves` order; `path` prefixes every path, `is_leaf` is as in
-    `jax.tree.leaves`. Lazy: nothing below the visits made so far is flattened.
-
-    >>> from treeclass._core.walk import walk
-    >>> class Layer(tc.TreeClass):
-    ...     w: jax.Array
-    ...     act: tc.Static[str] = "relu"
-    >>> for v in walk({"layers": (Layer(jnp.ones(2)),)}):
-    ...     print(jax.tree_util.keystr(v.path) or "root", v.field or "-", v.kind)
-    root - node
-    ['layers'] - node
-    ['layers'][0] - node
-    ['layers'][0].w Layer.w leaf
-    ['layers'][0].act Layer.act static
-    """
+    """Every node, leaf and static field value of `tree`, parents first, leaves in
+    `jax.tree.leaves` order; `path` prefixes every path, `is_leaf` is as in `jax.tree.leaves`.
+    Lazy: nothing below the visits made so far is flattened."""
     return _walk(tree, path, None, None, True, is_leaf)
 
 

@@ -1,7 +1,6 @@
-"""`tc.bind(obj.method)`: a bound method that is a pytree.
-
-A plain bound method is opaque to JAX (`jax.jit` rejects it; a closure bakes `obj`'s arrays
-in as constants). `BoundMethod` flattens to `obj`, with the function in the treedef."""
+"""`tc.bind(obj.method)`: a bound method that is a pytree. A plain one is opaque to JAX (`jax.jit`
+rejects it; a closure bakes `obj`'s arrays in as constants); `BoundMethod` flattens to `obj`,
+with the function in the treedef."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ _R = TypeVar("_R")
 
 
 class BoundMethod(Generic[_P, _R]):
-    """`BoundMethod(func, obj)` calls `func(obj, *args, **kwargs)`, as a pytree whose only
-    child is `obj` (`func` is static). Made by `tc.bind(obj.method)`; immutable, equal when
-    the function and the instance are.
+    """`BoundMethod(func, obj)(...)` calls `func(obj, ...)`: a pytree whose only child is `obj`
+    (`func` is static), made by `tc.bind(obj.method)`; immutable, equal when both parts are.
 
     **Example**
 
@@ -103,9 +101,7 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     if isinstance(method, BoundMethod):
         return method
     if not isinstance(method, types.MethodType):
-        msg = (
-            f"tc.bind() takes a bound method such as obj.method; got {method!r}. "
-            "For a plain function, use functools.partial or pass the object explicitly."
-        )
+        msg = f"tc.bind() takes a bound method such as obj.method; got {method!r}. For a plain "
+        msg += "function, use functools.partial or pass the object explicitly."
         raise TypeError(msg)
     return BoundMethod(method.__func__, method.__self__)

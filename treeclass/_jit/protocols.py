@@ -1,8 +1,6 @@
-"""What `tc.jit` returns, as type checkers see it: `JitFunction` and `JitMethod`.
-
-`tc.jit(fun)` is a plain function carrying `trace_log`, `lower`, ..., which `Callable[P, R]`
-would hide. Protocols, not classes: a wrapper class would cost a Python-level `__get__` on
-every `obj.method` access."""
+"""What `tc.jit` returns, as type checkers see it: a plain function carrying `trace_log`, `lower`,
+..., which `Callable[P, R]` would hide. Protocols, not classes: a wrapper class would cost a
+Python-level `__get__` on every `obj.method` access."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ if TYPE_CHECKING:
 
     from treeclass._jit.retrace import TraceLog
 
-__all__ = ["JitDecorator", "JitFunction", "JitMethod"]
 
 _P = ParamSpec("_P")
 _Q = ParamSpec("_Q")

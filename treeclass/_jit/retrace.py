@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from treeclass._core.show import short_repr
+from treeclass._core.tree import equal
 from treeclass._core.walk import array_name, is_array, path_str, walk
 from treeclass._jit.untraceable import labelled_arguments, root_name
 
@@ -99,21 +100,12 @@ def signature(
     return out
 
 
-def _equal(a: Any, b: Any) -> bool:
-    """`a == b` as JAX's cache compares static values (False if `==` cannot answer)."""
-    try:
-        return a is b or bool(a == b)
-    except Exception:  # noqa: BLE001 - an == that raises: unequal, as for JAX
-        return False
-
-
 def _unequal(old: Any, new: Any, at: str) -> tuple[str, bool]:
-    """Where `new` first differs from `old` inside alike tuples, and whether that place
-    compares by identity (so that a new object of the same repr is unequal)."""
+    """Where `new` first differs from `old` inside alike tuples; True if it compares by identity."""
     if isinstance(new, tuple) and type(old) is type(new) and len(old) == len(new):
         names: Any = getattr(new, "_fields", None)
         for i, (o, n) in enumerate(zip(old, new, strict=True)):
-            if not _equal(o, n):
+            if not equal(o, n):
                 return _unequal(o, n, f"{at}.{names[i]}" if names else f"{at}[{i}]")
     cls: type[object] = type(new)
     fn = isinstance(new, types.FunctionType)
@@ -129,7 +121,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for key in dict.fromkeys([*old, *new]):
         before, after = old.get(key, "<absent>"), new.get(key, "<absent>")
         if isinstance(before, tuple) and isinstance(after, tuple):  # static values
-            if _equal(before[1], after[1]):
+            if equal(before[1], after[1]):
                 continue
             why, identity = _unequal(before[1], after[1], key.removesuffix(" (static)"))
             note = f" ({why})" if identity or before[0] == after[0] else ""  # what repr hides

@@ -17,9 +17,6 @@ from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.show import describe, short_repr
 from treeclass._core.walk import KeyPath, path_str, walk
 
-__all__ = ["field_error", "is_traceable", "labelled_arguments", "note_held", "root_name"]
-__all__ += ["untraceable_field"]
-
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
 
@@ -56,8 +53,7 @@ _HASHABLE: Final = {
 
 
 def _annotation(owner: type, name: str) -> str:
-    """The annotation of `owner.name` as written, or the hashable form of a list, dict
-    or set (`dict[str, str]` -> `tuple[tuple[str, str], ...]`) for a static field."""
+    """`owner.name`'s annotation as written; for a list, dict or set, its hashable form."""
     layout = layout_of(owner)
     found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
     hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
@@ -106,8 +102,7 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The `TypeError` naming `Class.field` (or the path) of the first traced leaf that
-    JAX cannot trace, with the two fixes; None if there is none."""
+    """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         for v in walk(value):
             if v.kind != "leaf" or is_traceable(v.value):
@@ -147,9 +142,8 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error`, raised by a body traced with the tracers in `tree`, with the key
-    paths of those that the raising frame holds (read from the traceback). Each tc.jit
-    marks it anew: an inner one's paths are into its own arguments."""
+    """Marks `error` with the key paths of the tracers in `tree` that the raising frame holds;
+    each tc.jit marks it anew (an inner one's paths are into its own arguments)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -173,10 +167,9 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `error`, raised by calling `tc.jit`'s `jax.jit`
-    function; None when no field is to blame. Before the body ran: the first leaf JAX
-    cannot trace. By the body: the int or bool fields whose tracer the raising frame
-    holds, or, for a ConcretizationTypeError holding none, every such field."""
+    """The error naming the field behind `tc.jit`'s `error`, or None. Before the body ran: the
+    first leaf JAX cannot trace; by the body: the int or bool fields whose tracer the raising
+    frame holds (for a ConcretizationTypeError holding none, every such field)."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)

@@ -1,10 +1,7 @@
-"""Paths in a tree: what `where` functions read, and following them through an object.
-
-`record(where, root)` calls `where` on a stand-in that records each read (on every call:
-a path may depend on a closure). `follow(obj, path, root)` reads it through the nodes JAX
-flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
-subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type.
-"""
+"""Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read
+(on every call: a path may depend on a closure); `follow(obj, path, root)` reads it through the
+nodes JAX flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
+subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type."""
 
 from __future__ import annotations
 
@@ -19,9 +16,6 @@ from treeclass._core.checks import closest
 from treeclass._core.layout import LAYOUT
 from treeclass._core.show import describe
 from treeclass._core.walk import ARRAY_TYPES, path_str
-
-__all__ = ["ATTR", "ITEM", "Path", "follow", "record", "show"]
-__all__ += ["DICT", "LIST", "NAMEDTUPLE", "TREECLASS", "TUPLE"]
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
@@ -95,8 +89,7 @@ _new: Final = object.__new__
 
 
 def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
-    """The path `where` selects, or a list of paths when it returns a tuple or list of
-    nodes; `root` names the root in messages."""
+    """The path `where` reads, or a list of paths when it returns a tuple or list of nodes."""
     if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
         did = f"is {describe(where, shape=False)}, not a function"
         raise TypeError(_MSG_RETURN.format(did=did))
@@ -170,8 +163,7 @@ def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
 
 
 def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
-    """Each step's `(parent, kind, key as stored)` and the node at the end; raises the
-    error naming the path where a step has no node."""
+    """Each step's `(parent, kind, key as stored)` and the end node; raises where one has none."""
     parents: list[Parent] = []
     node, depth = obj, 0
     try:

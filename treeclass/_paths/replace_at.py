@@ -3,8 +3,7 @@ and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its cha
 
 Why not equinox's `tree_at` (runs `where` on a copy with sentinel leaves, found by identity):
 it runs `where` on the real tree, reaches no static fields, rebuilds by unflatten (no check
-runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models".
-"""
+runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models"."""
 
 from __future__ import annotations
 
@@ -119,11 +118,9 @@ def replace_at(
         selected, value = [selected], [value]
     if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
         length = f" of length {len(value)}" if isinstance(value, _SEQUENCES) else ""
-        msg = (
-            f"`where` selects {len(selected)} nodes ({', '.join(show(root, p) for p in selected)}), "
-            f"so value must be a tuple of {len(selected)} new values; got "
-            f"{describe(value, shape=False)}{length}."
-        )
+        shown = ", ".join(show(root, p) for p in selected)
+        msg = f"`where` selects {len(selected)} nodes ({shown}), so value must be a tuple of "
+        msg += f"{len(selected)} new values; got {describe(value, shape=False)}{length}."
         raise ValueError(msg)
     ends: list[_End] = []
     for i, path in enumerate(selected):

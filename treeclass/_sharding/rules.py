@@ -1,6 +1,5 @@
-"""Logical axis rules (flax's): `{"batch": "data"}` or pairs `[("batch", "data")]`, the first
-pair naming an axis winning, normalised by `rule_table`; `AxisMap.spec` gives one array's
-`PartitionSpec`."""
+"""Logical axis rules (flax's): `{"batch": "data"}` or pairs `[("batch", "data")]` (the first
+naming an axis wins), read by `rule_table`; `AxisMap.spec` gives one array's `PartitionSpec`."""
 
 from __future__ import annotations
 
@@ -108,9 +107,7 @@ class AxisMap:
     """The rules of one `shardings()` call, and the mesh's axis sizes (None: no mesh)."""
 
     def __init__(self, rules: Rules | None, strict: bool, sizes: dict[str, int] | None) -> None:
-        self.table = rule_table(rules)
-        self.sizes = sizes
-        self.strict = strict
+        self.table, self.sizes, self.strict = rule_table(rules), sizes, strict
 
     def spec(
         self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str

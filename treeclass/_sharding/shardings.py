@@ -1,8 +1,5 @@
-"""Field axes -> shardings: `shardings()` and `partition_specs()`.
-
-A field names its array's logical axes (`field(axes=("batch", None))`); rules chosen per
-run map them to mesh axes. Both walk `obj` in flatten order, build one spec per leaf from
-its field's axes (`rules.AxisMap`) and unflatten with `obj`'s own treedef."""
+"""`shardings()`, `partition_specs()`: a field names its array's logical axes (`field(axes=("batch",
+None))`), rules chosen per run map them to mesh axes (`rules.AxisMap`), one spec per leaf."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from treeclass._core.fields import AXES
 from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.walk import path_str, walk
 from treeclass._sharding.rules import Axes, AxisMap, Rules, partition_spec
-
-__all__ = ["partition_specs", "shardings"]
 
 _MSG_MESH: Final = (
     "treeclass.shardings(obj, mesh, rules) takes a jax.sharding.Mesh as its second "
@@ -60,8 +55,7 @@ def partition_specs(
     strict: bool = False,
     mesh: Mesh | AbstractMesh | None = None,
 ) -> Any:
-    """Returns a pytree of `jax.sharding.PartitionSpec` with `obj`'s structure (for
-    `jax.shard_map`), mapping each field's `field(axes=...)` names through `rules`.
+    """Returns `obj`'s `PartitionSpec`s (for `jax.shard_map`): each field's axes through `rules`.
 
     Unmapped names, `None` axes, fields without axes and non-array leaves are replicated,
     as in flax. A field holding a subtree gives each array in it the same spec.
@@ -110,8 +104,7 @@ def partition_specs(
 def shardings(
     obj: Any, mesh: Mesh | AbstractMesh, rules: Rules | None = None, *, strict: bool = False
 ) -> Any:
-    """Returns a pytree of `jax.sharding.NamedSharding` with `obj`'s structure, for
-    `jax.device_put` or `jax.jit`: the specs of `partition_specs(obj, rules, mesh=mesh)`.
+    """Returns `obj`'s `NamedSharding`s (for `jax.device_put`): `partition_specs` on `mesh`.
 
     **Arguments**
 

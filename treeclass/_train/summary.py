@@ -16,8 +16,6 @@ from treeclass._core.show import short_repr
 from treeclass._core.walk import Visit, dtype_name, is_array, path_str, walk
 from treeclass._train.select import trainable
 
-__all__ = ["Summary", "summary"]
-
 _COLUMNS: Final = ("path", "kind", "dtype", "shape", "count", "bytes")
 
 
