@@ -205,7 +205,7 @@ class _Run:
                 for i, base in enumerate(found.bases):
                     if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
-                tuple_api = [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related]
+                tuple_api = _facts.own_first([e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related], found.name)
                 if found.family == "NamedTuple" and tuple_api:
                     raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
@@ -270,8 +270,9 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     _wrapped(files)
     facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
     for file in files:
+        module_returns = _types.returns(file.tree, file.names, facts.classes)
         for found in file.found:
-            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes))
+            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, module_returns))
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names)
     the_run = _Run(files, facts)

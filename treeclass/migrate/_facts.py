@@ -28,9 +28,9 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._types import OTHER, Typing
+from treeclass.migrate._types import OTHER, Typing, returns
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "own_first", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
@@ -59,6 +59,12 @@ class Event:
 
     owner: str | None
     site: Site
+
+
+def own_first(events: list[Event], name: str) -> list[Event]:
+    """`events` with those on an instance of class `name` first, then those on one of
+    its bases, then those on an unknown receiver: a refusal cites the class's own use."""
+    return sorted(events, key=lambda e: (e.owner != name, e.owner is None))
 
 
 @dataclasses.dataclass
@@ -97,6 +103,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
+        self.returns: dict[str, str] = {}  # set by scan(): _types.returns
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -194,7 +201,8 @@ class _Scanner(Typing, ast.NodeVisitor):
 
     # --- tuple use of NamedTuples -------------------------------------------------------
     def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
-        owner = self._receiver(value) if isinstance(value, ast.Name) else None
+        # `ExperiencePair[T]` subscripts the class itself (a generic alias), not an instance.
+        owner = self._receiver(value) if isinstance(value, ast.Name) and not self._is_class(value) else None
         if owner:
             self.facts.tuple_use[owner].append(self.site(node))
 
@@ -291,4 +299,6 @@ class _Scanner(Typing, ast.NodeVisitor):
 
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`) does to `facts`."""
-    _Scanner(facts, path, text, names, set()).visit(tree)
+    scanner = _Scanner(facts, path, text, names, set())
+    scanner.returns = returns(tree, names, facts.classes)
+    scanner.visit(tree)

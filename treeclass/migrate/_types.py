@@ -16,7 +16,7 @@ import ast
 
 from treeclass.migrate import _names
 
-__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types"]
+__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
@@ -35,6 +35,7 @@ class Typing:
     types: dict[str, str | None]
     globals: dict[str, str | None]
     local_classes: set[str]
+    returns: dict[str, str]  # the module's functions annotated to return a class of the run
     declared: dict[int, set[str]]  # id(scope) -> its annotated names
     new_objects: set[str]
     cls: str | None
@@ -80,6 +81,8 @@ class Typing:
             func = value.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes:
                 return func.value.id  # State.create(...): a classmethod of the class
+            if isinstance(func, ast.Name) and func.id in self.returns and func.id not in self.types and func.id not in self.globals:
+                return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
             return OTHER
@@ -90,10 +93,10 @@ class Typing:
         if isinstance(node, ast.Name):
             if node.id in self.modules:
                 return OTHER
+            if self._is_class(node):
+                return node.id  # the class itself: `Carry._make(...)`
             if node.id in self.types:
                 return self.types[node.id]
-            if node.id not in self.globals and node.id in self.classes:
-                return node.id  # the class itself: `Carry._make(...)`
             return self.globals.get(node.id)
         if isinstance(node, ast.Attribute):
             root: ast.expr = node
@@ -108,6 +111,10 @@ class Typing:
         if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "type" and len(node.args) == 1:
             return self._receiver(node.args[0])  # `type(self).tree_unflatten(...)`
         return None
+
+    def _is_class(self, node: ast.Name) -> bool:
+        """`node` names a class of the run itself, not a variable (which may hold an instance)."""
+        return node.id in self.classes and node.id not in self.types and node.id not in self.globals and node.id not in self.modules
 
     def _narrowed(self, node: ast.AST) -> tuple[str, str] | None:
         """`type(v) is self.__class__` / `type(v) == type(self)` / `isinstance(v, C)`:
@@ -142,6 +149,7 @@ class Typing:
 
     def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
         todo: list[ast.AST] = list(stmts)
+        copies: list[tuple[str, str]] = []  # `a = b`, `a = b._replace(...)`: a is what b is
         while todo:
             node = todo.pop()
             if isinstance(node, ast.ClassDef) and scope is not self.globals:
@@ -154,8 +162,12 @@ class Typing:
             if isinstance(node, ast.Assign):
                 value = node.value
                 new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
+                source = _copied(value)
                 for t in node.targets:
-                    if isinstance(t, ast.Name):
+                    if isinstance(t, ast.Name) and source is not None:
+                        if source != t.id:  # `s = s._replace(...)` keeps what s is
+                            copies.append((t.id, source))
+                    elif isinstance(t, ast.Name):
                         self._bind(scope, t.id, self._value_type(value))
                         if new:
                             self.new_objects.add(t.id)
@@ -170,6 +182,22 @@ class Typing:
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         self._bind(scope, n.id, None)
             todo.extend(ast.iter_child_nodes(node))
+        # Once every other binding is known: a copy takes its source's type, until none
+        # changes (a type only goes from unset to a class to unknown, so this ends).
+        changed = bool(copies)
+        while changed:
+            before = dict(scope)
+            for target, source in copies:
+                self._bind(scope, target, self._receiver(ast.Name(source, ast.Load())))
+            changed = scope != before
+
+
+def _copied(value: ast.expr) -> str | None:
+    """The name whose value `value` is, or a copy of (same type): `b`, `b._replace(...)`,
+    `b.replace(...)`; None for anything else."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("_replace", "replace"):
+        value = value.func.value
+    return value.id if isinstance(value, ast.Name) else None
 
 
 def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
@@ -189,10 +217,12 @@ def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
     return None if qualified is None else qualified.split(".")[-1]
 
 
-def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str]) -> dict[tuple[str, str], str]:
+def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[tuple[str, str], str]:
     """(class, attribute) -> the class its instances hold there: declared in the class
     body (`geom: Geometry`), or the one class every `self.x = ...` of its methods stores
-    (`self.state = State(...)`, `self.state = self.state._replace(...)`)."""
+    (`self.state = State(...)`, `self.state = self.state._replace(...)`, `self.state =
+    new` where every binding of the local `new` is one: `new = step(...)` with `def
+    step(...) -> State` in the module, `returns`)."""
     out: dict[tuple[str, str], str] = {}
     stored: dict[str, set[str | None]] = {}
     for stmt in node.body:
@@ -203,6 +233,10 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
             continue
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
+        a = stmt.args
+        bound = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+        module_returns = {k: v for k, v in returns.items() if k not in bound}  # not shadowed in the method
         for n in ast.walk(stmt):
             targets: list[ast.expr]
             value: ast.expr | None  # None: `self.x: int` declares only
@@ -214,7 +248,7 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
                 continue
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
-                    stored.setdefault(t.attr, set()).add(_stored(value, me, t.attr, names, classes))
+                    stored.setdefault(t.attr, set()).add(_stored(value, stmt, me, t.attr, names, classes, module_returns))
     for attr, kinds in stored.items():
         kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
         if len(kinds) == 1 and (node.name, attr) not in out:
@@ -224,14 +258,88 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
     return out
 
 
-def _stored(value: ast.expr | None, me: str, attr: str, names: dict[str, str], classes: frozenset[str]) -> str | None:
+def _stored(
+    value: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str, attr: str, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+) -> str | None:
+    """The class of what `self.<attr> = value` stores in method `fn` ("": the attribute's
+    own class, `self.x._replace(...)`; None: unknown)."""
+    if isinstance(value, ast.Name) and value.id != me:
+        return _local(value.id, fn, names, classes, returns)
     if isinstance(value, ast.Call):
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
             inner = func.value
             if isinstance(inner, ast.Attribute) and inner.attr == attr and isinstance(inner.value, ast.Name) and inner.value.id == me:
                 return ""
-        qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
-        if qualified is not None and qualified.split(".")[-1] in classes:
-            return qualified.split(".")[-1]
+        return _made(value, names, classes, returns)
     return None
+
+
+def _made(value: ast.Call, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> str | None:
+    """The class a call builds: `State(...)`, `mod.State(...)`, `step(...)` with `def
+    step(...) -> State` in the module; None: unknown."""
+    func = value.func
+    if isinstance(func, ast.Name) and func.id in returns and func.id not in names:
+        return returns[func.id]
+    qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
+    if qualified is not None and qualified.split(".")[-1] in classes:
+        return qualified.split(".")[-1]
+    return None
+
+
+def _local(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> str | None:
+    """The one class every binding of the local `name` in `fn` gives it: each an
+    assignment of a call that builds it, or `name = name._replace(...)`; None if any
+    binding is something else (a parameter, a loop, an unpacking, a `global`...)."""
+    a = fn.args
+    if any(p.arg == name for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]):
+        return None
+    stores, kinds = 0, list[str | None]()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Global | ast.Nonlocal) and name in n.names:
+            return None
+        stores += isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+        if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None:
+            value = n.value
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name) and t.id == name and isinstance(value, ast.Call):
+                    func = value.func
+                    same = isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace") and isinstance(func.value, ast.Name) and func.value.id == name
+                    kinds.append("" if same else _made(value, names, classes, returns))
+                elif isinstance(t, ast.Name) and t.id == name:
+                    kinds.append(None)
+    distinct = set(kinds) - {""}
+    return distinct.pop() if kinds and stores == len(kinds) and len(distinct) == 1 else None
+
+
+def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) -> dict[str, str]:
+    """The module's top-level functions annotated to return a class of the run (`def
+    step(...) -> State`), undecorated or under a decorator that keeps the result's type
+    (`jax.jit`, `partial(jax.jit, ...)`); a name defined twice differently is left out."""
+    out: dict[str, str | None] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            kind = annotation_name(stmt.returns, names) if stmt.returns is not None else None
+            keeps = all(_keeps_type(d, names) for d in stmt.decorator_list)
+            kind = kind if kind in classes and keeps and not isinstance(stmt, ast.AsyncFunctionDef) else None
+            out[stmt.name] = kind if out.get(stmt.name, kind) == kind else None
+            continue
+        for n in ast.walk(stmt):  # `step = jax.jit(step)`, `import step`, a def under `if`: a rebinding
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                out[n.id] = None
+            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out[n.name] = None
+            elif isinstance(n, ast.alias):
+                out[(n.asname or n.name).split(".")[0]] = None
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_KEEPS_TYPE = frozenset({"jax.jit", "jax.named_call", "jax.checkpoint", "jax.remat", "functools.cache", "functools.lru_cache"})
+
+
+def _keeps_type(decorator: ast.expr, names: dict[str, str]) -> bool:
+    """`@jax.jit`, `@partial(jax.jit, static_argnums=0)`, `@functools.lru_cache(maxsize=None)`."""
+    qualified = _names.dotted(decorator, names)
+    if qualified == "functools.partial" and isinstance(decorator, ast.Call) and decorator.args:
+        qualified = _names.dotted(decorator.args[0], names)
+    return qualified in _KEEPS_TYPE
