@@ -268,7 +268,10 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
     _wrapped(files)
-    facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
+    facts = _facts.Facts(
+        classes=frozenset(found.name for file in files for found in file.found),
+        packages=frozenset(file.module.split(".")[0] for file in files if file.module),
+    )
     for file in files:
         module_returns = _types.returns(file.tree, file.names, facts.classes)
         for found in file.found:

@@ -70,6 +70,7 @@ def own_first(events: list[Event], name: str) -> list[Event]:
 @dataclasses.dataclass
 class Facts:
     classes: frozenset[str] = frozenset()  # the names of the run's classes
+    packages: frozenset[str] = frozenset()  # the run's top-level modules: `from pkg.x import f` is the run's
     # (class, attribute) -> the class name its class-body annotation names (`geom: Geometry`)
     attr_types: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
@@ -91,7 +92,7 @@ class Facts:
 class _Scanner(Typing, ast.NodeVisitor):
     def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.classes, self.attr_types = facts.classes, facts.attr_types
+        self.classes, self.attr_types, self.packages = facts.classes, facts.attr_types, facts.packages
         self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None

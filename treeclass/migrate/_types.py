@@ -29,6 +29,7 @@ class Typing:
     """The typing half of the scanner: its state is set by `_facts._Scanner`."""
 
     classes: frozenset[str]  # the names of the run's classes
+    packages: frozenset[str]  # the run's top-level modules
     attr_types: dict[tuple[str, str], str]
     names: dict[str, str]
     modules: set[str]
@@ -72,7 +73,8 @@ class Typing:
         while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
             root = root.func if isinstance(root, ast.Call) else root.value
         imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
-        if imported and qualified.split(".")[0] not in _MAY_RETURN_YOURS and qualified.split(".")[0] not in self.classes:
+        top = qualified.split(".")[0]
+        if imported and top not in _MAY_RETURN_YOURS and top not in self.classes and top not in self.packages:
             return OTHER  # built by another library: not an instance of a class of the run
         return None
 
