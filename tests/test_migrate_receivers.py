@@ -381,3 +381,99 @@ def test_a_function_of_the_run_imported_by_its_absolute_name_is_not_another_libr
     (report,) = _migrate(root, ABSOLUTE, "--namedtuples").values()
     assert report["status"] == "refused"
     assert "(`s._replace` at " + str(root / "after/pkg/use.py") + ":6)" in report["reason"]
+
+
+# ott-jax 0.6.0, src/ott/tools/k_means.py:344-400: `geom: Union[jnp.ndarray,
+# pointcloud.PointCloud]`, then `geom.tree_flatten()` and `type(geom).tree_unflatten(...)`
+# refused all 66 hand-written classes of the package that define the methods. Without
+# the array type the union names one class: the calls count against PointCloud (and its
+# subclasses) only.
+def _geometry(annotation: str) -> dict[str, str]:
+    return {
+        "pkg/__init__.py": "",
+        "pkg/geometry.py": """\
+            import jax
+
+
+            @jax.tree_util.register_pytree_node_class
+            class Geometry:
+                def __init__(self, cost):
+                    self.cost = cost
+
+                def tree_flatten(self):
+                    return (self.cost,), None
+
+                @classmethod
+                def tree_unflatten(cls, aux_data, children):
+                    return cls(*children)
+
+
+            @jax.tree_util.register_pytree_node_class
+            class PointCloud:
+                def __init__(self, x, batch_size=None):
+                    self.x = x
+                    self.batch_size = batch_size
+
+                def tree_flatten(self):
+                    return (self.x,), {"batch_size": self.batch_size}
+
+                @classmethod
+                def tree_unflatten(cls, aux_data, children):
+                    return cls(*children, **aux_data)
+            """,
+        "pkg/k_means.py": f"""\
+            from typing import Any, Optional, Union
+
+            import jax
+            import jax.numpy as jnp
+
+            from pkg.geometry import Geometry, PointCloud
+
+
+            def k_means(geom: {annotation}, k: int):
+                if isinstance(geom, jnp.ndarray):
+                    geom = PointCloud(geom)
+                if geom.batch_size is not None:
+                    children, aux_data = geom.tree_flatten()
+                    aux_data["batch_size"] = None
+                    geom = type(geom).tree_unflatten(aux_data, children)
+                return geom.x[:k]
+            """,
+    }
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "Union[jnp.ndarray, PointCloud]",
+        "Optional[Union[jax.Array, PointCloud]]",
+        "jnp.ndarray | PointCloud | None",
+    ],
+)
+def test_a_union_with_array_types_types_the_receiver_by_its_one_class(root: Path, annotation: str):
+    reports = _migrate(root, _geometry(annotation))
+    assert reports["PointCloud"]["status"] == "refused"
+    assert "tree_flatten() at `geom.tree_flatten()` at " in reports["PointCloud"]["reason"]
+    assert reports["Geometry"]["status"] == "converted", reports["Geometry"]["reason"]
+    old, new = _import(root / "before", "pkg.geometry"), _import(root / "after", "pkg.geometry")
+    check(old.Geometry(jnp.ones(3)), new.Geometry(jnp.ones(3)))
+    assert _leaves(jax.jit(lambda g: g)(new.Geometry(jnp.arange(3.0)))) == [[0.0, 1.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "Union[Geometry, PointCloud]",
+        "Union[jnp.ndarray, Any]",
+        "Union[tuple, PointCloud]",
+        "Any",
+        "jnp.ndarray",
+    ],
+)
+def test_a_union_that_may_hold_another_class_counts_against_every_class(
+    root: Path, annotation: str
+):
+    reports = _migrate(root, _geometry(annotation))
+    for name in ("Geometry", "PointCloud"):
+        assert reports[name]["status"] == "refused", name
+        assert "tree_flatten() at `geom.tree_flatten()` at " in reports[name]["reason"]

@@ -23,6 +23,10 @@ __all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
 _MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
 _OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
 OTHER: str = ""  # a known type that is not a class of the run
+# Array types left out of a union (`geom: Union[jnp.ndarray, PointCloud]` is a PointCloud
+# where it is an instance of a class of the run): a class of the run that derives from one
+# has a base from outside the run, and such a class is refused whatever its receivers.
+_ARRAYS = frozenset({"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"})
 
 
 class Typing:
@@ -51,12 +55,20 @@ class Typing:
                 node = ast.parse(node.value, mode="eval").body
             except SyntaxError:
                 return None
-        if isinstance(node, ast.Subscript) and (_names.dotted(node.value, self.names) or "").split(".")[-1] == "Optional":
-            return self._annotation_type(node.slice)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-            return self._annotation_type(sides[0]) if len(sides) == 1 else None
+        members = self._members(node)
+        if members is not None:  # a union: what is left without None and the array types
+            kept = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None) and _names.dotted(m, self.names) not in _ARRAYS]
+            return self._annotation_type(kept[0]) if len(kept) == 1 else None
         return self._named_type(node)
+
+    def _members(self, node: ast.expr) -> list[ast.expr] | None:
+        """The members of `Optional[X]`, `Union[X, Y]`, `X | Y`; None if not a union."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return [m for side in (node.left, node.right) for m in (self._members(side) or [side])]
+        last = (_names.dotted(node.value, self.names) or "").split(".")[-1] if isinstance(node, ast.Subscript) else ""
+        if isinstance(node, ast.Subscript) and last in ("Optional", "Union"):
+            return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return None
 
     def _named_type(self, node: ast.expr) -> str | None:
         qualified = _names.dotted(node, self.names)
