@@ -321,6 +321,11 @@ _COPY = "    next_state = state\n"
         pytest.param(_STORE, "        self.state = load()\n", id="an-unknown-function"),
         pytest.param(_STORE, _LOOP + _STORE, id="a-loop-binds-the-local"),
         pytest.param(
+            _STORE,
+            "        if fitness is None:\n            import json as next_state\n" + _STORE,
+            id="an-import-binds-it",
+        ),
+        pytest.param(
             "@partial(jax.jit, static_argnums=0)\n", "@some_decorator\n", id="a-decorator"
         ),
         pytest.param(_CALL, "        _tell_core = make()\n" + _CALL, id="the-function-shadowed"),

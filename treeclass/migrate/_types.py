@@ -95,7 +95,7 @@ class Typing:
             func = value.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes:
                 return func.value.id  # State.create(...): a classmethod of the class
-            if isinstance(func, ast.Name) and func.id in self.returns and func.id not in self.types and func.id not in self.globals:
+            if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
                 return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
@@ -248,7 +248,7 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
             continue
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
         a = stmt.args
-        bound = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        bound = {x for n in ast.walk(stmt) for x in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n))}
         bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
         module_returns = {k: v for k, v in returns.items() if k not in bound}  # not shadowed in the method
         for n in ast.walk(stmt):
@@ -310,7 +310,7 @@ def _local(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[st
         return None
     stores, kinds = 0, list[str | None]()
     for n in ast.walk(fn):
-        if isinstance(n, ast.Global | ast.Nonlocal) and name in n.names:
+        if name in _bound_otherwise(n):
             return None
         stores += isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
         if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None:
@@ -326,6 +326,18 @@ def _local(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[st
     return distinct.pop() if kinds and stores == len(kinds) and len(distinct) == 1 else None
 
 
+def _bound_otherwise(node: ast.AST) -> list[str]:
+    """The names `node` binds other than as an `ast.Name`: `global x`, `except E as x`,
+    `import m as x`, `def x`, `class x`, `case x`."""
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return node.names
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    name = getattr(node, "name", None) if isinstance(node, ast.ExceptHandler | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.MatchAs | ast.MatchStar) else None
+    rest = node.rest if isinstance(node, ast.MatchMapping) else None
+    return [x for x in (name, rest) if x is not None]
+
+
 def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) -> dict[str, str]:
     """The module's top-level functions annotated to return a class of the run (`def
     step(...) -> State`), undecorated or under a decorator that keeps the result's type
@@ -339,12 +351,8 @@ def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) ->
             out[stmt.name] = kind if out.get(stmt.name, kind) == kind else None
             continue
         for n in ast.walk(stmt):  # `step = jax.jit(step)`, `import step`, a def under `if`: a rebinding
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-                out[n.id] = None
-            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                out[n.name] = None
-            elif isinstance(n, ast.alias):
-                out[(n.asname or n.name).split(".")[0]] = None
+            for name in [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n):
+                out[name] = None
     return {k: v for k, v in out.items() if v is not None}
 
 
