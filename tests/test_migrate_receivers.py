@@ -116,10 +116,12 @@ def test_a_subscript_of_the_namedtuple_class_is_not_tuple_use(root: Path):
 @pytest.mark.parametrize(
     ("use", "code"),
     [
-        ("pair[0]", "pair[0]"),
-        ("first, second = pair\n        return first", "first, second = pair"),
-        ("for x in pair:\n            return x", "pair"),
-        ("return ExperiencePair._make(pair)", "ExperiencePair._make"),
+        pytest.param("pair[0]", "pair[0]", id="indexed"),
+        pytest.param(
+            "first, second = pair\n        return first", "first, second = pair", id="unpacked"
+        ),
+        pytest.param("for x in pair:\n            return x", "pair", id="iterated"),
+        pytest.param("return ExperiencePair._make(pair)", "ExperiencePair._make", id="tuple-api"),
     ],
 )
 def test_an_instance_annotated_with_a_generic_alias_used_as_a_tuple_stays_refused(
