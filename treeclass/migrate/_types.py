@@ -3,11 +3,16 @@ class of the run (its name), something else (`OTHER`: a module, `jax.config`, an
 another library built, a literal), or unknown (None).
 
 A name is typed per scope: `self` in a class's methods, a parameter or variable
-annotated as a class (`Optional[X]`, `X | None` and strings read), one constructed from
-it (`X(...)`, `X.create(...)`), one narrowed by a guard (`isinstance(v, X)`,
-`type(v) is self.__class__`); an attribute by its class's annotation (`const.geom` with
-`geom: Geometry` declared in `const`'s class). A name bound twice to different types is
-unknown, unless annotated: its declared type holds.
+annotated as a class (`Optional[X]`, `X | None`, strings, and unions whose one member
+left without None and array types is X), one constructed from it (`X(...)`,
+`X.create(...)`, `step(...)` with `def step(...) -> X` in the module), a copy of a
+typed name (`b = a`, `b = a._replace(...)`), one narrowed by a guard (`isinstance(v,
+X)`, `type(v) is self.__class__`); an attribute by its class's annotation (`const.geom`
+with `geom: Geometry` declared in `const`'s class) or by what its methods store. A name
+bound twice to different types is unknown, unless annotated: its declared type holds.
+A subscript of the class itself (`Pair[T]`) names the class, not an instance. What a
+function of another library returns is `OTHER`; a function of the run's own packages,
+imported by its absolute name, is not another library.
 """
 
 from __future__ import annotations
