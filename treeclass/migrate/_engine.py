@@ -272,12 +272,12 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         classes=frozenset(found.name for file in files for found in file.found),
         packages=frozenset(file.module.split(".")[0] for file in files if file.module),
     )
+    returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
-        module_returns = _types.returns(file.tree, file.names, facts.classes)
         for found in file.found:
-            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, module_returns))
+            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
     for file in files:
-        _facts.scan(facts, file.tree, file.path, file.text, file.names)
+        _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     the_run = _Run(files, facts)
     for file in files:
         for found in file.found:

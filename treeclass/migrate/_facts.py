@@ -28,7 +28,7 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._types import OTHER, Typing, returns
+from treeclass.migrate._types import OTHER, Typing
 
 __all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "own_first", "scan"]
 
@@ -104,7 +104,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
-        self.returns: dict[str, str] = {}  # set by scan(): _types.returns
+        self.returns: dict[str, str] = {}  # set by scan()
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -298,8 +298,9 @@ class _Scanner(Typing, ast.NodeVisitor):
     visit_ImportFrom = visit_Import  # noqa: N815 - ast's visitor naming
 
 
-def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
-    """Adds what `tree` (the module at `path`) does to `facts`."""
+def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
+    """Adds what `tree` (the module at `path`, whose functions annotated to return a class
+    of the run are `returns`: _types.returns) does to `facts`."""
     scanner = _Scanner(facts, path, text, names, set())
-    scanner.returns = returns(tree, names, facts.classes)
+    scanner.returns = returns
     scanner.visit(tree)

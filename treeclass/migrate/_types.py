@@ -205,10 +205,10 @@ class Typing:
         # changes (a type only goes from unset to a class to unknown, so this ends).
         changed = bool(copies)
         while changed:
-            before = dict(scope)
+            before = [(t in scope, scope.get(t)) for t, _ in copies]
             for target, source in copies:
                 self._bind(scope, target, self._receiver(ast.Name(source, ast.Load())))
-            changed = scope != before
+            changed = before != [(t in scope, scope.get(t)) for t, _ in copies]
 
 
 def _copied(value: ast.expr) -> str | None:
@@ -252,10 +252,13 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
             continue
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
-        a = stmt.args
-        bound = {x for n in ast.walk(stmt) for x in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n))}
-        bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
-        module_returns = {k: v for k, v in returns.items() if k not in bound}  # not shadowed in the method
+        module_returns = returns
+        if returns:  # not shadowed in the method
+            a = stmt.args
+            bound = {x for n in ast.walk(stmt) for x in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n))}
+            bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+            module_returns = {k: v for k, v in returns.items() if k not in bound}
+        local: dict[str, str] | None = None  # its typed locals, read at the first `self.x = name`
         for n in ast.walk(stmt):
             targets: list[ast.expr]
             value: ast.expr | None  # None: `self.x: int` declares only
@@ -267,7 +270,9 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
                 continue
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
-                    stored.setdefault(t.attr, set()).add(_stored(value, stmt, me, t.attr, names, classes, module_returns))
+                    if local is None and isinstance(value, ast.Name):
+                        local = _locals(stmt, names, classes, module_returns)
+                    stored.setdefault(t.attr, set()).add(_stored(value, local or {}, me, t.attr, names, classes, module_returns))
     for attr, kinds in stored.items():
         kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
         if len(kinds) == 1 and (node.name, attr) not in out:
@@ -278,12 +283,12 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
 
 
 def _stored(
-    value: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDef, me: str, attr: str, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+    value: ast.expr | None, local: dict[str, str], me: str, attr: str, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
 ) -> str | None:
-    """The class of what `self.<attr> = value` stores in method `fn` ("": the attribute's
-    own class, `self.x._replace(...)`; None: unknown)."""
+    """The class of what `self.<attr> = value` stores in a method whose typed locals are
+    `local` ("": the attribute's own class, `self.x._replace(...)`; None: unknown)."""
     if isinstance(value, ast.Name) and value.id != me:
-        return _local(value.id, fn, names, classes, returns)
+        return local.get(value.id)
     if isinstance(value, ast.Call):
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
@@ -306,34 +311,44 @@ def _made(value: ast.Call, names: dict[str, str], classes: frozenset[str], retur
     return None
 
 
-def _local(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> str | None:
-    """The one class every binding of the local `name` in `fn` gives it: each an
-    assignment of a call that builds it, or `name = name._replace(...)`; None if any
-    binding is something else (a parameter, a loop, an unpacking, a `global`...)."""
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[str, str]:
+    """The locals of `fn` to which every binding gives one class: each an assignment of
+    a call that builds it, or `x = x._replace(...)`; a local bound any other way too (a
+    parameter, a loop, an unpacking, `global`, `import ... as`) is left out."""
     a = fn.args
-    if any(p.arg == name for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]):
-        return None
-    stores, kinds = 0, list[str | None]()
+    other = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+    stores: dict[str, int] = {}
+    kinds: dict[str, list[str | None]] = {}
     for n in ast.walk(fn):
-        if name in _bound_otherwise(n):
-            return None
-        stores += isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+        other.update(_bound_otherwise(n) if n is not fn else [])
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
         if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None:
             value = n.value
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                if isinstance(t, ast.Name) and t.id == name and isinstance(value, ast.Call):
+                if isinstance(t, ast.Name) and isinstance(value, ast.Call):
                     func = value.func
-                    same = isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace") and isinstance(func.value, ast.Name) and func.value.id == name
-                    kinds.append("" if same else _made(value, names, classes, returns))
-                elif isinstance(t, ast.Name) and t.id == name:
-                    kinds.append(None)
-    distinct = set(kinds) - {""}
-    return distinct.pop() if kinds and stores == len(kinds) and len(distinct) == 1 else None
+                    same = isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace") and isinstance(func.value, ast.Name) and func.value.id == t.id
+                    kinds.setdefault(t.id, []).append("" if same else _made(value, names, classes, returns))
+                elif isinstance(t, ast.Name):
+                    kinds.setdefault(t.id, []).append(None)
+    out: dict[str, str] = {}
+    for name, found in kinds.items():
+        distinct = set(found) - {""}
+        kind = distinct.pop() if len(distinct) == 1 else None
+        if kind is not None and name not in other and stores.get(name) == len(found):
+            out[name] = kind
+    return out
+
+
+_BINDERS = (ast.Global, ast.Nonlocal, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
 
 
 def _bound_otherwise(node: ast.AST) -> list[str]:
     """The names `node` binds other than as an `ast.Name`: `global x`, `except E as x`,
     `import m as x`, `def x`, `class x`, `case x`."""
+    if not isinstance(node, _BINDERS):
+        return []
     if isinstance(node, ast.Global | ast.Nonlocal):
         return node.names
     if isinstance(node, ast.alias):
@@ -349,15 +364,18 @@ def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) ->
     (`jax.jit`, `partial(jax.jit, ...)`); a name defined twice differently is left out."""
     out: dict[str, str | None] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-            kind = annotation_name(stmt.returns, names) if stmt.returns is not None else None
-            keeps = all(_keeps_type(d, names) for d in stmt.decorator_list)
-            kind = kind if kind in classes and keeps and not isinstance(stmt, ast.AsyncFunctionDef) else None
+        if isinstance(stmt, ast.FunctionDef) and stmt.returns is not None and annotation_name(stmt.returns, names) in classes:
+            kind = annotation_name(stmt.returns, names) if all(_keeps_type(d, names) for d in stmt.decorator_list) else None
             out[stmt.name] = kind if out.get(stmt.name, kind) == kind else None
-            continue
-        for n in ast.walk(stmt):  # `step = jax.jit(step)`, `import step`, a def under `if`: a rebinding
-            for name in [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n):
-                out[name] = None
+    if not out:
+        return {}
+    todo: list[ast.AST] = [s for s in tree.body if not (isinstance(s, ast.FunctionDef) and out.get(s.name))]
+    while todo:  # any other binding of the name: `step = jax.jit(step)`, `import step`, a def under `if`
+        n = todo.pop()
+        for name in [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n):
+            out[name] = None
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(n))
     return {k: v for k, v in out.items() if v is not None}
 
 
