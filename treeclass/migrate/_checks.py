@@ -9,7 +9,7 @@ import ast
 
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._context import Context
-from treeclass.migrate._facts import FLATTEN_METHODS
+from treeclass.migrate._facts import FLATTEN_METHODS, own_first
 from treeclass.migrate._flatten_code import Refused
 
 __all__ = ["check_facts", "check_owned"]
@@ -96,16 +96,22 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
             reasons.append(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
     for attr in attrs:
         for table, message in ((facts.mutated, _messages.MUTATED), (facts.assigned, _messages.ASSIGNED)):
-            events = [e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related]
+            events = own_first([e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related], name)
             if events:
                 reasons.append(message.format(attr=attr, site=events[0].site))
     other_classes = {f.name for f in ctx.found_in_module if f.name != name}
     # A class that defines none of the methods (a dataclass family, a class registered
     # with functions) is reached by no call of them, whatever the receiver.
     for method in (m for m in FLATTEN_METHODS if m in ctx.methods):
-        for owner, site in facts.flatten_calls.get(method, []):
-            kind, _, who = owner.partition(":")
-            if kind == "" or who in ctx.related or (kind == "name" and who not in other_classes):
-                reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
-                break
+        calls = [e for e in facts.flatten_calls.get(method, []) if _reaches(e[0], ctx.related, other_classes)]
+        if calls:  # its own first: a call on an instance of it, of a base, then the rest
+            site = min(calls, key=lambda e: (e[0] != f"self:{name}", not e[0].startswith("self:")))[1]
+            reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
     return list(dict.fromkeys(reasons))
+
+
+def _reaches(owner: str, related: set[str], other_classes: set[str]) -> bool:
+    """A flatten call on `owner` ("self:Cls", "name:x", "": any expression) may reach
+    an instance of the class whose name and bases are `related`."""
+    kind, _, who = owner.partition(":")
+    return kind == "" or who in related or (kind == "name" and who not in other_classes)

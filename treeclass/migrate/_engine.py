@@ -205,7 +205,7 @@ class _Run:
                 for i, base in enumerate(found.bases):
                     if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in _ALLOWED_BASES:
                         raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
-                tuple_api = [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related]
+                tuple_api = _facts.own_first([e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related], found.name)
                 if found.family == "NamedTuple" and tuple_api:
                     raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
@@ -268,12 +268,16 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
     _wrapped(files)
-    facts = _facts.Facts(classes=frozenset(found.name for file in files for found in file.found))
+    facts = _facts.Facts(
+        classes=frozenset(found.name for file in files for found in file.found),
+        packages=frozenset(file.module.split(".")[0] for file in files if file.module),
+    )
+    returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
         for found in file.found:
-            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes))
+            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
     for file in files:
-        _facts.scan(facts, file.tree, file.path, file.text, file.names)
+        _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     the_run = _Run(files, facts)
     for file in files:
         for found in file.found:

@@ -30,7 +30,7 @@ from treeclass.migrate import _names
 from treeclass.migrate._text import Text
 from treeclass.migrate._types import OTHER, Typing
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "own_first", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
@@ -61,9 +61,16 @@ class Event:
     site: Site
 
 
+def own_first(events: list[Event], name: str) -> list[Event]:
+    """`events` with those on an instance of class `name` first, then those on one of
+    its bases, then those on an unknown receiver: a refusal cites the class's own use."""
+    return sorted(events, key=lambda e: (e.owner != name, e.owner is None))
+
+
 @dataclasses.dataclass
 class Facts:
     classes: frozenset[str] = frozenset()  # the names of the run's classes
+    packages: frozenset[str] = frozenset()  # the run's top-level modules: `from pkg.x import f` is the run's
     # (class, attribute) -> the class name its class-body annotation names (`geom: Geometry`)
     attr_types: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
@@ -85,7 +92,7 @@ class Facts:
 class _Scanner(Typing, ast.NodeVisitor):
     def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.classes, self.attr_types = facts.classes, facts.attr_types
+        self.classes, self.attr_types, self.packages = facts.classes, facts.attr_types, facts.packages
         self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
@@ -97,6 +104,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # Names bound to `X.__new__(...)` in the current function: an unflatten that
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
+        self.returns: dict[str, str] = {}  # set by scan()
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -194,7 +202,8 @@ class _Scanner(Typing, ast.NodeVisitor):
 
     # --- tuple use of NamedTuples -------------------------------------------------------
     def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
-        owner = self._receiver(value) if isinstance(value, ast.Name) else None
+        # `ExperiencePair[T]` subscripts the class itself (a generic alias), not an instance.
+        owner = self._receiver(value) if isinstance(value, ast.Name) and not self._is_class(value) else None
         if owner:
             self.facts.tuple_use[owner].append(self.site(node))
 
@@ -289,6 +298,9 @@ class _Scanner(Typing, ast.NodeVisitor):
     visit_ImportFrom = visit_Import  # noqa: N815 - ast's visitor naming
 
 
-def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str]) -> None:
-    """Adds what `tree` (the module at `path`) does to `facts`."""
-    _Scanner(facts, path, text, names, set()).visit(tree)
+def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
+    """Adds what `tree` (the module at `path`, whose functions annotated to return a class
+    of the run are `returns`: _types.returns) does to `facts`."""
+    scanner = _Scanner(facts, path, text, names, set())
+    scanner.returns = returns
+    scanner.visit(tree)

@@ -3,11 +3,16 @@ class of the run (its name), something else (`OTHER`: a module, `jax.config`, an
 another library built, a literal), or unknown (None).
 
 A name is typed per scope: `self` in a class's methods, a parameter or variable
-annotated as a class (`Optional[X]`, `X | None` and strings read), one constructed from
-it (`X(...)`, `X.create(...)`), one narrowed by a guard (`isinstance(v, X)`,
-`type(v) is self.__class__`); an attribute by its class's annotation (`const.geom` with
-`geom: Geometry` declared in `const`'s class). A name bound twice to different types is
-unknown, unless annotated: its declared type holds.
+annotated as a class (`Optional[X]`, `X | None`, strings, and unions whose one member
+left without None and array types is X), one constructed from it (`X(...)`,
+`X.create(...)`, `step(...)` with `def step(...) -> X` in the module), a copy of a
+typed name (`b = a`, `b = a._replace(...)`), one narrowed by a guard (`isinstance(v,
+X)`, `type(v) is self.__class__`); an attribute by its class's annotation (`const.geom`
+with `geom: Geometry` declared in `const`'s class) or by what its methods store. A name
+bound twice to different types is unknown, unless annotated: its declared type holds.
+A subscript of the class itself (`Pair[T]`) names the class, not an instance. What a
+function of another library returns is `OTHER`; a function of the run's own packages,
+imported by its absolute name, is not another library.
 """
 
 from __future__ import annotations
@@ -16,25 +21,31 @@ import ast
 
 from treeclass.migrate import _names
 
-__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types"]
+__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
 _MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
 _OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
 OTHER: str = ""  # a known type that is not a class of the run
+# Array types left out of a union (`geom: Union[jnp.ndarray, PointCloud]` is a PointCloud
+# where it is an instance of a class of the run): a class of the run that derives from one
+# has a base from outside the run, and such a class is refused whatever its receivers.
+_ARRAYS = frozenset({"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"})
 
 
 class Typing:
     """The typing half of the scanner: its state is set by `_facts._Scanner`."""
 
     classes: frozenset[str]  # the names of the run's classes
+    packages: frozenset[str]  # the run's top-level modules
     attr_types: dict[tuple[str, str], str]
     names: dict[str, str]
     modules: set[str]
     types: dict[str, str | None]
     globals: dict[str, str | None]
     local_classes: set[str]
+    returns: dict[str, str]  # the module's functions annotated to return a class of the run
     declared: dict[int, set[str]]  # id(scope) -> its annotated names
     new_objects: set[str]
     cls: str | None
@@ -49,12 +60,20 @@ class Typing:
                 node = ast.parse(node.value, mode="eval").body
             except SyntaxError:
                 return None
-        if isinstance(node, ast.Subscript) and (_names.dotted(node.value, self.names) or "").split(".")[-1] == "Optional":
-            return self._annotation_type(node.slice)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-            return self._annotation_type(sides[0]) if len(sides) == 1 else None
+        members = self._members(node)
+        if members is not None:  # a union: what is left without None and the array types
+            kept = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None) and _names.dotted(m, self.names) not in _ARRAYS]
+            return self._annotation_type(kept[0]) if len(kept) == 1 else None
         return self._named_type(node)
+
+    def _members(self, node: ast.expr) -> list[ast.expr] | None:
+        """The members of `Optional[X]`, `Union[X, Y]`, `X | Y`; None if not a union."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return [m for side in (node.left, node.right) for m in (self._members(side) or [side])]
+        last = (_names.dotted(node.value, self.names) or "").split(".")[-1] if isinstance(node, ast.Subscript) else ""
+        if isinstance(node, ast.Subscript) and last in ("Optional", "Union"):
+            return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return None
 
     def _named_type(self, node: ast.expr) -> str | None:
         qualified = _names.dotted(node, self.names)
@@ -71,7 +90,8 @@ class Typing:
         while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
             root = root.func if isinstance(root, ast.Call) else root.value
         imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
-        if imported and qualified.split(".")[0] not in _MAY_RETURN_YOURS and qualified.split(".")[0] not in self.classes:
+        top = qualified.split(".")[0]
+        if imported and top not in _MAY_RETURN_YOURS and top not in self.classes and top not in self.packages:
             return OTHER  # built by another library: not an instance of a class of the run
         return None
 
@@ -80,6 +100,8 @@ class Typing:
             func = value.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes:
                 return func.value.id  # State.create(...): a classmethod of the class
+            if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
+                return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
             return OTHER
@@ -90,10 +112,10 @@ class Typing:
         if isinstance(node, ast.Name):
             if node.id in self.modules:
                 return OTHER
+            if self._is_class(node):
+                return node.id  # the class itself: `Carry._make(...)`
             if node.id in self.types:
                 return self.types[node.id]
-            if node.id not in self.globals and node.id in self.classes:
-                return node.id  # the class itself: `Carry._make(...)`
             return self.globals.get(node.id)
         if isinstance(node, ast.Attribute):
             root: ast.expr = node
@@ -108,6 +130,10 @@ class Typing:
         if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "type" and len(node.args) == 1:
             return self._receiver(node.args[0])  # `type(self).tree_unflatten(...)`
         return None
+
+    def _is_class(self, node: ast.Name) -> bool:
+        """`node` names a class of the run itself, not a variable (which may hold an instance)."""
+        return node.id in self.classes and node.id not in self.types and node.id not in self.globals and node.id not in self.modules
 
     def _narrowed(self, node: ast.AST) -> tuple[str, str] | None:
         """`type(v) is self.__class__` / `type(v) == type(self)` / `isinstance(v, C)`:
@@ -142,6 +168,7 @@ class Typing:
 
     def _bindings(self, stmts: list[ast.stmt], scope: dict[str, str | None]) -> None:
         todo: list[ast.AST] = list(stmts)
+        copies: list[tuple[str, str]] = []  # `a = b`, `a = b._replace(...)`: a is what b is
         while todo:
             node = todo.pop()
             if isinstance(node, ast.ClassDef) and scope is not self.globals:
@@ -154,8 +181,12 @@ class Typing:
             if isinstance(node, ast.Assign):
                 value = node.value
                 new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
+                source = _copied(value)
                 for t in node.targets:
-                    if isinstance(t, ast.Name):
+                    if isinstance(t, ast.Name) and source is not None:
+                        if source != t.id:  # `s = s._replace(...)` keeps what s is
+                            copies.append((t.id, source))
+                    elif isinstance(t, ast.Name):
                         self._bind(scope, t.id, self._value_type(value))
                         if new:
                             self.new_objects.add(t.id)
@@ -170,6 +201,22 @@ class Typing:
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         self._bind(scope, n.id, None)
             todo.extend(ast.iter_child_nodes(node))
+        # Once every other binding is known: a copy takes its source's type, until none
+        # changes (a type only goes from unset to a class to unknown, so this ends).
+        changed = bool(copies)
+        while changed:
+            before = [(t in scope, scope.get(t)) for t, _ in copies]
+            for target, source in copies:
+                self._bind(scope, target, self._receiver(ast.Name(source, ast.Load())))
+            changed = before != [(t in scope, scope.get(t)) for t, _ in copies]
+
+
+def _copied(value: ast.expr) -> str | None:
+    """The name whose value `value` is, or a copy of (same type): `b`, `b._replace(...)`,
+    `b.replace(...)`; None for anything else."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("_replace", "replace"):
+        value = value.func.value
+    return value.id if isinstance(value, ast.Name) else None
 
 
 def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
@@ -189,10 +236,12 @@ def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
     return None if qualified is None else qualified.split(".")[-1]
 
 
-def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str]) -> dict[tuple[str, str], str]:
+def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[tuple[str, str], str]:
     """(class, attribute) -> the class its instances hold there: declared in the class
     body (`geom: Geometry`), or the one class every `self.x = ...` of its methods stores
-    (`self.state = State(...)`, `self.state = self.state._replace(...)`)."""
+    (`self.state = State(...)`, `self.state = self.state._replace(...)`, `self.state =
+    new` where every binding of the local `new` is one: `new = step(...)` with `def
+    step(...) -> State` in the module, `returns`)."""
     out: dict[tuple[str, str], str] = {}
     stored: dict[str, set[str | None]] = {}
     for stmt in node.body:
@@ -203,6 +252,13 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
             continue
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
+        module_returns = returns
+        if returns:  # not shadowed in the method
+            a = stmt.args
+            bound = {x for n in ast.walk(stmt) for x in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n))}
+            bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+            module_returns = {k: v for k, v in returns.items() if k not in bound}
+        local: dict[str, str] | None = None  # its typed locals, read at the first `self.x = name`
         for n in ast.walk(stmt):
             targets: list[ast.expr]
             value: ast.expr | None  # None: `self.x: int` declares only
@@ -214,7 +270,9 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
                 continue
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
-                    stored.setdefault(t.attr, set()).add(_stored(value, me, t.attr, names, classes))
+                    if local is None and isinstance(value, ast.Name):
+                        local = _locals(stmt, names, classes, module_returns)
+                    stored.setdefault(t.attr, set()).add(_stored(value, local or {}, me, t.attr, names, classes, module_returns))
     for attr, kinds in stored.items():
         kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
         if len(kinds) == 1 and (node.name, attr) not in out:
@@ -224,14 +282,109 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
     return out
 
 
-def _stored(value: ast.expr | None, me: str, attr: str, names: dict[str, str], classes: frozenset[str]) -> str | None:
+def _stored(
+    value: ast.expr | None, local: dict[str, str], me: str, attr: str, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+) -> str | None:
+    """The class of what `self.<attr> = value` stores in a method whose typed locals are
+    `local` ("": the attribute's own class, `self.x._replace(...)`; None: unknown)."""
+    if isinstance(value, ast.Name) and value.id != me:
+        return local.get(value.id)
     if isinstance(value, ast.Call):
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
             inner = func.value
             if isinstance(inner, ast.Attribute) and inner.attr == attr and isinstance(inner.value, ast.Name) and inner.value.id == me:
                 return ""
-        qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
-        if qualified is not None and qualified.split(".")[-1] in classes:
-            return qualified.split(".")[-1]
+        return _made(value, names, classes, returns)
     return None
+
+
+def _made(value: ast.Call, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> str | None:
+    """The class a call builds: `State(...)`, `mod.State(...)`, `step(...)` with `def
+    step(...) -> State` in the module; None: unknown."""
+    func = value.func
+    if isinstance(func, ast.Name) and func.id in returns and func.id not in names:
+        return returns[func.id]
+    qualified = _names.dotted(func, names) if isinstance(func, ast.Name | ast.Attribute) else None
+    if qualified is not None and qualified.split(".")[-1] in classes:
+        return qualified.split(".")[-1]
+    return None
+
+
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[str, str]:
+    """The locals of `fn` to which every binding gives one class: each an assignment of
+    a call that builds it, or `x = x._replace(...)`; a local bound any other way too (a
+    parameter, a loop, an unpacking, `global`, `import ... as`) is left out."""
+    a = fn.args
+    other = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+    stores: dict[str, int] = {}
+    kinds: dict[str, list[str | None]] = {}
+    for n in ast.walk(fn):
+        other.update(_bound_otherwise(n) if n is not fn else [])
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+        if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None:
+            value = n.value
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name) and isinstance(value, ast.Call):
+                    func = value.func
+                    same = isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace") and isinstance(func.value, ast.Name) and func.value.id == t.id
+                    kinds.setdefault(t.id, []).append("" if same else _made(value, names, classes, returns))
+                elif isinstance(t, ast.Name):
+                    kinds.setdefault(t.id, []).append(None)
+    out: dict[str, str] = {}
+    for name, found in kinds.items():
+        distinct = set(found) - {""}
+        kind = distinct.pop() if len(distinct) == 1 else None
+        if kind is not None and name not in other and stores.get(name) == len(found):
+            out[name] = kind
+    return out
+
+
+_BINDERS = (ast.Global, ast.Nonlocal, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
+
+
+def _bound_otherwise(node: ast.AST) -> list[str]:
+    """The names `node` binds other than as an `ast.Name`: `global x`, `except E as x`,
+    `import m as x`, `def x`, `class x`, `case x`."""
+    if not isinstance(node, _BINDERS):
+        return []
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return node.names
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    name = getattr(node, "name", None) if isinstance(node, ast.ExceptHandler | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.MatchAs | ast.MatchStar) else None
+    rest = node.rest if isinstance(node, ast.MatchMapping) else None
+    return [x for x in (name, rest) if x is not None]
+
+
+def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) -> dict[str, str]:
+    """The module's top-level functions annotated to return a class of the run (`def
+    step(...) -> State`), undecorated or under a decorator that keeps the result's type
+    (`jax.jit`, `partial(jax.jit, ...)`); a name defined twice differently is left out."""
+    out: dict[str, str | None] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.returns is not None and annotation_name(stmt.returns, names) in classes:
+            kind = annotation_name(stmt.returns, names) if all(_keeps_type(d, names) for d in stmt.decorator_list) else None
+            out[stmt.name] = kind if out.get(stmt.name, kind) == kind else None
+    if not out:
+        return {}
+    todo: list[ast.AST] = [s for s in tree.body if not (isinstance(s, ast.FunctionDef) and out.get(s.name))]
+    while todo:  # any other binding of the name: `step = jax.jit(step)`, `import step`, a def under `if`
+        n = todo.pop()
+        for name in [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n):
+            out[name] = None
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(n))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_KEEPS_TYPE = frozenset({"jax.jit", "jax.named_call", "jax.checkpoint", "jax.remat", "functools.cache", "functools.lru_cache"})
+
+
+def _keeps_type(decorator: ast.expr, names: dict[str, str]) -> bool:
+    """`@jax.jit`, `@partial(jax.jit, static_argnums=0)`, `@functools.lru_cache(maxsize=None)`."""
+    qualified = _names.dotted(decorator, names)
+    if qualified == "functools.partial" and isinstance(decorator, ast.Call) and decorator.args:
+        qualified = _names.dotted(decorator.args[0], names)
+    return qualified in _KEEPS_TYPE
