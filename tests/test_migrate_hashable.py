@@ -6,15 +6,9 @@ every construction with such a value raised."""
 
 from __future__ import annotations
 
-import importlib
-import io
-import json
-import shutil
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import jax
 import jax.numpy as jnp
@@ -23,30 +17,7 @@ import pytest
 
 pytest.importorskip("libcst")
 
-from treeclass.migrate._cli import main
-
-
-def _migrate(root: Path, files: dict[str, str]) -> dict[str, dict[str, str]]:
-    before, after = root / "before", root / "after"
-    for name, text in files.items():
-        path = before / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
-    shutil.copytree(before, after)
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["--json", "--write", str(after / "pkg")], out=out, err=err) == 0, err.getvalue()
-    reports = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
-    return {r["class"]: r for r in reports}
-
-
-def _import(root: Path, name: str) -> ModuleType:
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(root))
+from migrate_runs import forget_pkg, import_fresh, migrate_package
 
 
 def _same_tree(old: object, new: object, *statics: str) -> None:
@@ -61,8 +32,7 @@ def _same_tree(old: object, new: object, *statics: str) -> None:
 @pytest.fixture(autouse=True)
 def _forget_pkg() -> Iterator[None]:
     yield
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
+    forget_pkg()
 
 
 # The shape of jax_cfd/base/grids.py and boundaries.py (0.2.1), cut down.
@@ -161,7 +131,7 @@ JAX_CFD = {
 
 
 def test_static_typed_by_a_run_class_built_with_lists_is_refused(tmp_path: Path):
-    reports = _migrate(tmp_path, JAX_CFD)
+    reports = migrate_package(tmp_path, JAX_CFD)
     refused = reports["GridVariable"]
     assert refused["status"] == "refused"
     assert (
@@ -171,7 +141,7 @@ def test_static_typed_by_a_run_class_built_with_lists_is_refused(tmp_path: Path)
     assert "Make that class build its fields as tuples" in refused["reason"]
     # The package behaves as before: a GridVariable holding list-built boundary conditions.
     for root in (tmp_path / "before", tmp_path / "after"):
-        grids, boundaries = _import(root, "pkg.grids"), _import(root, "pkg.boundaries")
+        grids, boundaries = import_fresh(root, "pkg.grids"), import_fresh(root, "pkg.boundaries")
         grid = grids.Grid((4,), domain=((0.0, 1.0),))
         variable = grids.GridVariable(
             grids.GridArray(jnp.zeros(4), (0.5,), grid), boundaries.dirichlet(1)
@@ -180,12 +150,12 @@ def test_static_typed_by_a_run_class_built_with_lists_is_refused(tmp_path: Path)
 
 
 def test_grid_that_converts_its_inputs_to_tuples_still_converts(tmp_path: Path):
-    reports = _migrate(tmp_path, JAX_CFD)
+    reports = migrate_package(tmp_path, JAX_CFD)
     assert reports["GridArray"]["status"] == "converted", reports["GridArray"]["reason"]
     assert "grid: tc.Static[Grid]" in (tmp_path / "after/pkg/grids.py").read_text()
     arrays = []
     for root in (tmp_path / "before", tmp_path / "after"):
-        grids = _import(root, "pkg.grids")
+        grids = import_fresh(root, "pkg.grids")
         grid = grids.Grid([4], step=0.25)  # a list in: the Grid stores tuples
         arrays.append(grids.GridArray(jnp.arange(4.0), (0.5,), grid))
     old, new = arrays
@@ -239,12 +209,12 @@ HASHABLE = """
 
 
 def test_provably_hashable_run_class_converts(tmp_path: Path):
-    reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": HASHABLE})
+    reports = migrate_package(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": HASHABLE})
     assert reports["Layer"]["status"] == "converted", reports["Layer"]["reason"]
     assert "meta: tc.Static[Meta]" in (tmp_path / "after/pkg/layer.py").read_text()
     layers = []
     for root in (tmp_path / "before", tmp_path / "after"):
-        m = _import(root, "pkg.layer")
+        m = import_fresh(root, "pkg.layer")
         meta = m.Meta("l", (2, 3), m.Kind.A, m.Spec(1, None))
         layers.append(m.Layer(jnp.ones(3), meta))
     _same_tree(*layers, "meta")
@@ -306,7 +276,7 @@ def test_run_class_not_provably_hashable_is_refused(tmp_path: Path, meta: str, w
                     return cls(*children, *meta)
         """)
     )
-    reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
+    reports = migrate_package(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
     assert reports["Layer"]["status"] == "refused"
     assert f"its static field `meta` is annotated `Meta`, but {why}" in reports["Layer"]["reason"]
 
@@ -337,7 +307,7 @@ def test_flax_static_typed_by_a_subclassed_run_class_is_refused(tmp_path: Path):
             x: jnp.ndarray
             config: Config = flax.struct.field(pytree_node=False)
     """
-    reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/state.py": source})
+    reports = migrate_package(tmp_path, {"pkg/__init__.py": "", "pkg/state.py": source})
     assert reports["State"]["status"] == "refused"
     assert (
         "its static field `config` is annotated `Config`, but `Loose.__init__` stores `sizes` as `sizes`"
@@ -382,5 +352,5 @@ def test_hashable_by_identity_type_or_own_hash_converts(tmp_path: Path, meta: st
                     return cls(*children, *meta)
         """)
     )
-    reports = _migrate(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
+    reports = migrate_package(tmp_path, {"pkg/__init__.py": "", "pkg/layer.py": source})
     assert reports["Layer"]["status"] == "converted", reports["Layer"]["reason"]

@@ -9,16 +9,13 @@ difference."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import shutil
-import sys
 import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jax
@@ -27,6 +24,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("libcst")
+
+from migrate_runs import forget_pkg, import_fresh
 
 from treeclass.migrate import check
 from treeclass.migrate._cli import main
@@ -48,21 +47,10 @@ def _migrate(*args: str | Path) -> tuple[int, list[dict[str, str]]]:
     return code, [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
 
 
-def _import(root: Path, name: str) -> ModuleType:
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(root))
-
-
 @pytest.fixture
 def package(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     yield tmp_path / "before", tmp_path / "after"
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
+    forget_pkg()
 
 
 def _run(package: tuple[Path, Path], files: dict[str, str], *extra: str) -> list[dict[str, str]]:
@@ -162,8 +150,8 @@ def test_chain_across_modules_converts_base_first(package):
     reason = {r["class"]: r["reason"] for r in reports}
     assert "keeps flax.serialization support" in reason["State"]
     assert "its replace() override (dataclasses.replace) went" in reason["EvalState"]
-    old = _import(package[0], "pkg.sub.eval").EvalState(step=jnp.ones(()), loss=jnp.full((), 2.0), lr=0.1, acc=jnp.zeros(()))
-    new_module = _import(package[1], "pkg.sub.eval")
+    old = import_fresh(package[0], "pkg.sub.eval").EvalState(step=jnp.ones(()), loss=jnp.full((), 2.0), lr=0.1, acc=jnp.zeros(()))
+    new_module = import_fresh(package[1], "pkg.sub.eval")
     new = new_module.EvalState(step=jnp.ones(()), loss=jnp.full((), 2.0), lr=0.1, acc=jnp.zeros(()))
     _same(old, new, lambda s: s.total() * s.lr + s.replace(acc=s.loss).acc)
 
@@ -240,8 +228,8 @@ def test_converters_mixin_and_harmless_writes(package):
     assert report["status"] == "converted", report["reason"]
     assert "instances are frozen now" in report["reason"]
     assert "static fields (shift) are checked at construction" in report["reason"]
-    old = _import(package[0], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
-    new = _import(package[1], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
+    old = import_fresh(package[0], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
+    new = import_fresh(package[1], "pkg.model").Linear(np.ones((3, 2)), [0.5, 0.25], 1)
     _same(old, new, lambda m: m(jnp.arange(3.0)).sum())
 
 
@@ -309,8 +297,8 @@ def test_validating_post_init_and_unsafe_hash_kept(package):
     assert report["status"] == "converted", report["reason"]
     assert "__post_init__ runs at construction and replace() only" in report["reason"]
     assert "unsafe_hash=True went" in report["reason"]
-    old = _import(package[0], "pkg.m").Box(jnp.zeros(2), jnp.ones(2))
-    new_module = _import(package[1], "pkg.m")
+    old = import_fresh(package[0], "pkg.m").Box(jnp.zeros(2), jnp.ones(2))
+    new_module = import_fresh(package[1], "pkg.m")
     new = new_module.Box(jnp.zeros(2), jnp.ones(2))
     _same(old, new, lambda b: ((b.hi - b.lo) * b.n).sum())
     with pytest.raises(ValueError, match="n must be positive"):
@@ -457,8 +445,8 @@ def test_project_dataclass_wrapper_is_recognised_and_loops_reported(package):
     text = (package[1] / "pkg/model.py").read_text()
     assert "class Params(tc.TreeClass):" in text
     assert "class Opt(tc.TreeClass, kw_only=True):" in text
-    old = _import(package[0], "pkg.model").Params(jnp.ones(3), n=3)
-    new = _import(package[1], "pkg.model").Params(jnp.ones(3), n=3)
+    old = import_fresh(package[0], "pkg.model").Params(jnp.ones(3), n=3)
+    new = import_fresh(package[1], "pkg.model").Params(jnp.ones(3), n=3)
     _same(old, new, lambda p: (p.w * p.n).sum())
 
 
@@ -516,12 +504,12 @@ def test_fieldless_base_and_abstract_mixin(package):
     assert {c: r["status"] for c, r in reports.items()} == {"Shape": "converted", "Square": "converted"}
     text = (package[1] / "pkg/shapes.py").read_text()
     assert "class Shape(tc.TreeClass, Model, eq=False):" in text
-    old = _import(package[0], "pkg.shapes").Square(jnp.full((), 3.0))
-    new_module = _import(package[1], "pkg.shapes")
+    old = import_fresh(package[0], "pkg.shapes").Square(jnp.full((), 3.0))
+    new_module = import_fresh(package[1], "pkg.shapes")
     new = new_module.Square(jnp.full((), 3.0))
     _same(old, new, lambda s: s.area())
     assert new.describe() == "Square"
-    check(_import(package[0], "pkg.shapes").Shape(), new_module.Shape())
+    check(import_fresh(package[0], "pkg.shapes").Shape(), new_module.Shape())
 
 
 @pytest.mark.parametrize(
@@ -859,8 +847,8 @@ def test_a_run_decorator_that_only_writes_dunders_is_kept(package):
     }
     (report,) = _run(package, files)
     assert report["status"] == "converted", report["reason"]
-    old = _import(package[0], "pkg.m")
-    new = _import(package[1], "pkg.m")
+    old = import_fresh(package[0], "pkg.m")
+    new = import_fresh(package[1], "pkg.m")
     assert (new.Box.__name__, new.Box.__doc__) == (old.Box.__name__, old.Box.__doc__) == ("Original", "A box.")
     _same(old.Box(jnp.ones(2)), new.Box(jnp.ones(2)), lambda b: (b.w * 2).sum())
 
@@ -924,7 +912,7 @@ def test_a_repr_inherited_from_a_mixin_is_kept(package):
     (report,) = _run(package, files)
     assert report["status"] == "converted", report["reason"]
     assert "class P(tc.TreeClass, Pretty, eq=False, repr=False):" in (package[1] / "pkg/m.py").read_text()
-    old, new = _import(package[0], "pkg.m").P(jnp.ones(2)), _import(package[1], "pkg.m").P(jnp.ones(2))
+    old, new = import_fresh(package[0], "pkg.m").P(jnp.ones(2)), import_fresh(package[1], "pkg.m").P(jnp.ones(2))
     assert repr(new) == repr(old) == "<P>"
     _same(old, new, lambda p: p.w.sum())
 

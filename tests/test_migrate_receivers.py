@@ -9,15 +9,9 @@ may hold anything."""
 
 from __future__ import annotations
 
-import importlib
-import io
-import json
-import shutil
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import jax
 import jax.numpy as jnp
@@ -26,40 +20,15 @@ import pytest
 
 pytest.importorskip("libcst")
 
+from migrate_runs import forget_pkg, import_fresh, migrate_package
+
 from treeclass.migrate import check
-from treeclass.migrate._cli import main
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
-
-
-def _migrate(root: Path, files: dict[str, str], *extra: str) -> dict[str, dict[str, str]]:
-    before, after = root / "before", root / "after"
-    for name, text in files.items():
-        path = before / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
-    shutil.copytree(before, after)
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["--json", "--write", *extra, str(after / "pkg")], out=out, err=err) == 0, (
-        err.getvalue()
-    )
-    reports = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
-    return {r["class"]: r for r in reports}
-
-
-def _import(folder: Path, name: str) -> ModuleType:
-    for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
-        del sys.modules[key]
-    sys.path.insert(0, str(folder))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(folder))
+    forget_pkg()
 
 
 def _leaves(tree: object) -> list[list[float]]:
@@ -96,13 +65,13 @@ FLASHBAX = """\
 
 
 def test_a_subscript_of_the_namedtuple_class_is_not_tuple_use(root: Path):
-    reports = _migrate(
+    reports = migrate_package(
         root, {"pkg/__init__.py": "", "pkg/flat_buffer.py": FLASHBAX}, "--namedtuples"
     )
     assert reports["ExperiencePair"]["status"] == "converted", reports["ExperiencePair"]["reason"]
     old, new = (
-        _import(root / "before", "pkg.flat_buffer"),
-        _import(root / "after", "pkg.flat_buffer"),
+        import_fresh(root / "before", "pkg.flat_buffer"),
+        import_fresh(root / "after", "pkg.flat_buffer"),
     )
     pair = (jnp.arange(3.0), jnp.ones(2))
     old_sample, new_sample = old.sample(*pair), new.sample(*pair)
@@ -129,7 +98,7 @@ def test_an_instance_annotated_with_a_generic_alias_used_as_a_tuple_stays_refuse
 ):
     use = use if "return" in use else f"return {use}"
     source = FLASHBAX + f"\n\n    def use(pair: ExperiencePair[Experience]):\n        {use}\n"
-    reports = _migrate(root, {"pkg/__init__.py": "", "pkg/flat_buffer.py": source}, "--namedtuples")
+    reports = migrate_package(root, {"pkg/__init__.py": "", "pkg/flat_buffer.py": source}, "--namedtuples")
     assert reports["ExperiencePair"]["status"] == "refused"
     assert f"(`{code}` at " in reports["ExperiencePair"]["reason"]
 
@@ -174,7 +143,7 @@ OTT_STATES = {
 
 
 def test_a_refusal_cites_the_class_own_use_first(root: Path):
-    reports = _migrate(root, OTT_STATES, "--namedtuples")
+    reports = migrate_package(root, OTT_STATES, "--namedtuples")
     mm, sk = reports["MMSinkhornState"], reports["SinkhornState"]
     assert mm["status"] == sk["status"] == "refused"
     assert (
@@ -225,7 +194,7 @@ HANDWRITTEN = {
 
 
 def test_flatten_calls_and_writes_cite_the_class_own_use_first(root: Path):
-    (report,) = _migrate(root, HANDWRITTEN).values()
+    (report,) = migrate_package(root, HANDWRITTEN).values()
     assert report["status"] == "refused"
     here = str(root / "after/pkg/geometry.py")
     assert f"tree_flatten() at `geom.tree_flatten()` at {here}:19" in report["reason"]
@@ -296,14 +265,14 @@ EVOJAX = """\
 
 
 def test_an_attribute_typed_by_a_local_bound_to_a_function_returning_the_class(root: Path):
-    reports = _migrate(root, {"pkg/__init__.py": "", "pkg/cma_jax.py": EVOJAX}, "--namedtuples")
+    reports = migrate_package(root, {"pkg/__init__.py": "", "pkg/cma_jax.py": EVOJAX}, "--namedtuples")
     assert reports["_State"]["status"] == "refused"
     assert "`self.state._replace` at " in reports["_State"]["reason"]
     for name in ("_HyperParameters", "_Coefficients"):
         assert reports[name]["status"] == "converted", reports[name]["reason"]
     runs = []
     for folder in ("before", "after"):
-        es = _import(root / folder, "pkg.cma_jax").CMA_ES_JAX(3)
+        es = import_fresh(root / folder, "pkg.cma_jax").CMA_ES_JAX(3)
         for step in range(3):  # a static hps (hashed) and a dynamic coeff under jit
             solutions = es.ask()
             es.tell(solutions, jnp.asarray([1.0, 0.0]) * step)
@@ -344,7 +313,7 @@ def test_an_attribute_that_may_hold_another_value_stays_untyped(root: Path, old:
     )
     assert old in source
     source = source.replace(old, new, 1) if old else source + new
-    reports = _migrate(root, {"pkg/__init__.py": "", "pkg/cma_jax.py": source}, "--namedtuples")
+    reports = migrate_package(root, {"pkg/__init__.py": "", "pkg/cma_jax.py": source}, "--namedtuples")
     for name in ("_HyperParameters", "_Coefficients"):
         assert reports[name]["status"] == "refused", name
         assert "code uses the NamedTuple's tuple API (`" in reports[name]["reason"]
@@ -385,7 +354,7 @@ ABSOLUTE = {
 
 
 def test_a_function_of_the_run_imported_by_its_absolute_name_is_not_another_library(root: Path):
-    (report,) = _migrate(root, ABSOLUTE, "--namedtuples").values()
+    (report,) = migrate_package(root, ABSOLUTE, "--namedtuples").values()
     assert report["status"] == "refused"
     assert "(`s._replace` at " + str(root / "after/pkg/use.py") + ":6)" in report["reason"]
 
@@ -458,11 +427,11 @@ def _geometry(annotation: str) -> dict[str, str]:
     ],
 )
 def test_a_union_with_array_types_types_the_receiver_by_its_one_class(root: Path, annotation: str):
-    reports = _migrate(root, _geometry(annotation))
+    reports = migrate_package(root, _geometry(annotation))
     assert reports["PointCloud"]["status"] == "refused"
     assert "tree_flatten() at `geom.tree_flatten()` at " in reports["PointCloud"]["reason"]
     assert reports["Geometry"]["status"] == "converted", reports["Geometry"]["reason"]
-    old, new = _import(root / "before", "pkg.geometry"), _import(root / "after", "pkg.geometry")
+    old, new = import_fresh(root / "before", "pkg.geometry"), import_fresh(root / "after", "pkg.geometry")
     check(old.Geometry(jnp.ones(3)), new.Geometry(jnp.ones(3)))
     assert _leaves(jax.jit(lambda g: g)(new.Geometry(jnp.arange(3.0)))) == [[0.0, 1.0, 2.0]]
 
@@ -480,7 +449,7 @@ def test_a_union_with_array_types_types_the_receiver_by_its_one_class(root: Path
 def test_a_union_that_may_hold_another_class_counts_against_every_class(
     root: Path, annotation: str
 ):
-    reports = _migrate(root, _geometry(annotation))
+    reports = migrate_package(root, _geometry(annotation))
     for name in ("Geometry", "PointCloud"):
         assert reports[name]["status"] == "refused", name
         assert "tree_flatten() at `geom.tree_flatten()` at " in reports[name]["reason"]
