@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import io
 import tokenize
+import traceback
 import warnings
 from pathlib import Path
 
@@ -149,6 +150,13 @@ class _Run:
         if id(found) in self.decided:
             return self.decided[id(found)]
         self.decided[id(found)] = Refusal("(inheritance cycle)")
+        try:
+            return self._decide(file, found, form)
+        except Exception as e:  # noqa: BLE001 - a construct the tool does not handle refuses this class only
+            self.decided[id(found)] = internal(found, e)
+            return self.decided[id(found)]
+
+    def _decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
         ctx.related = self.program.ancestors(file, found) | {found.name}
         ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
@@ -226,6 +234,7 @@ class _Run:
         """A converted class whose subclass in the run is refused or not a pytree is
         refused too, and so are the converted subclasses of a refused class, until
         nothing changes."""
+        self._unresolved_subclasses()
         changed = True
         while changed:
             changed = False
@@ -246,6 +255,26 @@ class _Run:
                         elif isinstance(mine, Plan) and isinstance(theirs, Refusal):
                             self.decided[id(found)] = Refusal(_messages.BASE_REFUSED.format(base=base.name))
                             changed = True
+
+    def _unresolved_subclasses(self) -> None:
+        """A class whose base the run cannot resolve but may be its own (a relative or
+        star import, a name of the run's packages) refuses every converted class of the
+        base's name: converting one that it extends would break it."""
+        converted: dict[str, list[Found]] = {}
+        for file in self.files:
+            for found in file.found:
+                if isinstance(self.decided.get(id(found)), Plan):
+                    converted.setdefault(found.name, []).append(found)
+        for file in self.files:
+            for found in file.found:
+                for i, qualified in enumerate(found.bases):
+                    if qualified is None or self.program.base(file, found, i) is not None:
+                        continue
+                    ours = qualified.startswith(".") or qualified.split(".")[0] in self.facts.packages or "." not in qualified
+                    for cls in converted.get(qualified.split(".")[-1], []) if ours else []:
+                        where = f"{file.path}:{found.node.lineno}"
+                        msg = _messages.SUBCLASS_UNRESOLVED.format(sub=found.name, where=where, base=qualified, cls=cls.name)
+                        self.decided[id(cls)] = Refusal(msg)
 
 
 def _attributes(ctx: Context, plan: Plan | None) -> list[str]:
@@ -274,6 +303,8 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
+        _types.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
+    for file in files:
         for found in file.found:
             facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
     for file in files:
@@ -283,27 +314,61 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         for found in file.found:
             the_run.decide(file, found, form)
     the_run.settle()
+    while _rewrite_all(the_run, form):  # a rewrite that failed refused its classes: settle again
+        the_run.settle()
     reports: list[Report] = []
     partial = _partial(paths)
     for file in files:
-        plans: list[Plan] = []
         for found in file.found:
             decision = the_run.decided.get(id(found))
             if decision is None:
                 continue
             if isinstance(decision, Plan):
-                plans.append(decision)
                 notes = [*decision.notes, *([_messages.NOTE_PARTIAL.format(package=partial)] if partial else [])]
                 reports.append(Report(file.path, found.node.lineno, found.name, "converted", "; ".join(dict.fromkeys(notes))))
             else:
                 reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
-        if plans:
-            new = _skeleton.rewrite_source(
-                file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=file.module.split(".")[0] if "." in file.module else ""
-            )
-            if new != file.source:
-                file.new_source = new
     return Result(files, reports, errors)
+
+
+def internal(found: Found, error: Exception) -> Refusal:
+    """The refusal of a class the tool failed on: the error named, the run goes on."""
+    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" in {Path(where.filename).name}:{where.lineno}" if where else ""
+    return Refusal(_messages.INTERNAL.format(cls=found.name, error=f"{type(error).__name__}{at}: {error}".rstrip(": ")))
+
+
+def _rewrite_all(the_run: _Run, form: str) -> bool:
+    """Rewrites every file with its plans; False when all went through. A file whose
+    rewrite raises is rewritten class by class, and each class that fails alone (all of
+    the file's, if none does) is refused."""
+    failed = False
+    for file in the_run.files:
+        found_plans = [(f, d) for f in file.found if isinstance(d := the_run.decided.get(id(f)), Plan)]
+        file.new_source = None
+        if not found_plans:
+            continue
+        own = file.module.split(".")[0] if "." in file.module else ""
+
+        def rewrite(plans: list[Plan], file: File = file, own: str = own) -> str:
+            return _skeleton.rewrite_source(file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=own)
+
+        try:
+            new = rewrite([p for _, p in found_plans])
+        except Exception as error:  # noqa: BLE001 - find the class it failed on
+            culprits: list[tuple[Found, Exception]] = []
+            for found, plan in found_plans:
+                try:
+                    rewrite([plan])
+                except Exception as e:  # noqa: BLE001
+                    culprits.append((found, e))
+            for found, e in culprits or [(f, error) for f, _ in found_plans]:
+                the_run.decided[id(found)] = internal(found, e)
+            failed = True
+            continue
+        if new != file.source:
+            file.new_source = new
+    return failed
 
 
 def _wrapped(files: list[File]) -> None:

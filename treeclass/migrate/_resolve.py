@@ -103,9 +103,12 @@ class Program:
                 return self.resolve(module, ".".join([module.names[rest[0]], *rest[1:]]), depth + 1)
             if ".".join([module.module, rest[0]]) in self.modules:
                 continue  # a submodule: the longer prefix was tried first
-            return None
-        matches = self.suffixes.get(qualified.lstrip("."), [])
-        return matches[0] if len(matches) == 1 else None
+            break  # a folder without __init__.py between (a namespace package): by path suffix
+        for key in dict.fromkeys([name, qualified.lstrip(".")]):
+            matches = self.suffixes.get(key, [])
+            if matches:
+                return matches[0] if len(matches) == 1 else None
+        return None
 
     def function(self, file: _File, qualified: str | None, functions: Mapping[str, _T], depth: int = 0) -> _T | None:
         """The entry of `functions` (by `module.name`) that `qualified` names in `file`."""

@@ -146,12 +146,21 @@ def _rewrite_field(stmt: cst.SimpleStatementLine, field: Field) -> cst.SimpleSta
     return stmt.with_changes(body=[small])
 
 
+def _block(node: cst.ClassDef) -> cst.IndentedBlock:
+    """The class's body as an indented block: `class C(Base): ...` (the body on the
+    header line) becomes the same statements on their own line."""
+    if isinstance(node.body, cst.IndentedBlock):
+        return node.body
+    suite = node.body
+    line = cst.SimpleStatementLine(list(suite.body), trailing_whitespace=suite.trailing_whitespace)
+    return cst.IndentedBlock([line])
+
+
 def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cst.BaseStatement]:
-    assert isinstance(node.body, cst.IndentedBlock)
     fields = {f.name: f for f in plan.fields}
     moved: dict[str, cst.SimpleStatementLine] = {}
     body: list[cst.BaseStatement] = []
-    for stmt in node.body.body:
+    for stmt in _block(node).body:
         name = _ann_name(stmt)
         if isinstance(stmt, cst.FunctionDef) and (
             stmt.name.value in plan.remove_methods or (stmt.name.value == "__init__" and not plan.keep_init)
@@ -205,8 +214,7 @@ def _class(node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst
     changes: dict[str, object] = {"decorators": decorators, "bases": kept_bases, "keywords": keywords}
     if not kept_bases and not keywords:
         changes.update(lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT)
-    assert isinstance(node.body, cst.IndentedBlock)
-    changes["body"] = node.body.with_changes(body=_body(node, plan, removed))
+    changes["body"] = _block(node).with_changes(body=_body(node, plan, removed))
     return node.with_changes(**changes)
 
 
