@@ -61,43 +61,36 @@ USES = (
     "total(*{make}())",
     "sum({o})",
 )
-# Each ends with `{o}` holding what is shown.
-WRITES = ("{o}.x = 5.0", "setattr({o}, 'x', 5.0)", "object.__setattr__({o}, 'x', 5.0)", "{o}.__dict__['x'] = 5.0", "a, b, *_ = {o}; {o} = (a, b)")
+# Each leaves in `{o}` what is shown. (A variable rebound to another type is untyped:
+# what is done to it is not attributed to the class.)
+WRITES = ("{o}.x = 5.0", "setattr({o}, 'x', 5.0)", "object.__setattr__({o}, 'x', 5.0)", "{o}.__dict__['x'] = 5.0", "a, b, *_ = {o}")
 
 
 def _class(family: str, name: str, base: str | None, fields: list[str]) -> str:
     """The source of one class; `base` (an expression) is a class of the same family."""
     ann = "".join(f"    {f}: float\n" for f in fields)
     bases = f"({base})" if base else ""
+    init = f"    def __init__(self, {', '.join(fields)}):\n" + "".join(f"        self.{f} = {f}\n" for f in fields)
     if family == "handwritten":
-        params, stores = ", ".join(fields), "".join(f"        self.{f} = {f}\n" for f in fields)
         children = ", ".join(f"self.{f}" for f in fields)
         return (
-            f"@jax.tree_util.register_pytree_node_class\nclass {name}{bases}:\n    def __init__(self, {params}):\n{stores}\n"
+            f"@jax.tree_util.register_pytree_node_class\nclass {name}{bases}:\n{init}\n"
             f"    def tree_flatten(self):\n        return ({children},), None\n\n"
             f"    @classmethod\n    def tree_unflatten(cls, aux, children):\n        return cls(*children)\n"
         )
     if family == "functions":
-        params, stores = ", ".join(fields), "".join(f"        self.{f} = {f}\n" for f in fields)
         children = ", ".join(f"o.{f}" for f in fields)
         return (
-            f"class {name}{bases}:\n    def __init__(self, {params}):\n{stores}\n\n"
+            f"class {name}{bases}:\n{init}\n\n"
             f"def _flatten_{name}(o):\n    return ({children},), None\n\n\n"
             f"def _unflatten_{name}(aux, children):\n    return {name}(*children)\n\n\n"
             f"jax.tree_util.register_pytree_node({name}, _flatten_{name}, _unflatten_{name})\n"
         )
-    if family == "register_dataclass":
-        return f"@jax.tree_util.register_dataclass\n@dataclasses.dataclass\nclass {name}{bases}:\n{ann}"
-    if family == "plain":
-        return f"@dataclasses.dataclass\nclass {name}{bases}:\n{ann}"
-    if family == "flax":
-        return f"@struct.dataclass\nclass {name}{bases}:\n{ann}"
-    if family == "pytreenode":
-        return f"class {name}({base or 'struct.PyTreeNode'}):\n{ann}"
-    if family == "chex":
-        return f"@chex.dataclass\nclass {name}{bases}:\n{ann}"
-    assert family == "namedtuple"
-    return f"class {name}(typing.NamedTuple):\n{ann}"
+    decorators = {"register_dataclass": "@jax.tree_util.register_dataclass\n@dataclasses.dataclass\n", "plain": "@dataclasses.dataclass\n", "flax": "@struct.dataclass\n", "chex": "@chex.dataclass\n"}
+    if family in decorators:
+        return f"{decorators[family]}class {name}{bases}:\n{ann}"
+    default = {"pytreenode": "struct.PyTreeNode", "namedtuple": "typing.NamedTuple"}[family]
+    return f"class {name}({base or default}):\n{ann}"
 
 
 _HEADER = "import dataclasses\nimport typing\n\nimport chex\nimport jax\nfrom flax import struct\n"
@@ -169,7 +162,7 @@ def outcome(files: dict[str, str], root: Path) -> tuple[str, int, int]:
         return "tool failed", 0, 0
     statuses = Counter(r["status"] for r in reports.values())
     pairs = list(zip(before.splitlines(), after.splitlines(), strict=False))
-    if len(before.splitlines()) == len(after.splitlines()) and all(b == a or b.endswith("'raised'") for b, a in pairs):
+    if len(before.splitlines()) == len(after.splitlines()) and all(b == a or b.endswith(" raised") for b, a in pairs):
         # Code that raised before and runs after uses what a treeclass adds (`replace`).
         return ("agrees" if before == after else "gains"), statuses["converted"], statuses["refused"]
     if before != after:

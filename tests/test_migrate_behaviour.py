@@ -337,3 +337,45 @@ def test_writes_that_bypass_the_constructor_are_refused(root: Path, write: str) 
     assert before == after == "[1.0, 2.0]\n"
     assert reports["Pair"]["status"] == "refused"
     assert "`w` is assigned after construction" in reports["Pair"]["reason"]
+
+
+def test_a_write_to_a_field_of_a_grandparent_refuses_the_chain(root: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m1.py": """
+            import dataclasses
+            import jax
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass
+            class Base:
+                x: float
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass
+            class Mid(Base):
+                y: float
+        """,
+        "pkg/m2.py": """
+            import dataclasses
+            import jax
+            from pkg import m1 as alias
+
+            @jax.tree_util.register_dataclass
+            @dataclasses.dataclass
+            class Leaf(alias.Mid):
+                z: float
+        """,
+        "pkg/main.py": """
+            import jax
+            from pkg import m2
+            o = m2.Leaf(1.0, 2.0, 3.0)
+            o.__dict__["x"] = 5.0
+            print(jax.tree.leaves(o))
+        """,
+    }
+    reports, before, after = differential(root, files)
+    assert before == after == "[5.0, 2.0, 3.0]\n"
+    assert reports["Leaf"]["status"] == "refused"
+    assert "`x` is assigned after construction" in reports["Leaf"]["reason"]
+    assert reports["Base"]["status"] == reports["Mid"]["status"] == "refused"

@@ -143,6 +143,7 @@ class _Run:
         self.facts = facts
         self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
+        self.attributes: dict[int, list[str]] = {}  # id(found) -> _attributes, its bases' included
         # The run's module-level functions by `module.name` (class decorators it defines).
         self.functions = {f"{file.module}.{s.name}": s for file in files for s in file.tree.body if isinstance(s, ast.FunctionDef)}
 
@@ -194,7 +195,9 @@ class _Run:
         clash = sorted(mixin_names & {f.name for f in plan.fields}) if plan else []
         if clash:
             reasons.append(_messages.CLASS_ATTRIBUTE.format(name=clash[0], line=f"{found.node.lineno}, in a base"))
-        reasons += _checks.check_facts(ctx, _attributes(ctx, plan))
+        inherited = [a for base, _ in ctx.base_plans.values() for a in self.attributes.get(id(base), [])]
+        self.attributes[id(found)] = _attributes(ctx, plan, inherited)
+        reasons += _checks.check_facts(ctx, self.attributes[id(found)])
         decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
         self.decided[id(found)] = decision
         return decision
@@ -277,11 +280,12 @@ class _Run:
                         self.decided[id(cls)] = Refusal(msg)
 
 
-def _attributes(ctx: Context, plan: Plan | None) -> list[str]:
-    """The attributes whose writes elsewhere matter: the fields, and what the class
-    declares or its `__init__` sets (for a class refused before its fields are known)."""
+def _attributes(ctx: Context, plan: Plan | None, inherited: list[str]) -> list[str]:
+    """The attributes whose writes elsewhere matter: the fields, those of every base
+    (`inherited`), and what the class declares or its `__init__` sets (for a class
+    refused before its fields are known)."""
     names = [f.name for f in plan.fields] if plan else []
-    names += [f.name for _, p in ctx.base_plans.values() for f in p.fields]
+    names += [f.name for _, p in ctx.base_plans.values() for f in p.fields] + inherited
     for stmt in ctx.found.node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             names.append(stmt.target.id)

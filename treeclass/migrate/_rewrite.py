@@ -12,6 +12,7 @@ imports only the removed code used and adds `import treeclass as tc` (and
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 
 import libcst as cst
@@ -40,17 +41,6 @@ def _names_in(nodes: Sequence[cst.CSTNode]) -> set[str]:
     for node in nodes:
         node.visit(visitor)
     return visitor.found
-
-
-def _dotted(node: cst.BaseExpression, names: dict[str, str]) -> str | None:
-    if isinstance(node, cst.Call):
-        return _dotted(node.func, names)
-    if isinstance(node, cst.Name):
-        return names.get(node.value, node.value)
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value, names)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
 
 
 class _SetAttr(cst.CSTTransformer):
@@ -226,7 +216,11 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
         return False
     plan = plans.get(call.args[0].value.value)
     registering = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
-    return plan is not None and plan.remove_registration and _dotted(call.func, names) in registering
+    if plan is None or not plan.remove_registration:
+        return False
+    # What the function is named, read as `_names.dotted` reads every name of the tool.
+    func = ast.parse(cst.Module([]).code_for_node(call.func).strip(), mode="eval").body
+    return _names.dotted(func, names) in registering
 
 
 def rewrite(
