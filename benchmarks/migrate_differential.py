@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from benchmarks._table import Table
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the tests' package runner
-from migrate_runs import differential  # noqa: E402
+from migrate_runs import differential
 
 FAMILIES = ("handwritten", "functions", "register_dataclass", "flax", "pytreenode", "chex", "namedtuple")
 # How module `m{j}` names a class of module `m{i}` (i < j): (import line, expression).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,9 +158,10 @@ def test_a_class_body_on_its_header_line_converts(root: Path) -> None:
 def test_an_internal_error_refuses_that_class_and_the_run_goes_on(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = _rewrite._class
 
-    def failing(node, plan, *args, **kwargs):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN002, ANN003, ANN202
+    def failing(node: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
         if plan.cls == "Broken":
-            raise AssertionError("a construct the tool does not handle")
+            msg = "a construct the tool does not handle"
+            raise AssertionError(msg)
         return real(node, plan, *args, **kwargs)
 
     monkeypatch.setattr(_rewrite, "_class", failing)

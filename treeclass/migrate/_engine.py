@@ -36,6 +36,7 @@ from treeclass.migrate._resolve import (
     ALLOWED_MIXINS,
     Program,
     harmless_decorator,
+    mark_wrapped,
     module_name,
     stateless,
 )
@@ -300,7 +301,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     files = [f for f in (_read(p, errors) for p in sources) if f is not None]
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
-    _wrapped(files)
+    mark_wrapped(files)
     facts = _facts.Facts(
         classes=frozenset(found.name for file in files for found in file.found),
         packages=frozenset(file.module.split(".")[0] for file in files if file.module),
@@ -373,32 +374,6 @@ def _rewrite_all(the_run: _Run, form: str) -> bool:
         if new != file.source:
             file.new_source = new
     return failed
-
-
-def _wrapped(files: list[File]) -> None:
-    """Marks the classes that a project's dataclass wrapper in the run registers."""
-    wrappers: dict[str, ast.Call | str] = {}
-    for file in files:
-        for stmt in file.tree.body:
-            options = _find.wrapper(stmt, file.names)
-            if isinstance(stmt, ast.FunctionDef) and options is not None:  # a wrapper is a function
-                wrappers[f"{file.module}.{stmt.name}"] = options if isinstance(options, ast.Call) else stmt.name
-    if not wrappers:
-        return
-    program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    for file in files:
-        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
-            for i, decorator in enumerate(found.node.decorator_list):
-                qualified = _names.dotted(decorator, file.names)
-                known = _find.decorator_family(program.absolute(file, qualified or ""))
-                if known is not None:  # `from . import struct` inside flax itself
-                    found.family, found.decorator = known, i
-                    break
-                wrapped = program.function(file, qualified, wrappers)
-                if isinstance(wrapped, str):  # a wrapper the tool cannot read
-                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
-                elif wrapped is not None:
-                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
 
 
 def _partial(paths: list[Path]) -> str | None:
