@@ -14,13 +14,14 @@ class. Each use prints its leaves as floats, or "raised".
 
 A case "agrees" when the package imports and `main.py` prints the same after the
 rewrite; any other outcome (a different output, a package that no longer imports, the
-tool failing) is a defect. `python -m benchmarks --only migrate_differential` runs 300
-cases (30 with --quick) and prints the counts; tests/test_migrate_differential.py runs
+tool failing) is a defect. `python -m benchmarks --only migrate_differential` runs 1000
+cases (100 with --quick) and prints the counts; tests/test_migrate_differential.py runs
 a few.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 import textwrap
@@ -35,7 +36,10 @@ from benchmarks._table import Table
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the tests' package runner
 from migrate_runs import differential
 
-FAMILIES = ("handwritten", "functions", "register_dataclass", "flax", "pytreenode", "chex", "namedtuple")
+_NEEDS = {"flax": "flax", "pytreenode": "flax", "chex": "chex"}  # the families of libraries not installed are left out
+FAMILIES = tuple(
+    f for f in ("handwritten", "functions", "register_dataclass", "flax", "pytreenode", "chex", "namedtuple") if f not in _NEEDS or importlib.util.find_spec(_NEEDS[f])
+)
 # How module `m{j}` names a class of module `m{i}` (i < j): (import line, expression).
 SPELLINGS = (
     ("from pkg import m{i}", "m{i}.{cls}"),
@@ -93,14 +97,20 @@ def _class(family: str, name: str, base: str | None, fields: list[str]) -> str:
     return f"class {name}({base or default}):\n{ann}"
 
 
-_HEADER = "import dataclasses\nimport typing\n\nimport chex\nimport jax\nfrom flax import struct\n"
+_HEADER = "import dataclasses\nimport typing\n\nimport jax\n" + "".join(
+    line for lib, line in (("chex", "import chex\n"), ("flax", "from flax import struct\n")) if importlib.util.find_spec(lib)
+)
 # What a subclass of each family is (a plain dataclass subclass stays unregistered).
 _SUBCLASS = {
-    "register_dataclass": ("register_dataclass", "plain"),
-    "flax": ("flax",),
-    "pytreenode": ("pytreenode",),
-    "chex": ("chex",),
-    "handwritten": ("handwritten",),
+    family: subclasses
+    for family, subclasses in {
+        "register_dataclass": ("register_dataclass", "plain"),
+        "flax": ("flax",),
+        "pytreenode": ("pytreenode",),
+        "chex": ("chex",),
+        "handwritten": ("handwritten",),
+    }.items()
+    if family in FAMILIES
 }
 
 
@@ -191,7 +201,7 @@ def _counts(n: int) -> tuple[Counter[str], list[dict[str, str]]]:
 
 
 def run(quick: bool) -> list[Table]:
-    n = 30 if quick else 300
+    n = 100 if quick else 1000
     counts, failures = _counts(n)
     rows = tuple((k, str(counts[k])) for k in ("agrees", "gains", "differs", "breaks", "tool failed", "classes converted", "classes refused"))
     note = f"{n} generated packages (2 to 4 modules), each run before and after `--write --namedtuples`; 'differs', 'breaks' and 'tool failed' are defects"
