@@ -301,7 +301,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     files = [f for f in (_read(p, errors) for p in sources) if f is not None]
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
-    mark_wrapped(files)
+    mark_wrapped(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     facts = _facts.Facts(
         classes=frozenset(found.name for file in files for found in file.found),
         packages=frozenset(file.module.split(".")[0] for file in files if file.module),
@@ -365,10 +365,10 @@ def _rewrite_all(the_run: _Run, form: str) -> bool:
             for found, plan in found_plans:
                 try:
                     rewrite([plan])
-                except Exception as e:  # noqa: BLE001
-                    culprits.append((found, e))
-            for found, e in culprits or [(f, error) for f, _ in found_plans]:
-                the_run.decided[id(found)] = internal(found, e)
+                except Exception as alone:  # noqa: BLE001
+                    culprits.append((found, alone))
+            for found, why in culprits or [(f, error) for f, _ in found_plans]:
+                the_run.decided[id(found)] = internal(found, why)
             failed = True
             continue
         if new != file.source:

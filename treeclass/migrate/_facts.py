@@ -276,7 +276,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
             for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
                 self._tuple_use(arg, node)
-        if qualified == "isinstance" and len(node.args) == 2 and "tuple" in {_names.dotted(n, self.names) for n in ast.walk(node.args[1])}:
+        if qualified == "isinstance" and len(node.args) == 2 and "tuple" in {_names.dotted(n, self.names) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}:
             self._tuple_use(node.args[0], node)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]

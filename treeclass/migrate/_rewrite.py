@@ -142,6 +142,7 @@ def _block(node: cst.ClassDef) -> cst.IndentedBlock:
     if isinstance(node.body, cst.IndentedBlock):
         return node.body
     suite = node.body
+    assert isinstance(suite, cst.SimpleStatementSuite)
     line = cst.SimpleStatementLine(list(suite.body), trailing_whitespace=suite.trailing_whitespace)
     return cst.IndentedBlock([line])
 
