@@ -308,7 +308,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
-        _types.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
+        _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
     for file in files:
         for found in file.found:
             facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))

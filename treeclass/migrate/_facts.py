@@ -28,9 +28,9 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._types import OTHER, Typing
+from treeclass.migrate._types import OTHER, Typing, annotation_name
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "own_first", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "own_first", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
@@ -88,7 +88,7 @@ class Facts:
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
-    call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # _types.call_returns
+    call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # see call_returns()
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
@@ -337,3 +337,15 @@ def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str,
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)
+
+
+def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
+    """Adds to `out` each function or method of `tree`, at any depth, by name, with the
+    classes of the run its return annotation names (`def as_rpy(self) -> hints.Rpy`):
+    what a call of that name may return, for the tuple use of its result
+    (`f(*T.as_rpy())`, `for v in make()`), whatever the receiver."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            kind = annotation_name(node.returns, names)
+            if kind in classes:
+                out.setdefault(node.name, set()).add(kind)

@@ -21,7 +21,7 @@ import ast
 
 from treeclass.migrate import _names
 
-__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "call_returns", "returns"]
+__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
@@ -377,18 +377,6 @@ def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) ->
         if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             todo.extend(ast.iter_child_nodes(n))
     return {k: v for k, v in out.items() if v is not None}
-
-
-def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
-    """Adds to `out` each function or method of `tree`, at any depth, by name, with the
-    classes of the run its return annotation names (`def as_rpy(self) -> hints.Rpy`):
-    what a call of that name may return, for the tuple use of its result
-    (`f(*T.as_rpy())`, `for v in make()`), whatever the receiver."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
-            kind = annotation_name(node.returns, names)
-            if kind in classes:
-                out.setdefault(node.name, set()).add(kind)
 
 
 _KEEPS_TYPE = frozenset({"jax.jit", "jax.named_call", "jax.checkpoint", "jax.remat", "functools.cache", "functools.lru_cache"})
