@@ -44,6 +44,8 @@ SECTIONS: dict[str, str] = {
     # treeclass.migrate on public packages from PyPI (needs network for their sdists; their
     # tests run only through `python -m benchmarks.migrate_packages`)
     "migrate_packages": "benchmarks.migrate_packages",
+    # treeclass.migrate run on generated packages, each run before and after `--write`: counts
+    "migrate_differential": "benchmarks.migrate_differential",
 }
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")

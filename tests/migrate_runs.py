@@ -1,8 +1,10 @@
 """Helpers for tests that migrate a small package `pkg` written into a temporary folder:
-write it, migrate a copy with the CLI, and import either version fresh."""
+write it, migrate a copy with the CLI, and import either version fresh; `differential`
+runs its `pkg/main.py` before and after and returns both outputs."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import json
@@ -45,3 +47,23 @@ def import_fresh(folder: Path, name: str) -> ModuleType:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(folder))
+
+
+def output(folder: Path, name: str = "pkg.main") -> str:
+    """What importing module `name` of the `pkg` under `folder` prints; an exception
+    ends the output with its type (the message may name a path or an address)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            import_fresh(folder, name)
+        except Exception as e:  # noqa: BLE001 - the behaviour compared
+            print(f"raised {type(e).__name__}")
+    forget_pkg()
+    return out.getvalue()
+
+
+def differential(root: Path, files: dict[str, str], *extra: str) -> tuple[dict[str, dict[str, str]], str, str]:
+    """Migrates the package `files` (with a `pkg/main.py` that prints) and returns the
+    report per class and what `pkg.main` printed before and after."""
+    reports = migrate_package(root, files, *extra)
+    return reports, output(root / "before"), output(root / "after")

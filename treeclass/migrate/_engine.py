@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import io
 import tokenize
+import traceback
 import warnings
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from treeclass.migrate._resolve import (
     ALLOWED_MIXINS,
     Program,
     harmless_decorator,
+    mark_wrapped,
     module_name,
     stateless,
 )
@@ -142,6 +144,7 @@ class _Run:
         self.facts = facts
         self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
+        self.attributes: dict[int, list[str]] = {}  # id(found) -> _attributes, its bases' included
         # The run's module-level functions by `module.name` (class decorators it defines).
         self.functions = {f"{file.module}.{s.name}": s for file in files for s in file.tree.body if isinstance(s, ast.FunctionDef)}
 
@@ -149,6 +152,13 @@ class _Run:
         if id(found) in self.decided:
             return self.decided[id(found)]
         self.decided[id(found)] = Refusal("(inheritance cycle)")
+        try:
+            return self._decide(file, found, form)
+        except Exception as e:  # noqa: BLE001 - a construct the tool does not handle refuses this class only
+            self.decided[id(found)] = internal(found, e)
+            return self.decided[id(found)]
+
+    def _decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
         ctx.related = self.program.ancestors(file, found) | {found.name}
         ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
@@ -186,7 +196,9 @@ class _Run:
         clash = sorted(mixin_names & {f.name for f in plan.fields}) if plan else []
         if clash:
             reasons.append(_messages.CLASS_ATTRIBUTE.format(name=clash[0], line=f"{found.node.lineno}, in a base"))
-        reasons += _checks.check_facts(ctx, _attributes(ctx, plan))
+        inherited = [a for base, _ in ctx.base_plans.values() for a in self.attributes.get(id(base), [])]
+        self.attributes[id(found)] = _attributes(ctx, plan, inherited)
+        reasons += _checks.check_facts(ctx, self.attributes[id(found)])
         decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
         self.decided[id(found)] = decision
         return decision
@@ -226,6 +238,7 @@ class _Run:
         """A converted class whose subclass in the run is refused or not a pytree is
         refused too, and so are the converted subclasses of a refused class, until
         nothing changes."""
+        self._unresolved_subclasses()
         changed = True
         while changed:
             changed = False
@@ -247,12 +260,33 @@ class _Run:
                             self.decided[id(found)] = Refusal(_messages.BASE_REFUSED.format(base=base.name))
                             changed = True
 
+    def _unresolved_subclasses(self) -> None:
+        """A class whose base the run cannot resolve but may be its own (a relative or
+        star import, a name of the run's packages) refuses every converted class of the
+        base's name: converting one that it extends would break it."""
+        converted: dict[str, list[Found]] = {}
+        for file in self.files:
+            for found in file.found:
+                if isinstance(self.decided.get(id(found)), Plan):
+                    converted.setdefault(found.name, []).append(found)
+        for file in self.files:
+            for found in file.found:
+                for i, qualified in enumerate(found.bases):
+                    if qualified is None or self.program.base(file, found, i) is not None:
+                        continue
+                    ours = qualified.startswith(".") or qualified.split(".")[0] in self.facts.packages or "." not in qualified
+                    for cls in converted.get(qualified.split(".")[-1], []) if ours else []:
+                        where = f"{file.path}:{found.node.lineno}"
+                        msg = _messages.SUBCLASS_UNRESOLVED.format(sub=found.name, where=where, base=qualified, cls=cls.name)
+                        self.decided[id(cls)] = Refusal(msg)
 
-def _attributes(ctx: Context, plan: Plan | None) -> list[str]:
-    """The attributes whose writes elsewhere matter: the fields, and what the class
-    declares or its `__init__` sets (for a class refused before its fields are known)."""
+
+def _attributes(ctx: Context, plan: Plan | None, inherited: list[str]) -> list[str]:
+    """The attributes whose writes elsewhere matter: the fields, those of every base
+    (`inherited`), and what the class declares or its `__init__` sets (for a class
+    refused before its fields are known)."""
     names = [f.name for f in plan.fields] if plan else []
-    names += [f.name for _, p in ctx.base_plans.values() for f in p.fields]
+    names += [f.name for _, p in ctx.base_plans.values() for f in p.fields] + inherited
     for stmt in ctx.found.node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             names.append(stmt.target.id)
@@ -267,12 +301,14 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     files = [f for f in (_read(p, errors) for p in sources) if f is not None]
     for file in files:
         file.found = _find.find(file.tree, file.names, namedtuples=namedtuples)
-    _wrapped(files)
+    mark_wrapped(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     facts = _facts.Facts(
         classes=frozenset(found.name for file in files for found in file.found),
         packages=frozenset(file.module.split(".")[0] for file in files if file.module),
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
+    for file in files:
+        _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
     for file in files:
         for found in file.found:
             facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
@@ -283,53 +319,61 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         for found in file.found:
             the_run.decide(file, found, form)
     the_run.settle()
+    while _rewrite_all(the_run, form):  # a rewrite that failed refused its classes: settle again
+        the_run.settle()
     reports: list[Report] = []
     partial = _partial(paths)
     for file in files:
-        plans: list[Plan] = []
         for found in file.found:
             decision = the_run.decided.get(id(found))
             if decision is None:
                 continue
             if isinstance(decision, Plan):
-                plans.append(decision)
                 notes = [*decision.notes, *([_messages.NOTE_PARTIAL.format(package=partial)] if partial else [])]
                 reports.append(Report(file.path, found.node.lineno, found.name, "converted", "; ".join(dict.fromkeys(notes))))
             else:
                 reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
-        if plans:
-            new = _skeleton.rewrite_source(
-                file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=file.module.split(".")[0] if "." in file.module else ""
-            )
-            if new != file.source:
-                file.new_source = new
     return Result(files, reports, errors)
 
 
-def _wrapped(files: list[File]) -> None:
-    """Marks the classes that a project's dataclass wrapper in the run registers."""
-    wrappers: dict[str, ast.Call | str] = {}
-    for file in files:
-        for stmt in file.tree.body:
-            options = _find.wrapper(stmt, file.names)
-            if isinstance(stmt, ast.FunctionDef) and options is not None:  # a wrapper is a function
-                wrappers[f"{file.module}.{stmt.name}"] = options if isinstance(options, ast.Call) else stmt.name
-    if not wrappers:
-        return
-    program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    for file in files:
-        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
-            for i, decorator in enumerate(found.node.decorator_list):
-                qualified = _names.dotted(decorator, file.names)
-                known = _find.decorator_family(program.absolute(file, qualified or ""))
-                if known is not None:  # `from . import struct` inside flax itself
-                    found.family, found.decorator = known, i
-                    break
-                wrapped = program.function(file, qualified, wrappers)
-                if isinstance(wrapped, str):  # a wrapper the tool cannot read
-                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
-                elif wrapped is not None:
-                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
+def internal(found: Found, error: Exception) -> Refusal:
+    """The refusal of a class the tool failed on: the error named, the run goes on."""
+    where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" in {Path(where.filename).name}:{where.lineno}" if where else ""
+    return Refusal(_messages.INTERNAL.format(cls=found.name, error=f"{type(error).__name__}{at}: {error}".rstrip(": ")))
+
+
+def _rewrite_all(the_run: _Run, form: str) -> bool:
+    """Rewrites every file with its plans; False when all went through. A file whose
+    rewrite raises is rewritten class by class, and each class that fails alone (all of
+    the file's, if none does) is refused."""
+    failed = False
+    for file in the_run.files:
+        found_plans = [(f, d) for f in file.found if isinstance(d := the_run.decided.get(id(f)), Plan)]
+        file.new_source = None
+        if not found_plans:
+            continue
+        own = file.module.split(".")[0] if "." in file.module else ""
+
+        def rewrite(plans: list[Plan], file: File = file, own: str = own) -> str:
+            return _skeleton.rewrite_source(file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=own)
+
+        try:
+            new = rewrite([p for _, p in found_plans])
+        except Exception as error:  # noqa: BLE001 - find the class it failed on
+            culprits: list[tuple[Found, Exception]] = []
+            for found, plan in found_plans:
+                try:
+                    rewrite([plan])
+                except Exception as alone:  # noqa: BLE001
+                    culprits.append((found, alone))
+            for found, why in culprits or [(f, error) for f, _ in found_plans]:
+                the_run.decided[id(found)] = internal(found, why)
+            failed = True
+            continue
+        if new != file.source:
+            file.new_source = new
+    return failed
 
 
 def _partial(paths: list[Path]) -> str | None:

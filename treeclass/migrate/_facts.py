@@ -28,9 +28,9 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._types import OTHER, Typing
+from treeclass.migrate._types import OTHER, Typing, annotation_name
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "own_first", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "own_first", "scan"]
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
@@ -38,6 +38,12 @@ _MUTATORS = frozenset(
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 _TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
+_ITERATING = frozenset({"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"})
+
+
+def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
+    """A tuple or list literal, or a `tuple(...)` / `list(...)` call."""
+    return isinstance(node, ast.Tuple | ast.List) or (isinstance(node, ast.Call) and _names.dotted(node.func, names) in ("tuple", "list"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +88,7 @@ class Facts:
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
+    call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # see call_returns()
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
@@ -105,6 +112,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
         self.returns: dict[str, str] = {}  # set by scan()
+        self.unflattens: set[str] = set(FLATTEN_METHODS)  # and the module's functions given to register_pytree_node
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -112,6 +120,10 @@ class _Scanner(Typing, ast.NodeVisitor):
     # --- scopes ---------------------------------------------------------------------
     def visit_Module(self, node: ast.Module) -> None:
         self._bindings(node.body, self.globals)
+        for stmt in node.body:
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if isinstance(call, ast.Call) and _names.dotted(call.func, self.names) in _names.REGISTER_FUNCTION:
+                self.unflattens |= {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -153,7 +165,10 @@ class _Scanner(Typing, ast.NodeVisitor):
         elif isinstance(target, ast.Starred):
             self._target(target.value, stmt)
         elif isinstance(target, ast.Subscript):
-            if isinstance(target.value, ast.Attribute):
+            key = target.slice
+            if isinstance(target.value, ast.Attribute) and target.value.attr == "__dict__" and isinstance(key, ast.Constant) and isinstance(key.value, str):
+                self._assigned(target.value.value, key.value, stmt)  # `obj.__dict__["w"] = v` bypasses __setattr__
+            elif isinstance(target.value, ast.Attribute):
                 self._record(self.facts.mutated, target.value.value, target.value.attr, stmt)
         elif isinstance(target, ast.Attribute):
             self._assigned(target.value, target.attr, stmt)
@@ -164,8 +179,8 @@ class _Scanner(Typing, ast.NodeVisitor):
             table[attr].append(Event(owner, self.site(stmt)))
 
     def _assigned(self, receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
-        if isinstance(receiver, ast.Name) and receiver.id in self.new_objects:
-            return  # building an instance, not changing one
+        if isinstance(receiver, ast.Name) and receiver.id in self.new_objects and self.method in self.unflattens:
+            return  # an unflatten building its instance: it goes with the conversion
         if self._is_self(receiver) and self.cls is not None:
             if self.method != "__init__":
                 self.facts.self_assigned[(self.cls, attr)].append(self.site(stmt))
@@ -203,9 +218,22 @@ class _Scanner(Typing, ast.NodeVisitor):
     # --- tuple use of NamedTuples -------------------------------------------------------
     def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
         # `ExperiencePair[T]` subscripts the class itself (a generic alias), not an instance.
-        owner = self._receiver(value) if isinstance(value, ast.Name) and not self._is_class(value) else None
-        if owner:
-            self.facts.tuple_use[owner].append(self.site(node))
+        owners = {self._receiver(value)} if isinstance(value, ast.Name) and not self._is_class(value) else set()
+        if isinstance(value, ast.Call):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
+            func = value.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            owners = {self._value_type(value), *self.facts.call_returns.get(name or "", ())}
+        for owner in owners:
+            if owner:
+                self.facts.tuple_use[owner].append(self.site(node))
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
+        sides = [node.left, *node.comparators]
+        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(_tuple_like(s, self.names) for s in sides):
+            for side in sides:
+                self._tuple_use(side, node)
+        self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -244,6 +272,11 @@ class _Scanner(Typing, ast.NodeVisitor):
             self._flatten_call(func, node)
         qualified = _names.dotted(func, self.names)
         if qualified in _TUPLE_CALLS and len(node.args) >= 1:
+            self._tuple_use(node.args[0], node)
+        if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
+            for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
+                self._tuple_use(arg, node)
+        if qualified == "isinstance" and len(node.args) == 2 and "tuple" in {_names.dotted(n, self.names) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}:
             self._tuple_use(node.args[0], node)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]
@@ -304,3 +337,15 @@ def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str,
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)
+
+
+def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
+    """Adds to `out` each function or method of `tree`, at any depth, by name, with the
+    classes of the run its return annotation names (`def as_rpy(self) -> hints.Rpy`):
+    what a call of that name may return, for the tuple use of its result
+    (`f(*T.as_rpy())`, `for v in make()`), whatever the receiver."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            kind = annotation_name(node.returns, names)
+            if kind in classes:
+                out.setdefault(node.name, set()).add(kind)

@@ -21,11 +21,12 @@ __all__ = ["IDEMPOTENT_ANY", "Assigned", "Init", "Param", "bind", "passed_throug
 
 # Conversions that return their argument unchanged when given their own output, so
 # skipping them at unflatten changes nothing (a treeclass runs them at construction,
-# as converters): the array conversions and value constructors for any field (on a
-# tracer, at unflatten under jit, the old code raised or returned the tracer), the
-# hashable ones for static fields.
-IDEMPOTENT_ANY: frozenset[str] = frozenset({"jax.numpy.asarray", "jax.numpy.array", "numpy.asarray", "tuple", "int", "float"})
-_IDEMPOTENT_STATIC: frozenset[str] = frozenset({"bool", "str", "frozenset"})
+# as converters): jax's array conversions for any field (on a tracer, at unflatten under
+# jit, the old code returned the tracer), the value constructors for static fields. For
+# a child, `float(x)` or `np.asarray(x)` is no such thing: after `jax.device_put` the old
+# unflatten turned the jax.Array back into a float (a numpy array), a treeclass keeps it.
+IDEMPOTENT_ANY: frozenset[str] = frozenset({"jax.numpy.asarray", "jax.numpy.array", "tuple"})
+_IDEMPOTENT_STATIC: frozenset[str] = frozenset({"bool", "str", "frozenset", "int", "float", "numpy.asarray"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
-from treeclass.migrate import _names
-from treeclass.migrate._find import Found
+from treeclass.migrate import _messages, _names
+from treeclass.migrate._find import Found, decorator_family, wrapper
 
-__all__ = ["ALLOWED_MIXINS", "Program", "harmless_decorator", "module_name", "stateless"]
+__all__ = ["ALLOWED_MIXINS", "Program", "harmless_decorator", "mark_wrapped", "module_name", "stateless"]
 
 _T = TypeVar("_T")
 
@@ -45,6 +45,7 @@ class _File(Protocol):
     module: str
     names: dict[str, str]
     found: list[Found]
+    tree: ast.Module
 
 
 def module_name(path: Path) -> str:
@@ -103,9 +104,12 @@ class Program:
                 return self.resolve(module, ".".join([module.names[rest[0]], *rest[1:]]), depth + 1)
             if ".".join([module.module, rest[0]]) in self.modules:
                 continue  # a submodule: the longer prefix was tried first
-            return None
-        matches = self.suffixes.get(qualified.lstrip("."), [])
-        return matches[0] if len(matches) == 1 else None
+            break  # a folder without __init__.py between (a namespace package): by path suffix
+        for key in dict.fromkeys([name, qualified.lstrip(".")]):
+            matches = self.suffixes.get(key, [])
+            if matches:
+                return matches[0] if len(matches) == 1 else None
+        return None
 
     def function(self, file: _File, qualified: str | None, functions: Mapping[str, _T], depth: int = 0) -> _T | None:
         """The entry of `functions` (by `module.name`) that `qualified` names in `file`."""
@@ -240,3 +244,29 @@ def harmless_decorator(fn: ast.FunctionDef, *, factory: bool) -> bool:
         if isinstance(n, ast.Name) and n.id == me and isinstance(n.ctx, ast.Store):
             return False
     return True
+
+
+def mark_wrapped(files: list[_File]) -> None:
+    """Marks the classes that a project's dataclass wrapper in the run registers."""
+    wrappers: dict[str, ast.Call | str] = {}
+    for file in files:
+        for stmt in file.tree.body:
+            options = wrapper(stmt, file.names)
+            if isinstance(stmt, ast.FunctionDef) and options is not None:  # a wrapper is a function
+                wrappers[f"{file.module}.{stmt.name}"] = options if isinstance(options, ast.Call) else stmt.name
+    if not wrappers:
+        return
+    program = Program(files)
+    for file in files:
+        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
+            for i, decorator in enumerate(found.node.decorator_list):
+                qualified = _names.dotted(decorator, file.names)
+                known = decorator_family(program.absolute(file, qualified or ""))
+                if known is not None:  # `from . import struct` inside flax itself
+                    found.family, found.decorator = known, i
+                    break
+                wrapped = program.function(file, qualified, wrappers)
+                if isinstance(wrapped, str):  # a wrapper the tool cannot read
+                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
+                elif wrapped is not None:
+                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped

@@ -12,6 +12,7 @@ imports only the removed code used and adds `import treeclass as tc` (and
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 
 import libcst as cst
@@ -40,17 +41,6 @@ def _names_in(nodes: Sequence[cst.CSTNode]) -> set[str]:
     for node in nodes:
         node.visit(visitor)
     return visitor.found
-
-
-def _dotted(node: cst.BaseExpression, names: dict[str, str]) -> str | None:
-    if isinstance(node, cst.Call):
-        return _dotted(node.func, names)
-    if isinstance(node, cst.Name):
-        return names.get(node.value, node.value)
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value, names)
-        return None if base is None else f"{base}.{node.attr.value}"
-    return None
 
 
 class _SetAttr(cst.CSTTransformer):
@@ -146,12 +136,22 @@ def _rewrite_field(stmt: cst.SimpleStatementLine, field: Field) -> cst.SimpleSta
     return stmt.with_changes(body=[small])
 
 
+def _block(node: cst.ClassDef) -> cst.IndentedBlock:
+    """The class's body as an indented block: `class C(Base): ...` (the body on the
+    header line) becomes the same statements on their own line."""
+    if isinstance(node.body, cst.IndentedBlock):
+        return node.body
+    suite = node.body
+    assert isinstance(suite, cst.SimpleStatementSuite)
+    line = cst.SimpleStatementLine(list(suite.body), trailing_whitespace=suite.trailing_whitespace)
+    return cst.IndentedBlock([line])
+
+
 def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cst.BaseStatement]:
-    assert isinstance(node.body, cst.IndentedBlock)
     fields = {f.name: f for f in plan.fields}
     moved: dict[str, cst.SimpleStatementLine] = {}
     body: list[cst.BaseStatement] = []
-    for stmt in node.body.body:
+    for stmt in _block(node).body:
         name = _ann_name(stmt)
         if isinstance(stmt, cst.FunctionDef) and (
             stmt.name.value in plan.remove_methods or (stmt.name.value == "__init__" and not plan.keep_init)
@@ -205,8 +205,7 @@ def _class(node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst
     changes: dict[str, object] = {"decorators": decorators, "bases": kept_bases, "keywords": keywords}
     if not kept_bases and not keywords:
         changes.update(lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT)
-    assert isinstance(node.body, cst.IndentedBlock)
-    changes["body"] = node.body.with_changes(body=_body(node, plan, removed))
+    changes["body"] = _block(node).with_changes(body=_body(node, plan, removed))
     return node.with_changes(**changes)
 
 
@@ -218,7 +217,11 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
         return False
     plan = plans.get(call.args[0].value.value)
     registering = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
-    return plan is not None and plan.remove_registration and _dotted(call.func, names) in registering
+    if plan is None or not plan.remove_registration:
+        return False
+    # What the function is named, read as `_names.dotted` reads every name of the tool.
+    func = ast.parse(cst.Module([]).code_for_node(call.func).strip(), mode="eval").body
+    return _names.dotted(func, names) in registering
 
 
 def rewrite(
