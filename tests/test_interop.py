@@ -230,10 +230,18 @@ class Opaque:
         return "<opaque>"
 
 
-def _defined_again():
-    class Redefined(tc.TreeClass):
-        w: jax.Array
-        n: tc.Static[int] = 1
+def _defined_again(static: bool = True):
+    if static:
+
+        class Redefined(tc.TreeClass):
+            w: jax.Array
+            n: tc.Static[int] = 1
+
+    else:
+
+        class Redefined(tc.TreeClass):  # type: ignore[no-redef]
+            w: jax.Array
+            n: int = 1
 
     return Redefined
 
@@ -270,6 +278,20 @@ def test_treeclass_inside_an_equinox_module():
     assert grads.inner.w.shape == (64, 32)
 
 
+def test_repr_indents_an_equinox_layer_that_prints_several_lines():
+    eqx = pytest.importorskip("equinox")
+
+    @tc.treeclass
+    class Head:
+        layer: eqx.nn.Linear
+
+    layer = eqx.nn.Linear(4, 8, key=jax.random.key(0))
+    inner = repr(layer).splitlines()
+    assert len(inner) > 1
+    shown = repr(Head(layer)).splitlines()
+    assert shown == ["Head(", f"  layer={inner[0]}", *[f"  {line}" for line in inner[1:-1]], f"  {inner[-1]},", ")"]
+
+
 def test_optax_multi_transform_with_a_callable_model():
     # optax calls a label tree that is callable, as a model with __call__ is: labels as
     # a function of the parameters, or built with jax.tree.map, are not called.
@@ -294,3 +316,12 @@ def test_orbax_restores_into_an_abstract_target(tmp_path):
     with ocp.StandardCheckpointer() as checkpointer:
         restored = checkpointer.restore(tmp_path / "ckpt", target)
     assert isinstance(restored, Linear) and tc.tree_equal(restored, model)
+
+
+def test_deserializing_into_a_changed_class_names_the_difference():
+    pytest.importorskip("flatbuffers")
+    exported = jax.export.export(jax.jit(lambda m: m))(_defined_again()(jnp.ones(2)))
+    data = exported.serialize()
+    _defined_again(static=False)  # the class changed since the export: `n` is dynamic now
+    with pytest.raises(ValueError, match=r"Redefined was exported with static fields \['n'\]; the class here has static fields \[\]"):
+        jax.export.deserialize(data)

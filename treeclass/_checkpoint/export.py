@@ -32,8 +32,8 @@ and functions or classes defined at a module's top level, found by name where it
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
 _MSG_CHANGED: Final = """\
-{cls} was exported with {what} {saved}; the class here has {ours}. Export the function again
-with this definition of {cls}, or load it where the class is defined as it was."""
+{cls} was exported with {saved}; the class here has {ours}. Export the function again
+with this definition of {cls}, or deserialize it where the class is defined as it was."""
 
 _BUILTIN: Final = {"list": list, "set": set, "frozenset": frozenset, "dict": dict}
 
@@ -106,8 +106,8 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
     assert layout is not None  # registered treeclasses only
     encoded = json.loads(data)
     if sorted(encoded) != sorted(layout.static):
-        what = "static fields"
-        raise ValueError(_MSG_CHANGED.format(cls=name, what=what, saved=sorted(encoded), ours=sorted(layout.static)))
+        saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
+        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
     values = []
     for field in layout.static:
         value = decode_static(encoded[field])
@@ -126,8 +126,8 @@ def _build(name: str, aux: tuple[Any, ...], children: Any) -> Any:
     assert layout is not None  # registered treeclasses only
     children = tuple(children)
     if len(children) != len(layout.dynamic):
-        what = f"{len(children)} dynamic fields"
-        raise ValueError(_MSG_CHANGED.format(cls=name, what=what, saved="", ours=list(layout.dynamic)))
+        saved, ours = f"{len(children)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
+        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
     obj = object.__new__(cls)
     obj.__dict__.update({**dict(zip(layout.dynamic, children)), **dict(zip(layout.static, aux))})
     obj.__dict__[FLAT] = (children, aux)

@@ -78,8 +78,8 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
         tag = "(numpy)" if numpy else "(traced)" if isinstance(x, jax.core.Tracer) else ""
         return array_name(x.dtype, x.shape) + tag
     parts = _parts(x)
-    if parts is None:
-        return repr(x)
+    if parts is None:  # another library's node (an eqx.nn.Linear) may print several lines
+        return repr(x).replace("\n", "\n" + indent)
     if id(x) in recursion:
         return "..."
     recursion.add(id(x))
