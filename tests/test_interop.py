@@ -74,8 +74,8 @@ def test_jaxtyped_with_beartype_checks_shapes():
 
     @jaxtyping.jaxtyped(typechecker=beartype.beartype)
     class Dense(tc.TreeClass):
-        w: jaxtyping.Float[jax.Array, "n m"]
-        b: jaxtyping.Float[jax.Array, " m"]
+        w: jaxtyping.Float[jax.Array, "n m"]  # noqa: F722 (jaxtyping's shape strings)
+        b: jaxtyping.Float[jax.Array, " m"]  # noqa: F722
 
     assert repr(Dense(jnp.ones((3, 2)), jnp.zeros(2))) == "Dense(w=f32[3,2], b=f32[2])"
     with pytest.raises(jaxtyping.TypeCheckError):
@@ -121,7 +121,8 @@ def test_treescope_marks_static_fields():
     assert "act='relu',  # static" in lines
     assert "depth=1,  # static" in lines
     assert not any(line.startswith(("w=", "b=")) and "static" in line for line in lines)
-    assert lines[0].endswith("MLP(") and lines[-1] == ")"  # a generated __init__ rebuilds it
+    assert lines[0].endswith("MLP(")
+    assert lines[-1] == ")"
     assert treescope.render_to_html(MLP([linear()])).startswith("<")  # a notebook's rendering
 
 
@@ -135,17 +136,20 @@ def test_treescope_marks_a_hand_written_init_not_roundtrippable():
             self.w = jnp.ones(n)
 
     shown = treescope.render_to_text(Scale(2), roundtrip_mode=True)
-    assert shown.startswith("<") and shown.endswith(")>")
+    assert shown.startswith("<")
+    assert shown.endswith(")>")
 
 
 def test_import_treeclass_imports_no_display_library():
-    code = "import sys, treeclass; print(sorted({'rich', 'treescope', 'beartype'} & set(sys.modules)))"
+    code = (
+        "import sys, treeclass; print(sorted({'rich', 'treescope', 'beartype'} & set(sys.modules)))"
+    )
     assert run_fresh(code).strip() == "[]"
 
 
 # jax.export
 
-MODELS = '''
+MODELS = """
 import dataclasses
 import jax
 import treeclass as tc
@@ -165,14 +169,19 @@ class Net(tc.TreeClass):
 
     def __call__(self, x):
         return self.act(x @ self.w)
-'''
+"""
 
 
 def run_fresh(code: str, path: pathlib.Path | None = None) -> str:
     where = [str(ROOT), *([str(path)] if path else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(where)}
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, check=False, timeout=120, capture_output=True, text=True
+        [sys.executable, "-c", code],
+        env=env,
+        check=False,
+        timeout=120,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -201,7 +210,14 @@ def test_exported_function_deserializes_in_another_process(tmp_path):
         print(y.tolist(), type(net).__name__, net.config.sizes, sorted(net.config.tags), net.act is jax.nn.relu)
     """
     assert run_fresh(textwrap.dedent(code), tmp_path).split() == [
-        "[3.0,", "3.0]", "Net", "(3,", "2)", "['a',", "'b']", "True"
+        "[3.0,",
+        "3.0]",
+        "Net",
+        "(3,",
+        "2)",
+        "['a',",
+        "'b']",
+        "True",
     ]
 
 
@@ -251,7 +267,8 @@ def test_class_defined_again_serializes_and_the_latest_wins():
     # jax refuses a second registration of a name, so this must not raise.
     pytest.importorskip("flatbuffers")
     first, second = _defined_again(), _defined_again()
-    assert first is not second and first.__qualname__ == second.__qualname__
+    assert first is not second
+    assert first.__qualname__ == second.__qualname__
     for cls in (first, second):
         exported = jax.export.export(jax.jit(lambda m: m))(cls(jnp.ones(2)))
         back = jax.export.deserialize(exported.serialize())
@@ -274,7 +291,8 @@ def test_treeclass_inside_an_equinox_module():
 
     model = Wrapper(linear())
     grads = eqx.filter_grad(lambda m, x: m(x).sum())(model, jnp.ones(64))
-    assert isinstance(grads.inner, Linear) and grads.inner.act == "relu"
+    assert isinstance(grads.inner, Linear)
+    assert grads.inner.act == "relu"
     assert grads.inner.w.shape == (64, 32)
 
 
@@ -289,7 +307,13 @@ def test_repr_indents_an_equinox_layer_that_prints_several_lines():
     inner = repr(layer).splitlines()
     assert len(inner) > 1
     shown = repr(Head(layer)).splitlines()
-    assert shown == ["Head(", f"  layer={inner[0]}", *[f"  {line}" for line in inner[1:-1]], f"  {inner[-1]},", ")"]
+    assert shown == [
+        "Head(",
+        f"  layer={inner[0]}",
+        *[f"  {line}" for line in inner[1:-1]],
+        f"  {inner[-1]},",
+        ")",
+    ]
 
 
 def test_optax_multi_transform_with_a_callable_model():
@@ -304,7 +328,8 @@ def test_optax_multi_transform_with_a_callable_model():
     updates, state = tx.update(grads, state, model)
     assert isinstance(updates, Linear)
     new = tc.apply_updates(model, updates)
-    assert bool((new.b == model.b).all()) and not bool((new.w == model.w).all())
+    assert bool((new.b == model.b).all())
+    assert not bool((new.w == model.w).all())
 
 
 def test_orbax_restores_into_an_abstract_target(tmp_path):
@@ -315,7 +340,8 @@ def test_orbax_restores_into_an_abstract_target(tmp_path):
     target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), model)
     with ocp.StandardCheckpointer() as checkpointer:
         restored = checkpointer.restore(tmp_path / "ckpt", target)
-    assert isinstance(restored, Linear) and tc.tree_equal(restored, model)
+    assert isinstance(restored, Linear)
+    assert tc.tree_equal(restored, model)
 
 
 def test_deserializing_into_a_changed_class_names_the_difference():
@@ -323,5 +349,8 @@ def test_deserializing_into_a_changed_class_names_the_difference():
     exported = jax.export.export(jax.jit(lambda m: m))(_defined_again()(jnp.ones(2)))
     data = exported.serialize()
     _defined_again(static=False)  # the class changed since the export: `n` is dynamic now
-    with pytest.raises(ValueError, match=r"Redefined was exported with static fields \['n'\]; the class here has static fields \[\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"Redefined was exported with static fields \['n'\]; the class here has static fields \[\]",
+    ):
         jax.export.deserialize(data)

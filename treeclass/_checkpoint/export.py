@@ -129,7 +129,8 @@ def _build(name: str, aux: tuple[Any, ...], children: Any) -> Any:
         saved, ours = f"{len(children)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
     obj = object.__new__(cls)
-    obj.__dict__.update({**dict(zip(layout.dynamic, children)), **dict(zip(layout.static, aux))})
+    obj.__dict__.update(zip(layout.dynamic, children, strict=True))
+    obj.__dict__.update(zip(layout.static, aux, strict=True))
     obj.__dict__[FLAT] = (children, aux)
     return obj
 
