@@ -10,6 +10,8 @@ import dataclasses
 import functools
 import json
 import sys
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, Final
 
 import jax
@@ -20,6 +22,7 @@ from treeclass._core.decorator import ON_CLASS
 from treeclass._core.layout import FLAT, Layout, layout_of
 from treeclass._core.show import short_repr
 
+_jax_export: ModuleType | None
 try:  # used only where a class is defined again under a name already registered (below)
     from jax._src.export import _export as _jax_export
 except ImportError:  # pragma: no cover - a jax that moved it; redefined classes go unregistered
@@ -72,7 +75,7 @@ def decode_static(encoded: Any) -> Any:
     if tag == "repr":
         return _lookup(inner) if isinstance(inner, str) else _MISSING
     cls = _BUILTIN.get(tag) or _lookup(tag)
-    if isinstance(inner, dict) and dataclasses.is_dataclass(cls) and isinstance(cls, type):
+    if isinstance(inner, dict) and isinstance(cls, type) and dataclasses.is_dataclass(cls):
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
         value = object.__new__(cls)
         for name, field in inner.items():
@@ -119,19 +122,19 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def _build(name: str, aux: tuple[Any, ...], children: Any) -> Any:
+def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
     """An instance of the latest class of that name, built as its unflatten builds one."""
     cls = _classes[name]
     layout = layout_of(cls)
     assert layout is not None  # registered treeclasses only
-    children = tuple(children)
-    if len(children) != len(layout.dynamic):
-        saved, ours = f"{len(children)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
+    kids = tuple(children)
+    if len(kids) != len(layout.dynamic):
+        saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    obj = object.__new__(cls)
-    obj.__dict__.update(zip(layout.dynamic, children, strict=True))
-    obj.__dict__.update(zip(layout.static, aux, strict=True))
-    obj.__dict__[FLAT] = (children, aux)
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(zip(layout.dynamic, kids, strict=True))
+    obj.__dict__.update(zip(layout.static, aux_data, strict=True))
+    obj.__dict__[FLAT] = (kids, aux_data)
     return obj
 
 
