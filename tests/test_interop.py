@@ -160,6 +160,7 @@ def test_import_treeclass_imports_no_display_library():
 MODELS = """
 import dataclasses
 import jax
+import numpy as np
 import treeclass as tc
 
 
@@ -174,6 +175,7 @@ class Net(tc.TreeClass):
     act: tc.Static[object] = jax.nn.relu
     config: tc.Static[Config] = Config((3, 2), frozenset({"a", "b"}))
     scale: tc.Static[float] = float("inf")
+    dtype: tc.Static[object] = np.dtype("float32")
 
     def __call__(self, x):
         return self.act(x @ self.w)
@@ -215,7 +217,7 @@ def test_exported_function_deserializes_in_another_process(tmp_path):
         from export_models import Net
         exported = jax.export.deserialize(bytearray(open({str(tmp_path / "f.bin")!r}, "rb").read()))
         y, net = exported.call(Net(jnp.ones((3, 2))), jnp.ones(3))
-        print(y.tolist(), type(net).__name__, net.config.sizes, sorted(net.config.tags), net.act is jax.nn.relu)
+        print(y.tolist(), type(net).__name__, net.config.sizes, sorted(net.config.tags), net.act is jax.nn.relu, net.dtype)
     """
     assert run_fresh(textwrap.dedent(code), tmp_path).split() == [
         "[3.0,",
@@ -226,6 +228,7 @@ def test_exported_function_deserializes_in_another_process(tmp_path):
         "['a',",
         "'b']",
         "True",
+        "float32",
     ]
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import jax
 import jax.export
+import numpy as np
 
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._core.decorator import ON_CLASS
@@ -31,7 +32,7 @@ except ImportError:  # pragma: no cover - a jax that moved it; redefined classes
 _MSG_STATIC: Final = """\
 {cls}.{name} holds {value}, which jax.export cannot carry: a static value travels as
 checkpoints write it (numbers, strings, None, tuples, lists, sets, dicts, dataclasses of those,
-and functions or classes defined at a module's top level, found by name where it is loaded).
+NumPy dtypes, and functions or classes defined at a module's top level, found by name).
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
 _MSG_CHANGED: Final = """\
@@ -46,7 +47,7 @@ _classes: dict[str, type] = {}
 
 def _lookup(name: str) -> Any:
     """The object `module.qualname` names, from a module already imported (none is imported)."""
-    parts = name.split(".")
+    parts = ["builtins", *name.split(".")] if "." not in name else name.split(".")
     for i in range(len(parts) - 1, 0, -1):
         module = sys.modules.get(".".join(parts[:i]))
         if module is not None:
@@ -72,6 +73,11 @@ def decode_static(encoded: Any) -> Any:
     [(tag, inner)] = encoded.items()
     if tag == "float":
         return float(inner)
+    if tag == "repr" and isinstance(inner, str) and inner.startswith("dtype("):
+        try:  # `dtype('float32')`, `dtype(bfloat16)`; a structured one is not carried
+            return np.dtype(inner[6:-1].strip("'"))
+        except (TypeError, ValueError):
+            return _MISSING
     if tag == "repr":
         return _lookup(inner) if isinstance(inner, str) else _MISSING
     cls = _BUILTIN.get(tag) or _lookup(tag)
