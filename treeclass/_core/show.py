@@ -118,7 +118,7 @@ def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
     """`__treescope_repr__`: treescope's constructor form, each static field marked `# static`
     (treescope's dataclass fallback shows no difference). Only treescope calls it: treeclass
     never imports treescope, and treescope ships no type information."""
-    from treescope import rendering_parts as parts  # type: ignore[import-untyped]
+    from treescope import rendering_parts as parts
 
     layout = instance_layout(self)
     assert layout is not None  # installed on treeclasses only
