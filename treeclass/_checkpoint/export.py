@@ -43,6 +43,7 @@ _BUILTIN: Final = {"list": list, "set": set, "frozenset": frozenset, "dict": dic
 
 # The latest class of each serialized name: deserializing builds this one.
 _classes: dict[str, type] = {}
+_MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
 
 
 def _lookup(name: str) -> Any:
@@ -56,9 +57,6 @@ def _lookup(name: str) -> Any:
             except AttributeError:
                 return _MISSING
     return _MISSING
-
-
-_MISSING: Final = object()
 
 
 def decode_static(encoded: Any) -> Any:
