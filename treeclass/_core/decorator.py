@@ -105,6 +105,8 @@ def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
     own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
     if repr and "__repr__" not in own:
         _install(cls, __repr__=show.tree_repr)
+    if repr and "__treescope_repr__" not in own:
+        _install(cls, __treescope_repr__=show.treescope_repr)
     if eq and "__eq__" not in own:
         _install(cls, __eq__=tree.eq)
     if eq and ("__hash__" not in own or (own["__hash__"] is None and "__eq__" in own)):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import reprlib
+import threading
 from typing import Any, Final
 
 import jax
@@ -78,8 +78,8 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
         tag = "(numpy)" if numpy else "(traced)" if isinstance(x, jax.core.Tracer) else ""
         return array_name(x.dtype, x.shape) + tag
     parts = _parts(x)
-    if parts is None:
-        return repr(x)
+    if parts is None:  # another library's node (an eqx.nn.Linear) may print several lines
+        return repr(x).replace("\n", "\n" + indent)
     if id(x) in recursion:
         return "..."
     recursion.add(id(x))
@@ -96,6 +96,61 @@ def _repr(x: Any, indent: str, recursion: set[int]) -> str:
         recursion.discard(id(x))
 
 
-@reprlib.recursive_repr()
+_showing = threading.local()  # ids of the instances this thread's tree_repr calls are showing
+
+
 def tree_repr(self: Any) -> str:
-    return _repr(self, "", set())
+    # Not `reprlib.recursive_repr`: rich takes a `__repr__` whose code lives in reprlib for
+    # dataclasses' own and prints every field itself (full arrays), and beartype cannot
+    # resolve the wrapper's annotations in reprlib's namespace. Its guard, kept: a static
+    # whose own __repr__ shows this instance again starts a new call, which sees `showing`.
+    showing: set[int] = _showing.__dict__.setdefault("ids", set())
+    if id(self) in showing:
+        return "..."
+    showing.add(id(self))
+    try:
+        return _repr(self, "", set())
+    finally:
+        showing.discard(id(self))
+
+
+def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
+    """`__treescope_repr__`: treescope's constructor form, each static field marked `# static`
+    (treescope's dataclass fallback shows no difference). Only treescope calls it: treeclass
+    never imports treescope, and treescope ships no type information."""
+    from treescope import rendering_parts as parts
+
+    layout = instance_layout(self)
+    assert layout is not None  # installed on treeclasses only
+    names = [f.name for f in layout.fields if f.repr]
+    lines = []
+    for i, name in enumerate(names):
+        child = None if path is None else f"{path}.{name}"
+        last = i == len(names) - 1
+        comma = parts.fold_condition(expanded=parts.text(",")) if last else parts.siblings(
+            ",", parts.fold_condition(collapsed=parts.text(" "))
+        )
+        mark = parts.text("  # static" if name in layout.static else "")
+        lines.append(
+            parts.build_full_line_with_annotations(
+                parts.siblings_with_annotations(
+                    f"{name}=", subtree_renderer(self.__dict__.get(name, _UNSET), path=child)
+                ),
+                comma,
+                parts.fold_condition(expanded=parts.comment_color(mark)),
+            )
+        )
+    # Roundtrip mode shows `<MLP(...)>` where calling the class with the fields would not
+    # rebuild the instance: a hand-written `__init__`, or a field that `__init__` does not take.
+    exact = layout.user_init is None and all(f.init for f in layout.fields)
+    around = ("", "") if exact else ("<", ">")
+    return parts.build_foldable_tree_node_from_children(
+        prefix=parts.siblings(
+            parts.roundtrip_condition(roundtrip=parts.text(around[0])),
+            parts.maybe_qualified_type_name(type(self)),
+            "(",
+        ),
+        children=lines,
+        suffix=parts.siblings(")", parts.roundtrip_condition(roundtrip=parts.text(around[1]))),
+        path=path,
+    )

@@ -1,0 +1,168 @@
+"""Treeclasses in `jax.export`: every class is registered for serialization when it is created
+(`ON_CLASS`), so `Exported.serialize()` and `jax.export.deserialize` take functions whose
+arguments or results are treeclasses. A class travels as `module.qualname`, its static values
+in the JSON form checkpoints write (`manifest.encode_static`), read back without running code:
+functions, classes and dataclasses are looked up by name among the modules already imported."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Final
+
+import jax
+import jax.export
+import numpy as np
+
+from treeclass._checkpoint.manifest import canonical, encode_static
+from treeclass._core.decorator import ON_CLASS
+from treeclass._core.layout import FLAT, Layout, layout_of
+from treeclass._core.show import short_repr
+
+_jax_export: ModuleType | None
+try:  # used only where a class is defined again under a name already registered (below)
+    from jax._src.export import _export as _jax_export
+except ImportError:  # pragma: no cover - a jax that moved it; redefined classes go unregistered
+    _jax_export = None
+
+_MSG_STATIC: Final = """\
+{cls}.{name} holds {value}, which jax.export cannot carry: a static value travels as
+checkpoints write it (numbers, strings, None, tuples, lists, sets, dicts, dataclasses of those,
+NumPy dtypes, and functions or classes defined at a module's top level, found by name).
+Make it one of those, e.g. a string naming the choice that a method maps to the object."""
+
+_MSG_CHANGED: Final = """\
+{cls} was exported with {saved}; the class here has {ours}. Export the function again
+with this definition of {cls}, or deserialize it where the class is defined as it was."""
+
+_BUILTIN: Final = {"list": list, "set": set, "frozenset": frozenset, "dict": dict}
+
+# The latest class of each serialized name: deserializing builds this one.
+_classes: dict[str, type] = {}
+_MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
+
+
+def _lookup(name: str) -> Any:
+    """The object `module.qualname` names, from a module already imported (none is imported)."""
+    parts = ["builtins", *name.split(".")] if "." not in name else name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:i]))
+        if module is not None:
+            try:
+                return functools.reduce(getattr, parts[i:], module)
+            except AttributeError:
+                return _MISSING
+    return _MISSING
+
+
+def decode_static(encoded: Any) -> Any:
+    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt."""
+    if not isinstance(encoded, dict | list):
+        return encoded
+    if isinstance(encoded, list):
+        items = [decode_static(v) for v in encoded]
+        return _MISSING if any(v is _MISSING for v in items) else tuple(items)
+    if len(encoded) != 1:
+        return _MISSING
+    [(tag, inner)] = encoded.items()
+    if tag == "float":
+        return float(inner)
+    if tag == "repr" and isinstance(inner, str) and inner.startswith("dtype("):
+        try:  # `dtype('float32')`, `dtype(bfloat16)`; a structured one is not carried
+            return np.dtype(inner[6:-1].strip("'"))
+        except (TypeError, ValueError):
+            return _MISSING
+    if tag == "repr":
+        return _lookup(inner) if isinstance(inner, str) else _MISSING
+    cls = _BUILTIN.get(tag) or _lookup(tag)
+    if isinstance(inner, dict) and isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
+        value = object.__new__(cls)
+        for name, field in inner.items():
+            object.__setattr__(value, name, decode_static(field))
+        return value
+    if isinstance(inner, list) and isinstance(cls, type):
+        items = [decode_static(v) for v in inner]
+        return _MISSING if any(v is _MISSING for v in items) else cls(items)
+    return _MISSING
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 (a value whose == raises is not carried either)
+        return False
+
+
+def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
+    encoded = {}
+    for name, value in zip(layout.static, aux, strict=True):
+        encoded[name] = encode_static(value)
+        if not _same(decode_static(encoded[name]), value):
+            cls = layout.cls.__name__
+            raise ValueError(_MSG_STATIC.format(cls=cls, name=name, value=short_repr(value)))
+    return canonical(encoded).encode()
+
+
+def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
+    layout = layout_of(_classes[name])
+    assert layout is not None  # registered treeclasses only
+    encoded = json.loads(data)
+    if sorted(encoded) != sorted(layout.static):
+        saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
+        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
+    values = []
+    for field in layout.static:
+        value = decode_static(encoded[field])
+        if value is _MISSING:
+            msg = f"{name}.{field}: the exported static value {encoded[field]} names nothing"
+            msg += " in the modules imported here; import the module that defines it first."
+            raise ValueError(msg)
+        values.append(value)
+    return tuple(values)
+
+
+def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
+    """An instance of the latest class of that name, built as its unflatten builds one."""
+    cls = _classes[name]
+    layout = layout_of(cls)
+    assert layout is not None  # registered treeclasses only
+    kids = tuple(children)
+    if len(kids) != len(layout.dynamic):
+        saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
+        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(zip(layout.dynamic, kids, strict=True))
+    obj.__dict__.update(zip(layout.static, aux_data, strict=True))
+    obj.__dict__[FLAT] = (kids, aux_data)
+    return obj
+
+
+def register(cls: type) -> None:
+    layout = layout_of(cls)
+    assert layout is not None  # called with new treeclasses only
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    serialize = functools.partial(_serialize, layout)
+    if name in _classes:
+        # A class defined again under the same name (a notebook cell run twice): the latest
+        # wins. jax refuses a second registration of a name and offers no way to replace one,
+        # so the new class is added to its table of serializers as the public call would.
+        _classes[name] = cls
+        if _jax_export is not None:
+            _jax_export.serialization_registry[cls] = (name, serialize)
+        return
+    _classes[name] = cls
+    jax.export.register_pytree_node_serialization(
+        cls,
+        serialized_name=name,
+        serialize_auxdata=serialize,
+        deserialize_auxdata=functools.partial(_deserialize, name),
+        from_children=functools.partial(_build, name),
+    )
+
+
+ON_CLASS.append(register)
