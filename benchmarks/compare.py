@@ -144,7 +144,9 @@ def pln_table(quick: bool) -> Table:
     note = f"data: {out['label']}; {rounds} interleaved rounds in one process per dtype"
     if "pyPLNmodels" not in out:
         note += "; pyPLNmodels not installed (pip install '.[compare]'): ours only"
-    return Table(f"PLN fit to the optimum vs pyPLNmodels [{rounds} rounds]", header, tuple(rows), note)
+    return Table(
+        f"PLN fit to the optimum vs pyPLNmodels [{rounds} rounds]", header, tuple(rows), note
+    )
 
 
 def run(quick: bool) -> list[Table]:
