@@ -5,9 +5,9 @@ one that is missing is left out, with a note in its table.
 - PLN, time to the optimum per dtype (`--quick`: float32 only): examples/pln_profiled.py's
   fit (one compiled call, stopped by its tolerance) against `pyPLNmodels.Pln.fit()`
   (its default 400 Rprop iterations), on the oaks data when pyPLNmodels can load them.
-  Each dtype runs in a child process (float64 needs `jax_enable_x64`, process-wide),
-  twice with one fresh persistent compilation cache: the second shows what the cache
-  does to the end-to-end time.
+  Each dtype runs in a child process (float64 needs `jax_enable_x64`, process-wide), in
+  which both sides are timed in interleaved rounds, as every other figure here: the
+  medians, their spread and the per-round ratio.
 - LIF: `example_models.lif_table(quick, "brainpy")`, against brainpy's `bm.for_loop`
   under `bm.jit` and its `DSRunner`.
 """
@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -48,101 +45,108 @@ def _pln_data() -> Any:
     return pln.simulate(116, 114, 1)
 
 
-def pln_worker(dtype: str) -> None:
-    """In a child process: fit, print one JSON line."""
+ROUNDS = {True: 3, False: 9}
+"""Interleaved rounds of the PLN fits (`--quick`, full): each round times one fit of
+each side, back to back, the side going first alternating."""
+
+
+def _pypln_fit(dtype: str) -> tuple[Any, float]:
+    """One pyPLNmodels fit on oaks with its defaults (400 Rprop iterations, lr 0.01): a
+    new model each time, its construction untimed; the fitted model and the seconds."""
+    import torch
+    from pyPLNmodels import Pln, load_oaks
+
+    torch.set_default_dtype(torch.float64 if dtype == "float64" else torch.float32)
+    oaks = load_oaks()
+    pln = Pln(oaks["endog"], offsets=oaks["offsets"])
+    if dtype == "float64":  # it casts its data to float32; cast them back
+        for name in ("_endog", "_exog", "_offsets"):
+            setattr(pln, name, getattr(pln, name).double())
+    t0 = time.perf_counter()
+    pln.fit(verbose=False)
+    return pln, time.perf_counter() - t0
+
+
+def pln_worker(dtype: str, rounds: int) -> None:
+    """In a child process (float64 needs `jax_enable_x64`, process-wide): our fit and
+    pyPLNmodels' (when installed) in interleaved rounds; prints one JSON line with every
+    round's seconds, so the parent reports medians, spread and per-round ratios."""
     import jax
 
     if dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    data = _pln_data()
-    model = example("pln_profiled").ProfiledPLN.from_data(data.Y, data.O, data.X, jnp.dtype(dtype))
-    fit = _timing.program(model.fit, MAX_ITER, TOL)
-    times = [fit(1) for _ in range(4)]  # one call each; the first compiles
-    fitted = model.fit(MAX_ITER, TOL)
-    out = {"first_s": times[0], "run_s": statistics.median(times[1:]), "label": data.label}
-    print(json.dumps({**out, "iterations": int(fitted.iteration), "elbo": float(fitted.elbo)}))
+    peer = _has("pyPLNmodels") and _has("torch")
+    with warnings.catch_warnings():  # pyPLNmodels' pkg_resources import, open CSV files
+        warnings.simplefilter("ignore")
+        data = _pln_data()
+        model = example("pln_profiled").ProfiledPLN.from_data(
+            data.Y, data.O, data.X, jnp.dtype(dtype)
+        )
+        ours = _timing.program(model.fit, MAX_ITER, TOL)
+        first_s = ours(1)  # the compile, and the first run
+        sides: dict[str, Any] = {"treeclass": lambda: ours(1)}
+        if peer:
+            sides["pyPLNmodels"] = lambda: _pypln_fit(dtype)[1]
+        samples: dict[str, list[float]] = {name: [] for name in sides}
+        for r in range(rounds):
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for name in order:
+                samples[name].append(sides[name]())
+        fitted = model.fit(MAX_ITER, TOL)
+        out: dict[str, Any] = {"label": data.label, "first_s": first_s, "samples": samples}
+        out["treeclass"] = {"iterations": int(fitted.iteration), "elbo": float(fitted.elbo)}
+        if peer:
+            pln, _ = _pypln_fit(dtype)
+            iterations = len(pln._elbo_criterion_monitor.elbo_list)
+            out["pyPLNmodels"] = {"iterations": iterations, "elbo": float(pln.elbo)}
+    print(json.dumps(out))
 
 
-def _child(dtype: str, cache: str) -> dict[str, Any]:
-    """Runs `pln_worker(dtype)` in a fresh process with the compilation cache `cache`."""
-    env = {
-        **os.environ,
-        "JAX_COMPILATION_CACHE_DIR": cache,
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-    }
-    code = f"from benchmarks.compare import pln_worker; pln_worker({dtype!r})"
-    t0 = time.perf_counter()
+def _child(dtype: str, rounds: int) -> dict[str, Any]:
+    """Runs `pln_worker(dtype, rounds)` in a fresh process."""
+    code = f"from benchmarks.compare import pln_worker; pln_worker({dtype!r}, {rounds})"
     result = subprocess.run(  # noqa: S603 - this interpreter, our own code
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
         check=True,
-        timeout=1200,
+        timeout=3600,
     )
     out: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    out["process_s"] = time.perf_counter() - t0
     return out
-
-
-def _pypln(dtype: str) -> dict[str, Any]:
-    """pyPLNmodels' own fit on oaks, its defaults (400 Rprop iterations, lr 0.01): the
-    median of 3 fits."""
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from pyPLNmodels import Pln, load_oaks
-
-        oaks = load_oaks()
-        torch.set_default_dtype(torch.float64 if dtype == "float64" else torch.float32)
-        times = []
-        for _ in range(3):  # a new model each time, construction untimed; the median
-            pln = Pln(oaks["endog"], offsets=oaks["offsets"])
-            if dtype == "float64":  # it casts its data to float32; cast them back
-                for name in ("_endog", "_exog", "_offsets"):
-                    setattr(pln, name, getattr(pln, name).double())
-            t0 = time.perf_counter()
-            pln.fit(verbose=False)
-            times.append(time.perf_counter() - t0)
-        torch.set_default_dtype(torch.float32)
-    iterations = len(pln._elbo_criterion_monitor.elbo_list)
-    return {"run_s": statistics.median(times), "iterations": iterations, "elbo": float(pln.elbo)}
-
-
-def _row(
-    name: str, fit: dict[str, Any], speed_up: str, on_oaks: bool, *cache: str
-) -> tuple[str, ...]:
-    """One fit's cells; `cache`: the cells of the cold and warm processes (ours only)."""
-    gap = f"{fit['elbo'] - OAKS_OPTIMUM:+.3f}" if on_oaks else "-"
-    cells = (f"{fit['run_s']:.3f}", speed_up, str(fit["iterations"]), f"{fit['elbo']:.2f}", gap)
-    return (name, *cells, *(cache or ("-", "-", "-")))
 
 
 def pln_table(quick: bool) -> Table:
     print("  PLN fit vs pyPLNmodels ...", file=sys.stderr, flush=True)
-    peer = _has("pyPLNmodels") and _has("torch")
+    rounds = ROUNDS[quick]
     rows = []
+    out: dict[str, Any] = {}
     for dtype in ("float32",) if quick else ("float32", "float64"):
-        with tempfile.TemporaryDirectory() as cache:
-            cold, warm = _child(dtype, cache), _child(dtype, cache)
-        processes = f"{cold['process_s']:.1f} / {warm['process_s']:.1f}"
-        cells = (f"{cold['first_s']:.2f}", processes, f"{warm['first_s']:.2f}")
-        theirs = _pypln(dtype) if peer else None
-        speed_up = f"{theirs['run_s'] / cold['run_s']:.1f}" if theirs else "-"
-        rows.append(_row(f"treeclass {dtype}", cold, speed_up, peer, *cells))
-        if theirs:
-            rows.append(_row(f"pyPLNmodels {dtype}", theirs, "1.0", True))
-    header = ("fit", "time to optimum s", "speed-up", "iterations", "final ELBO", "- optimum")
-    header += ("first call s", "process s cold / warm cache", "first call s, warm cache")
-    note = f"data: {cold['label']}"
-    if not peer:
+        out = _child(dtype, rounds)
+        stats = _timing.summarise(out["samples"], baseline="treeclass")
+        for name, st in stats.items():
+            low, high = st.iqr
+            ratio_low, ratio_high = st.ratio_iqr
+            fit = out[name]
+            on_oaks = "pyPLNmodels" in stats
+            gap = f"{fit['elbo'] - OAKS_OPTIMUM:+.3f}" if on_oaks else "-"
+            first = f"{out['first_s']:.2f}" if name == "treeclass" else "-"
+            rows.append((
+                f"{name} {dtype}", f"{st.median:.3f}", f"{low:.3f}-{high:.3f}",
+                f"{st.ratio:.1f}", f"{ratio_low:.1f}-{ratio_high:.1f}",
+                str(fit["iterations"]), f"{fit['elbo']:.2f}", gap, first,
+            ))  # fmt: skip
+    header = ("fit", "median s", "IQR s", "x treeclass", "ratio IQR", "iterations")
+    header += ("final ELBO", "- optimum", "first call s")
+    note = f"data: {out['label']}; {rounds} interleaved rounds in one process per dtype"
+    if "pyPLNmodels" not in out:
         note += "; pyPLNmodels not installed (pip install '.[compare]'): ours only"
-    return Table("PLN fit to the optimum vs pyPLNmodels", header, tuple(rows), note)
+    return Table(
+        f"PLN fit to the optimum vs pyPLNmodels [{rounds} rounds]", header, tuple(rows), note
+    )
 
 
 def run(quick: bool) -> list[Table]:
