@@ -16,6 +16,7 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
 from treeclass._core.show import short_repr
+from treeclass._core.walk import KeyPath, children, path_str
 
 # Hashable and compared by value: the per-value check skips these exact types.
 TRUSTED_STATIC_TYPES: Final = frozenset(
@@ -33,6 +34,20 @@ an array can do neither (under jit it would be a tracer). Either
 or store a hashable Python value instead of the array:
 
     {cls}(..., {name}=float(x))            # or tuple(x.tolist()) for a vector"""
+
+_MSG_STATIC_ARRAY_INSIDE: Final = """\
+{cls}.{name} is a static field but holds {kind} at {path} ({summary}).
+
+A static value is part of the treedef: every array in it would be a compile-time
+constant, never traced, never differentiated, and each new value a recompile. Make the
+field dynamic (drop tc.Static / tc.static), so its arrays are leaves:
+
+    {name}: tuple[Any, ...]                     # layers and all: a pytree child
+
+A plain function among the layers (jax.nn.relu) is then a leaf JAX cannot trace; wrap
+just the function, which puts it in the treedef with no leaves:
+
+    {name}=(Linear(...), jax.tree_util.Partial(jax.nn.relu), Linear(...))"""
 
 _MSG_STATIC_UNHASHABLE: Final = """\
 {cls}.{name} is a static field but holds an unhashable {type} ({value}).
@@ -100,6 +115,7 @@ _ARRAY_KINDS: Final = {
     jax.Array: "a jax.Array",
     np.ndarray: "a numpy.ndarray",
 }
+_ARRAY_TYPES: Final = tuple(_ARRAY_KINDS)
 
 
 def _identity_compared(value: object) -> str | None:
@@ -142,18 +158,44 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
     return None
 
 
-def check_static(cls: type, name: str, value: object, *, top: bool = True) -> None:
-    """Raises `TypeError` if `value` cannot be a static value; warns once (`top`) if it
-    or an item compares by identity. Recurses into tuples and frozensets."""
+# Never a pytree node nor an array: the deep check stops here without asking JAX.
+_OPAQUE: Final = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum)
+
+
+def _array_in(value: object, path: KeyPath) -> tuple[KeyPath, object] | None:
+    """The first array in `value` (tuples, lists, dicts, frozensets, NamedTuples,
+    treeclasses and any pytree JAX flattens), with its key path; None if there is none."""
+    if type(value) in TRUSTED_STATIC_TYPES or isinstance(value, _OPAQUE):
+        return None
+    if isinstance(value, _ARRAY_TYPES):
+        return path, value
+    below: Iterable[tuple[Any, object]]
+    if isinstance(value, frozenset):  # a leaf to JAX; its items have no key
+        below = ((None, item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+    elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
+        below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())  # pyright: ignore[reportUnknownVariableType]
+    else:
+        below = children(value) or ()
+    for key, child in below:
+        found = _array_in(child, path if key is None else (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def check_static(cls: type, name: str, value: object) -> None:
+    """Raises `TypeError` if `value` cannot be a static value: an array anywhere in it
+    (named by path), or unhashable; warns once if it or an item compares by identity."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
-    kind = next((k for t, k in _ARRAY_KINDS.items() if isinstance(value, t)), None)
-    if kind is not None:
-        summary = f"shape {getattr(value, 'shape', '?')}, dtype {getattr(value, 'dtype', '?')}"
-        msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
-        raise TypeError(msg)
-    for item in _items(value):
-        check_static(cls, name, item, top=False)
+    found = _array_in(value, ())
+    if found is not None:
+        path, array = found
+        kind = next(k for t, k in _ARRAY_KINDS.items() if isinstance(array, t))
+        summary = f"shape {getattr(array, 'shape', '?')}, dtype {getattr(array, 'dtype', '?')}"
+        where = path_str(f"{cls.__name__}.{name}", path)
+        template = _MSG_STATIC_ARRAY if not path else _MSG_STATIC_ARRAY_INSIDE
+        raise TypeError(template.format(cls=cls.__name__, name=name, kind=kind, summary=summary, path=where))
     try:
         hash(value)
     except TypeError:
@@ -161,9 +203,9 @@ def check_static(cls: type, name: str, value: object, *, top: bool = True) -> No
             cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
         )
         raise TypeError(msg) from None
-    found = _identity_item(value, name) if top else None
-    if found is not None:
-        at, what = found
+    found_identity = _identity_item(value, name)
+    if found_identity is not None:
+        at, what = found_identity
         what += "" if at == name else f" ({cls.__name__}.{at})"
         msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what, const=name.upper())
         # stacklevel 4: check_static <- generated __init__/replace <- the user's call.
