@@ -15,6 +15,7 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
+from treeclass._core.layout import FLAT, instance_layout
 from treeclass._core.show import short_repr
 from treeclass._core.walk import KeyPath, children, path_str
 
@@ -152,6 +153,8 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
         return at, what
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(_items(value)):
+        if type(item) in TRUSTED_STATIC_TYPES:
+            continue
         sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
         if (found := _identity_item(item, sub)) is not None:
             return found
@@ -159,27 +162,45 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
 
 
 # Never a pytree node nor an array: the deep check stops here without asking JAX.
-_OPAQUE: Final = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum)
+# (`jax.jit(f)` is a PjitFunction, `jax.nn.relu` a custom_jvp: activations often stand here.)
+# Not functools.partial: jax.tree_util.Partial is one, and a pytree whose arguments are leaves.
+_OPAQUE: Final = (
+    type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum,
+    jax.custom_jvp, jax.custom_vjp, type(jax.jit(abs)),
+)  # fmt: skip
 
 
-def _array_in(value: object, path: KeyPath) -> tuple[KeyPath, object] | None:
+def _array_in(value: object) -> tuple[KeyPath, object] | None:
     """The first array in `value` (tuples, lists, dicts, frozensets, NamedTuples,
-    treeclasses and any pytree JAX flattens), with its key path; None if there is none."""
-    if type(value) in TRUSTED_STATIC_TYPES or isinstance(value, _OPAQUE):
+    treeclasses and any pytree JAX flattens), with its key path; None if there is none.
+    Keys are made only for the path found: the check runs at every construction."""
+    below: Iterable[tuple[Any, object]]
+    if isinstance(value, _OPAQUE):
         return None
     if isinstance(value, _ARRAY_TYPES):
-        return path, value
-    below: Iterable[tuple[Any, object]]
-    if isinstance(value, frozenset):  # a leaf to JAX; its items have no key
-        below = ((None, item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+        return (), value
+    if isinstance(value, tuple | list | frozenset):
+        if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
+            below = ((None, item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+        elif names := getattr(value, "_fields", None):  # a NamedTuple: JAX's key is the name
+            below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        else:
+            below = ((i, item) for i, item in enumerate(value))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
         below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())  # pyright: ignore[reportUnknownVariableType]
+    elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
+        below = zip(map(jax.tree_util.GetAttrKey, layout.dynamic), getattr(value, FLAT)[0], strict=True)
     else:
         below = children(value) or ()
-    for key, child in below:
-        found = _array_in(child, path if key is None else (*path, key))
+    for key, item in below:
+        if type(item) in TRUSTED_STATIC_TYPES:
+            continue
+        found = _array_in(item)
         if found is not None:
-            return found
+            path, array = found
+            if isinstance(key, int):
+                key = jax.tree_util.SequenceKey(key)
+            return (path if key is None else (key, *path)), array
     return None
 
 
@@ -188,7 +209,7 @@ def check_static(cls: type, name: str, value: object) -> None:
     (named by path), or unhashable; warns once if it or an item compares by identity."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
-    found = _array_in(value, ())
+    found = _array_in(value)
     if found is not None:
         path, array = found
         kind = next(k for t, k in _ARRAY_KINDS.items() if isinstance(array, t))
