@@ -8,12 +8,11 @@ The three spellings of a static field take and refuse the same options alike."""
 
 import sys
 import types
-from typing import Annotated, Any, Optional, Union
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import pytest
-import typing_extensions
 from forms import FORMS, Form
 from hypothesis import given
 from hypothesis import strategies as st

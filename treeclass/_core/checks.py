@@ -181,13 +181,13 @@ def _array_in(value: object) -> tuple[KeyPath, object] | None:
         return (), value
     if isinstance(value, tuple | list | frozenset):
         if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
-            below = ((None, item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+            below = ((None, item) for item in value)
         elif names := getattr(value, "_fields", None):  # a NamedTuple: JAX's key is the name
-            below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))
         else:
-            below = ((i, item) for i, item in enumerate(value))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            below = ((i, item) for i, item in enumerate(value))
     elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
-        below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())  # pyright: ignore[reportUnknownVariableType]
+        below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
     elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
         below = zip(map(jax.tree_util.GetAttrKey, layout.dynamic), getattr(value, FLAT)[0], strict=True)
     else:

@@ -4,8 +4,9 @@ applied, and defaults are checked, naming `Class.field`."""
 
 from __future__ import annotations
 
-import ast
+import builtins
 import collections
+import copy
 import dataclasses
 import inspect
 import re
@@ -69,7 +70,22 @@ class _Nested(Exception):  # noqa: N818 - a signal inside this module, never rai
     """`Static` inside a type treeclass does not look into (`list[...]`)."""
 
 
-def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
+class _Undefined:
+    """What a name not defined yet stands for while a string annotation is evaluated (as
+    Python 3.14's annotationlib does for forward references), so the rest still decides:
+    `tc.Static[Later]` is static, `tuple[Later, ...]` dynamic; where the name itself would
+    decide (`Later | None`: an alias of Static?), `_Finder.find` raises naming the field."""
+
+    def __class_getitem__(cls, item: object) -> type:
+        return cls
+
+
+class _Names(collections.ChainMap[str, Any]):
+    def __missing__(self, key: str) -> Any:
+        return getattr(builtins, key) if hasattr(builtins, key) else type(key, (_Undefined,), {})
+
+
+def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
     """The globals and locals the string annotations of `cls` were written in: those of
     the code running the class statement, then the class, its namespace, the locals of
     every frame on the stack in those globals (innermost first), and the module's.
@@ -83,9 +99,9 @@ def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
     frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
     ours = [f for f in frames if f.f_globals.get("__name__") == cls.__module__] or frames[:1]
     globals_ = ours[0].f_globals if ours else {}
-    module = sys.modules.get(cls.__module__)
+    module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
     scopes = [dict(f.f_locals) for f in frames if f.f_globals is globals_ and f.f_locals is not globals_]
-    return globals_, collections.ChainMap({cls.__name__: cls}, dict(vars(cls)), *scopes, vars(module) if module else {})
+    return globals_, _Names({cls.__name__: cls}, dict(vars(cls)), *scopes, module, globals_)
 
 
 class _Finder:
@@ -96,7 +112,7 @@ class _Finder:
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        self.scopes: tuple[dict[str, Any], Any] | None = None  # read from frames when needed
+        self.scopes: tuple[dict[str, Any], _Names] | None = None  # read from frames when needed
 
     def find(self, a: Any, outer: str | None, seen: frozenset[int] = frozenset()) -> bool:
         origin = typing.get_origin(a)
@@ -108,7 +124,7 @@ class _Finder:
             try:
                 value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
             except NameError as e:
-                return self._unresolved(f"NameError: {e}", outer)
+                return _unresolved(f"NameError: {e}", outer)
             return self.find(value, outer, seen | {id(a)})
         if origin is typing.Annotated:
             if any(m is STATIC_MARKER for m in a.__metadata__):
@@ -117,7 +133,9 @@ class _Finder:
                 return True
             return self.find(a.__origin__, outer, seen)
         if isinstance(a, str | typing.ForwardRef):
-            return self.text(a if isinstance(a, str) else a.__forward_arg__, outer, seen)
+            return self.find(self._eval(a if isinstance(a, str) else a.__forward_arg__, outer), outer, seen)
+        if isinstance(a, type) and issubclass(a, _Undefined):
+            return _unresolved(f"NameError: name {a.__name__!r} is not defined", outer)
         if origin is typing.Literal:
             return False
         if origin in _UNIONS:
@@ -128,56 +146,22 @@ class _Finder:
                 self.find(x, inner, seen)
         return False
 
-    def text(self, text: str, outer: str | None, seen: frozenset[int]) -> bool:
-        """`find` on an annotation written as a string, evaluated where the class was written."""
-        try:
-            node = ast.parse(text, mode="eval").body
-        except SyntaxError as e:
-            return self._unresolved(f"SyntaxError: {e.msg}", outer)
-        return self._node(node, outer, seen)
-
-    def _eval(self, node: ast.expr) -> Any:
+    def _eval(self, text: str, outer: str | None) -> Any:
+        """An annotation written as a string, evaluated where the class was written."""
         if self.scopes is None:
             self.scopes = _scopes(self.cls)
-        return eval(compile(ast.Expression(node), "<annotation>", "eval"), *self.scopes)  # noqa: S307
-
-    def _node(self, node: ast.expr, outer: str | None, seen: frozenset[int]) -> bool:
-        """The parts of an annotation that does not evaluate as a whole (`tc.Static[Later]`,
-        `Later | None`): each evaluated on its own, so `Static` is found in them still."""
         try:
-            return self.find(self._eval(node), outer, seen)
-        except (_Nested, _Unresolved):
-            raise
-        except Exception as e:  # noqa: BLE001 - any failure: look at the parts, else name the field
-            error = f"{type(e).__name__}: {e}"
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return any([self._node(node.left, outer, seen), self._node(node.right, outer, seen)])
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return self.text(node.value, outer, seen)
-        if isinstance(node, ast.Subscript):
-            try:
-                head = self._eval(node.value)
-            except Exception:  # noqa: BLE001 - the head is unknown: named below
-                return self._unresolved(error, outer)
-            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if self.find(head, outer, seen):  # tc.Static[Later]
-                return True
-            if head is typing.Annotated:
-                return self._node(parts[0], outer, seen)
-            if head in (typing.Optional, typing.Union):
-                return any([self._node(p, outer, seen) for p in parts])
-            for p in parts:
-                self._node(p, outer or _type_name(head), seen)
-            return False
-        return self._unresolved(error, outer)
+            return eval(text, *self.scopes)  # noqa: S307 - the class's own annotation
+        except Exception as e:  # noqa: BLE001 - a syntax error, a missing attribute: name the field
+            return _unresolved(f"{type(e).__name__}: {e}", outer)
 
-    @staticmethod
-    def _unresolved(error: str, outer: str | None) -> bool:
-        # Where Static would be refused anyway (`list[Later]`), an unknown name is a forward
-        # reference like any other: the field is dynamic.
-        if outer is not None:
-            return False
-        raise _Unresolved(error)
+
+def _unresolved(error: str, outer: str | None) -> bool:
+    # Where Static would be refused anyway (`list[Later]`), an unknown name is a forward
+    # reference like any other: the field is dynamic.
+    if outer is not None:
+        return False
+    raise _Unresolved(error)
 
 
 def _type_name(a: Any) -> str:
@@ -212,19 +196,14 @@ def _mark_static_annotations(cls: type) -> None:
                 raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=e)) from None
             is_static = False
         if isinstance(value, dataclasses.Field):
-            if is_static and not value.metadata.get(STATIC, False):
+            f: dataclasses.Field[Any] = value
+            if is_static and not f.metadata.get(STATIC, False):
                 # A copy: the same field() object may stand in another class, dynamic there.
-                value = dataclasses.field(
-                    default=value.default,
-                    default_factory=value.default_factory,
-                    init=value.init,
-                    repr=value.repr,
-                    kw_only=value.kw_only,
-                    metadata={**value.metadata, STATIC: True},
-                )  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
-                setattr(cls, name, value)
-            if value.metadata.get(STATIC, False):
-                _check_options(cls, name, value)
+                f = copy.copy(f)
+                f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+                setattr(cls, name, f)
+            if f.metadata.get(STATIC, False):
+                _check_options(cls, name, f)
         elif is_static:
             setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
 
