@@ -219,7 +219,7 @@ def static(
     >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
-    ...     shape: tuple[int, ...] = tc.static(default=[2], converter=tuple)
+    ...     shape: tuple[int, ...] = tc.static(default=(2,), converter=tuple)
     >>> leaves, treedef = jax.tree.flatten(Neuron(jnp.zeros(2)))
     >>> len(leaves), treedef.unflatten(leaves).tau, Neuron(jnp.zeros(2), shape=[2, 3]).shape
     (1, 20.0, (2, 3))
