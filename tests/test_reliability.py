@@ -155,10 +155,11 @@ def test_field_rejects_malformed_axes(axes: Any):
         tc.field(axes=axes)
 
 
-def test_static_takes_no_axes():
-    # field(static=True, axes=...) is pinned in test_sharding.py.
-    with pytest.raises(TypeError, match=r"static\(\) got an unexpected keyword argument 'axes'"):
-        tc.static(axes=("batch",))  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+def test_static_refuses_unknown_keywords_as_python_does():
+    # axes= and trainable= are refused at class creation, naming the field
+    # (tests/test_static_annotations.py, the one rule of static fields).
+    with pytest.raises(TypeError, match=r"static\(\) got an unexpected keyword argument 'axis'"):
+        tc.static(axis=("batch",))  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
 
 
 def test_field_rejects_non_mapping_metadata_clearly():

@@ -215,8 +215,11 @@ def test_shardings_fit_every_generated_class(inst: Instance):
 
 
 def test_axes_on_static_field_rejected():
-    with pytest.raises(TypeError, match=r"a static field has none\. Drop axes="):
-        tc.field(static=True, default=1, axes=("batch",))
+    with pytest.raises(TypeError, match=r"^A\.n is static and declared axes=\.\.\.\. axes= names the axes"):
+
+        @tc.treeclass
+        class A:
+            n: int = tc.field(static=True, default=1, axes=("batch",))
 
 
 def test_more_axes_than_dimensions_rejected():

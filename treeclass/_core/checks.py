@@ -15,7 +15,9 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
+from treeclass._core.layout import FLAT, instance_layout
 from treeclass._core.show import short_repr
+from treeclass._core.walk import KeyPath, children, path_str
 
 # Hashable and compared by value: the per-value check skips these exact types.
 TRUSTED_STATIC_TYPES: Final = frozenset(
@@ -33,6 +35,20 @@ an array can do neither (under jit it would be a tracer). Either
 or store a hashable Python value instead of the array:
 
     {cls}(..., {name}=float(x))            # or tuple(x.tolist()) for a vector"""
+
+_MSG_STATIC_ARRAY_INSIDE: Final = """\
+{cls}.{name} is a static field but holds {kind} at {path} ({summary}).
+
+A static value is part of the treedef: every array in it would be a compile-time
+constant, never traced, never differentiated, and each new value a recompile. Make the
+field dynamic (drop tc.Static / tc.static), so its arrays are leaves:
+
+    {name}: tuple[Any, ...]                     # layers and all: a pytree child
+
+A plain function among the layers (jax.nn.relu) is then a leaf JAX cannot trace; wrap
+just the function, which puts it in the treedef with no leaves:
+
+    {name}=(Linear(...), jax.tree_util.Partial(jax.nn.relu), Linear(...))"""
 
 _MSG_STATIC_UNHASHABLE: Final = """\
 {cls}.{name} is a static field but holds an unhashable {type} ({value}).
@@ -100,6 +116,7 @@ _ARRAY_KINDS: Final = {
     jax.Array: "a jax.Array",
     np.ndarray: "a numpy.ndarray",
 }
+_ARRAY_TYPES: Final = tuple(_ARRAY_KINDS)
 
 
 def _identity_compared(value: object) -> str | None:
@@ -136,24 +153,70 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
         return at, what
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(_items(value)):
+        if type(item) in TRUSTED_STATIC_TYPES:
+            continue
         sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
         if (found := _identity_item(item, sub)) is not None:
             return found
     return None
 
 
-def check_static(cls: type, name: str, value: object, *, top: bool = True) -> None:
-    """Raises `TypeError` if `value` cannot be a static value; warns once (`top`) if it
-    or an item compares by identity. Recurses into tuples and frozensets."""
+# Never a pytree node nor an array: the deep check stops here without asking JAX.
+# (`jax.jit(f)` is a PjitFunction, `jax.nn.relu` a custom_jvp: activations often stand here.)
+# Not functools.partial: jax.tree_util.Partial is one, and a pytree whose arguments are leaves.
+_OPAQUE: Final = (
+    type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum,
+    jax.custom_jvp, jax.custom_vjp, type(jax.jit(abs)),
+)  # fmt: skip
+
+
+def _array_in(value: object) -> tuple[KeyPath, object] | None:
+    """The first array in `value` (tuples, lists, dicts, frozensets, NamedTuples,
+    treeclasses and any pytree JAX flattens), with its key path; None if there is none.
+    Keys are made only for the path found: the check runs at every construction."""
+    below: Iterable[tuple[Any, object]]
+    if isinstance(value, _OPAQUE):
+        return None
+    if isinstance(value, _ARRAY_TYPES):
+        return (), value
+    if isinstance(value, tuple | list | frozenset):
+        if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
+            below = ((None, item) for item in value)
+        elif names := getattr(value, "_fields", None):  # a NamedTuple: JAX's key is the name
+            below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))
+        else:
+            below = ((i, item) for i, item in enumerate(value))
+    elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
+        below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
+    elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
+        below = zip(map(jax.tree_util.GetAttrKey, layout.dynamic), getattr(value, FLAT)[0], strict=True)
+    else:
+        below = children(value) or ()
+    for key, item in below:
+        if type(item) in TRUSTED_STATIC_TYPES:
+            continue
+        found = _array_in(item)
+        if found is not None:
+            path, array = found
+            if isinstance(key, int):
+                key = jax.tree_util.SequenceKey(key)
+            return (path if key is None else (key, *path)), array
+    return None
+
+
+def check_static(cls: type, name: str, value: object) -> None:
+    """Raises `TypeError` if `value` cannot be a static value: an array anywhere in it
+    (named by path), or unhashable; warns once if it or an item compares by identity."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
-    kind = next((k for t, k in _ARRAY_KINDS.items() if isinstance(value, t)), None)
-    if kind is not None:
-        summary = f"shape {getattr(value, 'shape', '?')}, dtype {getattr(value, 'dtype', '?')}"
-        msg = _MSG_STATIC_ARRAY.format(cls=cls.__name__, name=name, kind=kind, summary=summary)
-        raise TypeError(msg)
-    for item in _items(value):
-        check_static(cls, name, item, top=False)
+    found = _array_in(value)
+    if found is not None:
+        path, array = found
+        kind = next(k for t, k in _ARRAY_KINDS.items() if isinstance(array, t))
+        summary = f"shape {getattr(array, 'shape', '?')}, dtype {getattr(array, 'dtype', '?')}"
+        where = path_str(f"{cls.__name__}.{name}", path)
+        template = _MSG_STATIC_ARRAY if not path else _MSG_STATIC_ARRAY_INSIDE
+        raise TypeError(template.format(cls=cls.__name__, name=name, kind=kind, summary=summary, path=where))
     try:
         hash(value)
     except TypeError:
@@ -161,9 +224,9 @@ def check_static(cls: type, name: str, value: object, *, top: bool = True) -> No
             cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
         )
         raise TypeError(msg) from None
-    found = _identity_item(value, name) if top else None
-    if found is not None:
-        at, what = found
+    found_identity = _identity_item(value, name)
+    if found_identity is not None:
+        at, what = found_identity
         what += "" if at == name else f" ({cls.__name__}.{at})"
         msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what, const=name.upper())
         # stacklevel 4: check_static <- generated __init__/replace <- the user's call.

@@ -16,7 +16,7 @@ from typing_extensions import dataclass_transform
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
 from treeclass._core.fields import STATIC, TRAINABLE, field, static
 from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
-from treeclass._core.prepare import MSG_STATIC_NOT_TRAINABLE, prepare
+from treeclass._core.prepare import prepare
 
 _T = TypeVar("_T")
 
@@ -49,12 +49,9 @@ def _check_names(cls: type) -> None:
 
 
 def _check_fields(cls: type) -> None:
-    own = inspect.get_annotations(cls)
     for f in dataclasses.fields(cls):
         static = f.metadata.get(STATIC, False)
         trainable = f.metadata.get(TRAINABLE, True)
-        if static and not trainable and f.name in own:
-            raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=f.name))
         # Every field gets both keys (a plain annotation has empty metadata); a static
         # field holds no leaves, so none of it is trainable.
         f.metadata = types.MappingProxyType({**f.metadata, STATIC: static, TRAINABLE: trainable and not static})

@@ -41,7 +41,9 @@ compare by value. Changing it recompiles.
 
 **Raises**
 
-`@treeclass` raises `TypeError` for a `Static[T]` field with `axes=` or `converter=`.
+`@treeclass` raises `TypeError` for a `Static[T]` field with `axes=` or
+`trainable=False` (as for `static()` and `field(static=True)`), and for a `Static`
+nested inside another type (`list[Static[int]]`), naming the field.
 
 **Example**
 
@@ -125,8 +127,8 @@ def field(
 
     **Raises**
 
-    `TypeError` for bad `axes` (or any on a static field), `metadata`, `default_factory`
-    or `converter`; at class definition, for `trainable=False` on a static field.
+    `TypeError` for bad `axes`, `metadata`, `default_factory` or `converter`; at class
+    definition, naming the field, for `axes` or `trainable=False` on a static field.
 
     **Example**
 
@@ -156,10 +158,7 @@ def field(
             raise TypeError(msg)
         meta[CONVERTER] = converter
     if axes is not None:
-        if static:
-            msg = "field(axes=...) names the axes of a dynamic array; a static field has none."
-            msg += " Drop axes=, or make the field dynamic (static=False)."
-            raise TypeError(msg)
+        # On a static field, @treeclass refuses it naming the field, as for every spelling.
         # The annotation says tuple[str | None, ...]; untyped callers pass anything.
         if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(_MSG_AXES.format(axes=axes))
@@ -175,11 +174,17 @@ def field(
 
 
 @overload
-def static(default: _T, **options: Unpack[_StaticOptions]) -> _T: ...
+def static(default: _S, *, converter: Callable[[_S], _T], **options: Unpack[_StaticOptions]) -> _T: ...
 @overload
-def static(*, default_factory: Callable[[], _T], **options: Unpack[_StaticOptions]) -> _T: ...
+def static(*, default_factory: Callable[[], _S], converter: Callable[[_S], _T], **options: Unpack[_StaticOptions]) -> _T: ...
 @overload
-def static(**options: Unpack[_StaticOptions]) -> Any: ...
+def static(*, converter: Callable[[_S], _T], **options: Unpack[_StaticOptions]) -> _T: ...
+@overload
+def static(default: _T, *, converter: None = None, **options: Unpack[_StaticOptions]) -> _T: ...
+@overload
+def static(*, default_factory: Callable[[], _T], converter: None = None, **options: Unpack[_StaticOptions]) -> _T: ...
+@overload
+def static(*, converter: None = None, **options: Unpack[_StaticOptions]) -> Any: ...
 def static(
     default: Any = dataclasses.MISSING,
     *,
@@ -187,13 +192,17 @@ def static(
     init: bool = True,
     repr: bool = True,  # noqa: A002
     kw_only: Any = dataclasses.MISSING,
+    converter: Callable[[Any], Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    **refused: Any,
 ) -> Any:
     """Declares a static field: shorthand for `field(static=True, ...)`.
 
     **Arguments**
 
-    As `field()`, without `converter` and `axes`.
+    As `field()`, without `axes` and `trainable`, which no static field takes. A
+    `converter` runs at construction and `replace()`; what it returns is checked as a
+    static value.
 
     **Returns**
 
@@ -202,17 +211,25 @@ def static(
     **Raises**
 
     `ValueError` for both `default` and `default_factory`; at class definition,
-    `TypeError` for a default that is an array or unhashable.
+    `TypeError` for a default that is an array or unhashable, and for `axes` or
+    `trainable` (the message `field(static=True, ...)` gets), naming the field.
 
     **Example**
 
     >>> class Neuron(tc.TreeClass):
     ...     v: jax.Array
     ...     tau: float = tc.static(default=20.0)
+    ...     shape: tuple[int, ...] = tc.static(default=(2,), converter=tuple)
     >>> leaves, treedef = jax.tree.flatten(Neuron(jnp.zeros(2)))
-    >>> len(leaves), treedef.unflatten(leaves).tau
-    (1, 20.0)
+    >>> len(leaves), treedef.unflatten(leaves).tau, Neuron(jnp.zeros(2), shape=[2, 3]).shape
+    (1, 20.0, (2, 3))
     """
+    # `axes=` and `trainable=` are no parameters here, so type checkers flag them; at run
+    # time they reach field() and @treeclass refuses them with every spelling's message.
+    unknown = sorted(refused.keys() - {"axes", "trainable"})
+    if unknown:
+        msg = f"static() got an unexpected keyword argument {unknown[0]!r}"
+        raise TypeError(msg)
     # No overload takes both `default` and `default_factory`; the implementation does.
     return field(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
         static=True,
@@ -221,5 +238,7 @@ def static(
         init=init,
         repr=repr,
         kw_only=kw_only,
+        converter=converter,
         metadata=metadata,
+        **refused,
     )

@@ -1,33 +1,42 @@
 """The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
-also as strings) become static fields, and defaults are checked, naming `Class.field`."""
+also as strings) become static fields, the one rule for static fields' options is
+applied, and defaults are checked, naming `Class.field`."""
 
 from __future__ import annotations
 
-import ast
+import builtins
 import collections
-import contextlib
+import copy
 import dataclasses
 import inspect
 import re
 import sys
 import traceback
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, Final
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
+import typing_extensions
 
 from treeclass._core import checks
-from treeclass._core.fields import STATIC, STATIC_MARKER, TRAINABLE, static
+from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
 
-MSG_STATIC_NOT_TRAINABLE: Final = """\
-{cls}.{name} is static and declared trainable=False. trainable=False marks the leaves
-of a dynamic field as state (traced, but never differentiated or optimised); a static
-value is never traced at all. Drop trainable=False, or make the field dynamic:
+# One message per option a static field refuses, whichever spelling declared it
+# (`tc.static()`, `tc.field(static=True)`, `Static[T]` alone or `= tc.field(...)`).
+_MSG_STATIC_OPTION: Final = """\
+{cls}.{name} is static and declared {option}. {why} Drop {option}, or make the field dynamic:
 
-    {name}: ... = tc.field(trainable=False)"""
+    {name}: ... = tc.field({option})"""
 
+_WHY_REFUSED: Final = {
+    "trainable=False": "trainable=False marks the leaves of a dynamic field as state (traced,\n"
+    "but never differentiated or optimised); a static value is never traced at all.",
+    "axes=...": "axes= names the axes of a dynamic array for sharding; a static value is\n"
+    "part of the treedef, never an array, never sharded.",
+}
 
 _MSG_UNRESOLVED: Final = """\
 {cls}.{name} is annotated {text!r}, which treeclass cannot resolve when the class
@@ -40,84 +49,163 @@ specifier, which then decides:
     {name}: {text} = tc.field()      # dynamic
     {name}: {text} = tc.static()     # static"""
 
+_MSG_NESTED: Final = """\
+{cls}.{name} is annotated {text!r}: tc.Static stands inside {outer}, where treeclass
+does not look. A field is static or dynamic as a whole, so Static marks the whole
+annotation (also inside Optional[...], Union[...], X | None or Annotated[...]):
 
-def _scopes(cls: type) -> tuple[dict[str, Any], collections.ChainMap[str, Any]]:
+    {name}: tc.Static[tuple[int, ...]]    # the whole value static (hashable: a tuple)
+    {name}: tuple[int, ...]               # or dynamic: no Static inside"""
+
+# typing_extensions' own class on Python < 3.12 (and on some versions after); PEP 695's.
+_ALIASES: Final = (typing_extensions.TypeAliasType, getattr(typing, "TypeAliasType", typing_extensions.TypeAliasType))
+_UNIONS: Final = (typing.Union, types.UnionType)
+
+
+class _Unresolved(Exception):  # noqa: N818 - a signal inside this module, never raised to users
+    """A name where `Static` may stand that cannot be evaluated."""
+
+
+class _Nested(Exception):  # noqa: N818 - a signal inside this module, never raised to users
+    """`Static` inside a type treeclass does not look into (`list[...]`)."""
+
+
+class _Undefined:
+    """What a name not defined yet stands for while a string annotation is evaluated (as
+    Python 3.14's annotationlib does for forward references), so the rest still decides:
+    `tc.Static[Later]` is static, `tuple[Later, ...]` dynamic; where the name itself would
+    decide (`Later | None`: an alias of Static?), `_Finder.find` raises naming the field."""
+
+    def __class_getitem__(cls, item: object) -> type:
+        return cls
+
+
+class _Names(collections.ChainMap[str, Any]):
+    def __missing__(self, key: str) -> Any:
+        return getattr(builtins, key) if hasattr(builtins, key) else type(key, (_Undefined,), {})
+
+
+def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
     """The globals and locals the string annotations of `cls` were written in: those of
     the code running the class statement, then the class, its namespace, the locals of
-    every frame on the stack in those globals (innermost first), and the module's."""
+    every frame on the stack in those globals (innermost first), and the module's.
+
+    The frames are read because nothing else holds a function's locals once the class
+    statement has run: under `from __future__ import annotations`, `h: Hyper` with
+    `Hyper = tc.Static[float]` local to the function defining the class names a
+    variable only that frame has (tests/test_static_annotations.py fails if this breaks)."""
     stack = traceback.walk_stack(sys._getframe(1))  # where the class statement runs, or above
     core = "treeclass._core"
     frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
     ours = [f for f in frames if f.f_globals.get("__name__") == cls.__module__] or frames[:1]
     globals_ = ours[0].f_globals if ours else {}
-    module = sys.modules.get(cls.__module__)
+    module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
     scopes = [dict(f.f_locals) for f in frames if f.f_globals is globals_ and f.f_locals is not globals_]
-    return globals_, collections.ChainMap({cls.__name__: cls}, dict(vars(cls)), *scopes, vars(module) if module else {})
+    return globals_, _Names({cls.__name__: cls}, dict(vars(cls)), *scopes, module, globals_)
 
 
-def _evaluate(text: str, cls: type, name: str, scopes: tuple[dict[str, Any], Any]) -> Any:
-    """The annotation `text` evaluated, else its head (`tc.Static` of `tc.Static[Later]`),
-    which decides whether it is `Static`; else raises naming `Class.field`."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError as e:
-        raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=e.msg)) from None
-    if not isinstance(node, ast.Subscript | ast.Name | ast.Attribute):
-        return None  # a union, a literal: not Static at the top, whatever its parts
-    error: Exception | None = None
-    for expr in (node, node.value) if isinstance(node, ast.Subscript) else (node,):
+class _Finder:
+    """Finds `Static` in one class's annotations: at the top, in unions, `Annotated` and
+    behind aliases (`Hyper = tc.Static[float]`, `TypeAliasType`, PEP 695 `type`); raises
+    `_Nested` for one inside another type, `_Unresolved` where a name it needs is unknown.
+    `outer` is the type being looked into (`list[...]`), None where Static may stand."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.scopes: tuple[dict[str, Any], _Names] | None = None  # read from frames when needed
+
+    def find(self, a: Any, outer: str | None, seen: frozenset[int] = frozenset()) -> bool:
+        origin = typing.get_origin(a)
+        if isinstance(origin, _ALIASES):  # `Hyper[float]` of a generic alias: its value decides
+            a = origin
+        if isinstance(a, _ALIASES):
+            if id(a) in seen:  # a recursive alias (`type Tree = int | list[Tree]`)
+                return False
+            try:
+                value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
+            except NameError as e:
+                return _unresolved(f"NameError: {e}", outer)
+            return self.find(value, outer, seen | {id(a)})
+        if origin is typing.Annotated:
+            if any(m is STATIC_MARKER for m in a.__metadata__):
+                if outer is not None:
+                    raise _Nested(outer)
+                return True
+            return self.find(a.__origin__, outer, seen)
+        if isinstance(a, str | typing.ForwardRef):
+            return self.find(self._eval(a if isinstance(a, str) else a.__forward_arg__, outer), outer, seen)
+        if isinstance(a, type) and issubclass(a, _Undefined):
+            return _unresolved(f"NameError: name {a.__name__!r} is not defined", outer)
+        if origin is typing.Literal:
+            return False
+        if origin in _UNIONS:
+            return any([self.find(x, outer, seen) for x in typing.get_args(a)])  # every arm checked
+        inner = outer or _type_name(a)
+        for arg in typing.get_args(a):
+            for x in arg if isinstance(arg, list) else (arg,):  # Callable[[A, B], C]
+                self.find(x, inner, seen)
+        return False
+
+    def _eval(self, text: str, outer: str | None) -> Any:
+        """An annotation written as a string, evaluated where the class was written."""
+        if self.scopes is None:
+            self.scopes = _scopes(self.cls)
         try:
-            value = eval(compile(ast.Expression(expr), "<annotation>", "eval"), *scopes)  # noqa: S307
-        except Exception as e:  # noqa: BLE001 - any failure: try the head, then name the field
-            error = error or e
-            continue
-        if expr is node or value is not typing.Annotated:  # Annotated[T, m]: m decides
-            return value
-    detail = f"{type(error).__name__}: {error}"
-    raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=detail))
+            return eval(text, *self.scopes)  # noqa: S307 - the class's own annotation
+        except Exception as e:  # noqa: BLE001 - a syntax error, a missing attribute: name the field
+            return _unresolved(f"{type(e).__name__}: {e}", outer)
 
 
-def _is_static_annotation(annotation: Any) -> bool:
-    annotated = typing.get_origin(annotation) is typing.Annotated
-    return annotated and any(m is STATIC_MARKER for m in annotation.__metadata__)
+def _unresolved(error: str, outer: str | None) -> bool:
+    # Where Static would be refused anyway (`list[Later]`), an unknown name is a forward
+    # reference like any other: the field is dynamic.
+    if outer is not None:
+        return False
+    raise _Unresolved(error)
+
+
+def _type_name(a: Any) -> str:
+    origin = typing.get_origin(a) or a
+    return f"{getattr(origin, '__name__', None) or repr(origin)}[...]"
+
+
+def _check_options(cls: type, name: str, f: dataclasses.Field[Any]) -> None:
+    """The one rule of a static field, however declared: every option of `field()` but
+    `trainable=False` and `axes=` (converters included: their result is checked as a
+    static value)."""
+    option = "axes=..." if AXES in f.metadata else "trainable=False" if f.metadata.get(TRAINABLE) is False else None
+    if option is not None:
+        why = _WHY_REFUSED[option]
+        raise TypeError(_MSG_STATIC_OPTION.format(cls=cls.__name__, name=name, option=option, why=why))
 
 
 def _mark_static_annotations(cls: type) -> None:
-    annotations = inspect.get_annotations(cls)
-    scopes = _scopes(cls) if any(isinstance(a, str) for a in annotations.values()) else None
-    for name, annotation in annotations.items():
-        value = cls.__dict__.get(name, dataclasses.MISSING)
-        if isinstance(annotation, str) and scopes is not None:
-            if isinstance(value, dataclasses.Field) and STATIC in value.metadata:
-                # A field specifier declares the kind; an alias it cannot see is no matter.
-                with contextlib.suppress(TypeError):
-                    annotation = _evaluate(annotation, cls, name, scopes)
-            else:
-                annotation = _evaluate(annotation, cls, name, scopes)
-        if not _is_static_annotation(annotation):
+    finder = _Finder(cls)
+    for name, annotation in inspect.get_annotations(cls).items():
+        if _is_classvar(annotation):
             continue
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        specified = isinstance(value, dataclasses.Field) and STATIC in value.metadata
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        try:
+            is_static = finder.find(annotation, None)
+        except _Nested as e:
+            raise TypeError(_MSG_NESTED.format(cls=cls.__name__, name=name, text=text, outer=e)) from None
+        except _Unresolved as e:
+            if not specified:  # else the field specifier declares the kind: nothing to resolve
+                raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=e)) from None
+            is_static = False
         if isinstance(value, dataclasses.Field):
-            if not value.metadata.get(STATIC, False):
-                if "axes" in value.metadata or "converter" in value.metadata:
-                    msg = f"{cls.__name__}.{name} is annotated Static[...] but its field() "
-                    msg += "has axes= or converter=, which only dynamic fields take."
-                    raise TypeError(msg)
-                if value.metadata.get(TRAINABLE) is False:
-                    raise TypeError(MSG_STATIC_NOT_TRAINABLE.format(cls=cls.__name__, name=name))
-                # default and default_factory pass through (one is MISSING): no overload.
-                replacement = static(  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-                    default=value.default,
-                    default_factory=value.default_factory,
-                    init=value.init,
-                    repr=value.repr,
-                    kw_only=value.kw_only,
-                    metadata=value.metadata,
-                )
-                setattr(cls, name, replacement)
-        elif value is dataclasses.MISSING:
-            setattr(cls, name, static())
-        else:
-            setattr(cls, name, static(default=value))
+            f: dataclasses.Field[Any] = value
+            if is_static and not f.metadata.get(STATIC, False):
+                # A copy: the same field() object may stand in another class, dynamic there.
+                f = copy.copy(f)
+                f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+                setattr(cls, name, f)
+            if f.metadata.get(STATIC, False):
+                _check_options(cls, name, f)
+        elif is_static:
+            setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
 
 
 _MSG_MUTABLE_DEFAULT: Final = """\
@@ -154,7 +242,8 @@ def _check_defaults(cls: type) -> Callable[[], None]:
         if default is dataclasses.MISSING or _is_classvar(annotation):
             continue
         if field is not None and field.metadata.get(STATIC, False):
-            checks.check_static(cls, name, default)
+            if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
+                checks.check_static(cls, name, default)
         elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
             if field is None:
                 setattr(cls, name, _Shared(default))
