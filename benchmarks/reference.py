@@ -29,8 +29,9 @@ from benchmarks._table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import class_strategies as cs  # noqa: E402  (tests/ is not a package)
-import reference_checks as rc  # noqa: E402
+import class_strategies as cs  # tests/ is not a package
+import reference_checks as rc
+from class_source import in_new_process
 
 FRESH_EVERY = 50
 
@@ -61,7 +62,7 @@ def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]]
         for name, check in rc.CHECKS.items():
             try:
                 check(case)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (every exception is counted by kind)
                 first = first or _kind(name, e)
                 detail = str(e) if isinstance(e, rc.Disagreement) else traceback.format_exc(limit=-3)
                 note(name, _kind(name, e), f"{detail}\n{case!r}", seed)
@@ -70,7 +71,7 @@ def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]]
         if seed % FRESH_EVERY == 0:
             fresh.append((seed, case))
         if len(fresh) == FRESH_EVERY or (seed == start + n - 1 and fresh):
-            for (s, c), outcome in zip([f for f in fresh], _fresh(c for _, c in fresh), strict=True):
+            for (s, c), outcome in zip([f for f in fresh], _fresh([c for _, c in fresh]), strict=True):
                 if outcome != "ok" and not outcome.startswith("in this process"):
                     note("cloudpickle (new process)", f"new process: {outcome[:90]}", repr(c), s)
             fresh.clear()
@@ -84,12 +85,11 @@ def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]]
     return counts, shortest, firsts
 
 
-def _fresh(batch: object) -> list[str]:
-    cases = list(batch)  # type: ignore[call-overload]
+def _fresh(batch: list[cs.Case]) -> list[str]:
     try:
-        return [outcome for _, outcome in rc.fresh_process_kinds(cases)]
+        return in_new_process([(case.module, case.call) for case in batch])
     except RuntimeError as e:  # the new process failed as a whole
-        return [f"the new process failed: {str(e).splitlines()[-1][:60]}"] * len(cases)
+        return [f"the new process failed: {str(e).splitlines()[-1][:60]}"] * len(batch)
 
 
 def run(quick: bool, cases: int | None = None) -> list[Table]:

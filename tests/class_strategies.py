@@ -1,36 +1,21 @@
 """Generated class declarations for the reference model (tests/reference.py).
 
 Where tests/strategies.py draws one class at a time, this module draws a whole *module*
-of treeclasses, as source text, across the declaration space users write: every spelling
-of a static field (`tc.static()`, `tc.field(static=True)`, `tc.Static[T]`, alone or with
+of treeclasses across the declaration space users write: every spelling of a static
+field (`tc.static()`, `tc.field(static=True)`, `tc.Static[T]`, alone or with
 `= tc.field(...)`) and every place `Static` may stand (`Optional[...]`, `X | None`,
 `Union`, `Annotated`, a plain alias, `TypeAliasType`, a PEP 695 `type` alias, a string);
 converters; defaults (values, arrays, factories); `init=False` fields derived in
 `__post_init__`; `__check_init__`; hand-written `__init__`s that assign, call
 `super().__init__(...)` or call `self.__post_init__()`; inheritance chains of up to three
-classes; both class forms; `from __future__ import annotations`. A drawn module reads:
+classes; both class forms; `from __future__ import annotations`. tests/class_source.py
+renders a drawn module as source and execs it.
 
-    from __future__ import annotations
-    from class_strategies import *
-
-    class Gen1(tc.TreeClass):
-        a0: Optional[tc.Static[int]] = tc.field(default=3, converter=plus_one('a0'))
-        a1: jax.Array = tc.field(init=False)
-
-        def __post_init__(self):
-            EVENTS.append('post_init Gen1')
-            object.__setattr__(self, 'a1', DERIVED_ARRAY)
-
-    obj = Gen1(a0=1)
-
-The source is exec'd into a module of its own (in `sys.modules`, so pickle finds its
-classes), and it is what every failure prints: paste it into a file next to this one and
-it runs. User code appends to `EVENTS` (`convert a0`, `post_init Gen1`, `check_init
-Gen1`, `init Gen1`), so a test compares how often each hook ran with the model's count.
-
-Drawing goes through a `Chooser` (a choice among options, first = simplest), so one
-generator serves hypothesis (`cases()`, which shrinks) and the long random search of
-`python -m benchmarks --only reference` (`draw_case(RandomChooser(seed))`).
+A `Case` is a module, a construction of its last class, and the arguments of the
+operations the checks make (tests/reference_checks.py). Drawing goes through a chooser
+(a choice among options, first = simplest), so one generator serves hypothesis
+(`cases()`) and the long random search of `python -m benchmarks --only reference`
+(`draw_case(RandomChooser(seed))`).
 """
 
 from __future__ import annotations
@@ -39,42 +24,12 @@ import dataclasses
 import itertools
 import random
 import sys
-import types
 from collections.abc import Sequence
-from typing import Annotated, Any, Optional, TypeVar, Union  # noqa: F401 (used by generated code)
+from typing import Any, TypeVar
 
-import jax  # noqa: F401 (used by generated code)
-import jax.numpy as jnp
 from hypothesis import strategies as st
-from typing_extensions import TypeAliasType  # noqa: F401 (used by generated code)
-
-import treeclass as tc  # noqa: F401 (used by generated code)
-
-__all__ = [
-    "DERIVED_ARRAY", "EVENTS", "Annotated", "Any", "Optional", "TypeAliasType", "Union",
-    "jax", "jnp", "plus_one", "tc",
-]
 
 T = TypeVar("T")
-
-EVENTS: list[str] = []
-"""What user code ran, in order: `convert <field>`, `init <Class>` (a hand-written
-`__init__`), `post_init <Class>`, `check_init <Class>`."""
-
-DERIVED_ARRAY = jnp.arange(3.0)
-"""What `__post_init__` stores in a dynamic `init=False` field ('derived' in a static)."""
-
-
-def plus_one(name: str) -> Any:
-    """The converter of field `name`: counts its call, adds one (so running it twice
-    shows in the value as well as in the count)."""
-
-    def convert(value: Any) -> Any:
-        EVENTS.append(f"convert {name}")
-        return value + 1
-
-    convert.__qualname__ = f"plus_one({name!r})"
-    return convert
 
 
 # ---------------------------------------------------------------------------------------
@@ -250,6 +205,8 @@ class Case:
     where_field: str | None  # a dynamic field for partition(where=...)
 
     def source(self) -> str:
+        from class_source import render_module  # class_source imports this module
+
         return f"{render_module(self.module)}\n\nobj = {self.call}\n"
 
     def __repr__(self) -> str:
@@ -411,107 +368,3 @@ def draw_case(ch: Any) -> Case:
 def cases(draw: st.DrawFn) -> Case:
     """A `Case`, drawn by hypothesis (which shrinks it and prints its source)."""
     return draw_case(HypothesisChooser(draw))
-
-
-# ---------------------------------------------------------------------------------------
-# Rendering and building.
-
-
-def _render_field(f: FieldDecl) -> str:
-    options = []
-    if f.static and f.spelling == "field":
-        options.append("static=True")
-    if f.default in ("value", "array"):
-        options.append(f"default={f.default_src}")
-    elif f.default == "factory":
-        options.append(f"default_factory={f.default_src}")
-    if f.derived:
-        options.append("init=False")
-    if f.converter:
-        options.append(f"converter=plus_one({f.name!r})")
-    if not f.trainable:
-        options.append("trainable=False")
-    head = f"{f.name}: {f.annotation}"
-    if f.spelling == "static":
-        return f"{head} = tc.static({', '.join(options)})"
-    if f.spelling == "field" or (f.spelling == "ann_field" and options):
-        return f"{head} = tc.field({', '.join(options)})"
-    if f.default in ("value", "array"):
-        return f"{head} = {f.default_src}"
-    if options:  # a bare or Static annotation with a factory
-        return f"{head} = tc.field({', '.join(options)})"
-    return head
-
-
-def render_class(c: ClassDecl) -> str:
-    if c.form == "decorator":
-        lines = ["@tc.treeclass(kw_only=True)" if c.kw_only else "@tc.treeclass"]
-        lines.append(f"class {c.name}({c.parent.name}):" if c.parent else f"class {c.name}:")
-    else:
-        bases = [c.parent.name] if c.parent else []
-        if not c.parent or c.parent.form != "base":
-            bases.append("tc.TreeClass")
-        lines = [f"class {c.name}({', '.join(bases + (['kw_only=True'] if c.kw_only else []))}):"]
-    lines += [f"    {_render_field(f)}" for f in c.own]
-    if c.init != "generated":
-        names = params(c)
-        lines += ["", f"    def __init__(self{''.join(', ' + n for n in names)}):",
-                  f"        EVENTS.append('init {c.name}')"]
-        if c.init == "super" and c.parent:
-            up = ", ".join(f"{n}={n}" for n in params(c.parent))
-            lines.append(f"        super().__init__({up})")
-        lines += [f"        self.{n} = {n}" for n in c.assigns]
-        if c.init_calls_post_init:
-            lines.append("        self.__post_init__()")
-    if c.post_init:
-        lines += ["", "    def __post_init__(self):", f"        EVENTS.append('post_init {c.name}')"]
-        if c.parent and defines_post_init(c.parent):
-            lines.append("        super().__post_init__()")
-        for f in c.own:
-            if f.derived:
-                value = "'derived'" if f.static else "DERIVED_ARRAY"
-                lines.append(f"        object.__setattr__(self, {f.name!r}, {value})")
-    if c.check_init:
-        lines += ["", "    def __check_init__(self):", f"        EVENTS.append('check_init {c.name}')"]
-    if lines[-1].startswith("class "):
-        lines.append("    pass")
-    return "\n".join(lines)
-
-
-def render_module(m: ModuleDecl) -> str:
-    lines = ["from __future__ import annotations"] if m.future else []
-    lines.append("from class_strategies import *")
-    for alias in m.aliases:
-        kind = alias.removeprefix("Hyper").removesuffix("TA").removesuffix("P")
-        t = STATIC_TYPES[kind.lower()]
-        if alias.endswith("TA"):
-            lines.append(f"{alias} = TypeAliasType({alias!r}, tc.Static[{t}])")
-        elif alias.endswith("P"):
-            lines.append(f"type {alias} = tc.Static[{t}]")
-        else:
-            lines.append(f"{alias} = tc.Static[{t}]")
-    classes = [render_class(c) for c in m.classes]
-    # The target class gets a jit method with a trace limit (cloudpickle's trace history).
-    classes[-1] += "\n\n    @tc.jit(max_traces=1)\n    def same(self):\n        return self"
-    return "\n".join(lines) + "\n\n\n" + "\n\n\n".join(classes)
-
-
-_modules = itertools.count()
-
-
-def build_module(m: ModuleDecl) -> types.ModuleType:
-    """Execs the module's source as a new module in `sys.modules` (pickle finds its
-    classes by name). Raises what the class statements raise."""
-    name = f"refgen_{next(_modules)}"
-    module = types.ModuleType(name)
-    sys.modules[name] = module
-    source = render_module(m)
-    exec(compile(source, f"<{name}>", "exec", dont_inherit=True), module.__dict__)
-    return module
-
-
-def real_value(v: Val | Call, ns: dict[str, Any]) -> Any:
-    """The value `v` describes, built with the module's real classes."""
-    if isinstance(v, Val):
-        return eval(v.src, ns)
-    return ns[v.decl.name](**{k: real_value(x, ns) for k, x in v.kwargs})

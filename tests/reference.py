@@ -26,7 +26,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from class_strategies import DERIVED_ARRAY, Call, ClassDecl, Val, init_owner, params
+from class_source import DERIVED_ARRAY
+from class_strategies import Call, ClassDecl, Val, init_owner, params
 
 
 @dataclasses.dataclass
@@ -163,3 +164,22 @@ def selected(obj: RefObj, under: str = "") -> list[str]:
     """The paths the one selection rule picks: trainable inexact leaves under `under`."""
     return [p for p, leaf, trainable in flatten(obj) if trainable and is_inexact(leaf)
             and (p == under or p.startswith(under + ".") or p.startswith(under + "["))]
+
+
+def describe(x: Any) -> str:
+    if isinstance(x, (jax.Array, np.ndarray)):
+        weak = "weak " if getattr(x, "weak_type", False) else ""
+        return f"{type(x).__name__} {weak}{x.dtype}{list(x.shape)} {np.asarray(x).tolist()}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def leaf_diff(got: Any, want: Any, weak: bool = True) -> str:
+    """'' when `got` is `want`'s kind (Python scalar or array), dtype, weak type, shape
+    and value; else both described."""
+    if isinstance(want, (jax.Array, np.ndarray)):
+        same = (isinstance(got, jax.Array) and got.shape == want.shape and got.dtype == want.dtype
+                and (not weak or got.weak_type == getattr(want, "weak_type", False))
+                and bool(np.array_equal(np.asarray(got), np.asarray(want))))
+    else:
+        same = type(got) is type(want) and got == want
+    return "" if same else f"got {describe(got)}, expected {describe(want)}"

@@ -13,19 +13,17 @@ import collections
 import copy
 import pickle
 import re
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import cloudpickle
 import jax
 import jax.numpy as jnp
-import numpy as np
 import reference as ref
-from class_strategies import EVENTS, STATIC_VALUES, Case, ClassDecl, build_module, real_value
+from class_source import EVENTS, build_module, real_value
+from class_strategies import STATIC_VALUES, Case, ClassDecl
 
 import treeclass as tc
 
@@ -54,7 +52,8 @@ class Built:
         try:
             module = build_module(case.module)
         except Exception as e:
-            raise Disagreement(f"class statement raised {kind_of(e)}", "", case) from e
+            kind = f"class statement raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
         self.ns = module.__dict__
         self.classes = {c.name: c for c in case.module.classes}
         self.obj = self.make()
@@ -69,10 +68,11 @@ class Built:
             EVENTS.clear()
             return self.ns[case.module.target.name](**kwargs)
         except Exception as e:
-            raise Disagreement(f"construction raised {kind_of(e)}", "", case) from e
+            kind = f"construction raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
 
-    def fail(self, kind: str, detail: str = "") -> Disagreement:
-        return Disagreement(kind, detail, self.case)
+    def fail(self, kind: str, detail: str = "") -> NoReturn:
+        raise Disagreement(kind, detail, self.case)
 
     def real(self, v: Any) -> Any:
         return real_value(v, self.ns)
@@ -96,7 +96,7 @@ class Built:
              weak: bool = True) -> None:
         """`obj` has the model's leaves (mapped by `leaf`), key paths and statics."""
         if type(obj) is not self.ns[model.decl.name]:
-            raise self.fail(f"{what}: type", f"{type(obj)} is not {model.decl.name}")
+            self.fail(f"{what}: type", f"{type(obj)} is not {model.decl.name}")
         flat, _ = jax.tree_util.tree_flatten_with_path(obj)
         paths = [jax.tree_util.keystr(p) for p, _ in flat]
         expected = ref.flatten(model)
@@ -104,14 +104,14 @@ class Built:
             statics = {p for p, _ in ref.statics(model)}
             extra = {p for p in paths if p.split("[")[0] not in statics} - {p for p, _, _ in expected}
             where = "a static field flattened as a leaf" if not extra else "key paths"
-            raise self.fail(f"{what}: {where}", f"{paths} != {[p for p, _, _ in expected]}")
+            self.fail(f"{what}: {where}", f"{paths} != {[p for p, _, _ in expected]}")
         for (path, got), (_, want, _) in zip(flat, expected, strict=True):
-            diff = leaf_diff(got, leaf(want), weak)
+            diff = ref.leaf_diff(got, leaf(want), weak)
             if diff:
-                raise self.fail(f"{what}: leaf", f"{jax.tree_util.keystr(path)}: {diff}")
+                self.fail(f"{what}: leaf", f"{jax.tree_util.keystr(path)}: {diff}")
         got_s, want_s = self.statics_of(obj, model.decl), ref.statics(model)
         if [(p, type(v), v) for p, v in got_s] != [(p, type(v), v) for p, v in want_s]:
-            raise self.fail(f"{what}: static values", f"{got_s} != {want_s}")
+            self.fail(f"{what}: static values", f"{got_s} != {want_s}")
 
     def same_events(self, what: str, got: list[str], want: list[str]) -> None:
         if collections.Counter(got) != collections.Counter(want):
@@ -120,29 +120,10 @@ class Built:
             # Group by hook (convert / post_init / check_init / init), not by name.
             hooks = sorted({f"{e.split()[0]} {'extra' if e in extra else 'missing'}"
                             for e in [*extra, *missing]})
-            raise self.fail(f"{what}: calls ({', '.join(hooks)})", f"ran {got}, model {want}")
+            self.fail(f"{what}: calls ({', '.join(hooks)})", f"ran {got}, model {want}")
         checks = [e for e in got if e.startswith("check_init")]
         if checks != [e for e in want if e.startswith("check_init")]:
-            raise self.fail(f"{what}: __check_init__ order", f"{checks}")
-
-
-def describe(x: Any) -> str:
-    if isinstance(x, (jax.Array, np.ndarray)):
-        weak = "weak " if getattr(x, "weak_type", False) else ""
-        return f"{type(x).__name__} {weak}{x.dtype}{list(x.shape)} {np.asarray(x).tolist()}"
-    return f"{type(x).__name__} {x!r}"
-
-
-def leaf_diff(got: Any, want: Any, weak: bool = True) -> str:
-    """'' when `got` is `want`'s kind (Python scalar or array), dtype, weak type, shape
-    and value; else both described."""
-    if isinstance(want, (jax.Array, np.ndarray)):
-        same = (isinstance(got, jax.Array) and got.shape == want.shape and got.dtype == want.dtype
-                and (not weak or got.weak_type == getattr(want, "weak_type", False))
-                and bool(np.array_equal(np.asarray(got), np.asarray(want))))
-    else:
-        same = type(got) is type(want) and got == want
-    return "" if same else f"got {describe(got)}, expected {describe(want)}"
+            self.fail(f"{what}: __check_init__ order", f"{checks}")
 
 
 def traced(x: Any) -> Any:
@@ -171,7 +152,7 @@ def check_treedef_statics(case: Case) -> None:
     EVENTS.clear()
     rebuilt = jax.tree.unflatten(treedef, leaves)
     if EVENTS:
-        raise b.fail("unflatten ran user code", f"{EVENTS}")
+        b.fail("unflatten ran user code", f"{EVENTS}")
     b.same("unflatten", rebuilt, b.ref)
     for f in case.module.target.fields:
         if f.static and not f.derived:
@@ -179,7 +160,7 @@ def check_treedef_statics(case: Case) -> None:
             other = next(v for v in STATIC_VALUES[f.kind] if convert(eval(v)) != b.ref.values[f.name])
             changed = b.obj.replace(**{f.name: eval(other)})
             if jax.tree.structure(changed) == treedef:
-                raise b.fail("treedef: unchanged by a static change", f"{f.name}={other}")
+                b.fail("treedef: unchanged by a static change", f"{f.name}={other}")
             return
 
 
@@ -192,21 +173,21 @@ def check_attribute_is_leaf(case: Case) -> None:
         own = jax.tree_util.tree_flatten_with_path(getattr(b.obj, f.name))[0]
         mine = [(f".{f.name}{jax.tree_util.keystr(p)}", x) for p, x in own]
         theirs = [(p, x) for p, x in flat if p == f".{f.name}" or p.startswith((f".{f.name}.", f".{f.name}["))]
-        if [p for p, _ in mine] != [p for p, _ in theirs] or any(x is not y for (_, x), (_, y) in zip(mine, theirs)):
-            raise b.fail("attribute is not the leaf", f"{mine} != {theirs}")
+        if [p for p, _ in mine] != [p for p, _ in theirs] or any(x is not y for (_, x), (_, y) in zip(mine, theirs, strict=True)):
+            b.fail("attribute is not the leaf", f"{mine} != {theirs}")
     if case.set_field is None:
         return
     new = b.real(case.set_value)
     try:
         object.__setattr__(b.obj, case.set_field, new)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
         if case.set_field not in str(e):
-            raise b.fail("object.__setattr__ refused without naming the field", kind_of(e)) from e
+            b.fail("object.__setattr__ refused without naming the field", kind_of(e))
         return
     leaves = [x for p, x in jax.tree_util.tree_flatten_with_path(b.obj)[0]
               if jax.tree_util.keystr(p) == f".{case.set_field}"]
     if len(leaves) != 1 or leaves[0] is not new:
-        raise b.fail("object.__setattr__: the leaf is stale", f"{describe(new)} set, flatten gives {leaves}")
+        b.fail("object.__setattr__: the leaf is stale", f"{ref.describe(new)} set, flatten gives {leaves}")
 
 
 def check_construction_calls(case: Case) -> None:
@@ -222,14 +203,14 @@ def check_replace(case: Case) -> None:
     EVENTS.clear()
     try:
         new = b.obj.replace(**changes)
-    except Exception as e:
-        raise b.fail(f"replace raised {kind_of(e)}") from e
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"replace raised {kind_of(e)}")
     got_events = list(EVENTS)
     b.same("replace", new, want)
     b.same_events("replace", got_events, want_events)
     for f in case.module.target.fields:
         if not f.static and f.name not in changes and getattr(new, f.name) is not getattr(b.obj, f.name):
-            raise b.fail("replace: an unchanged field was copied", f.name)
+            b.fail("replace: an unchanged field was copied", f.name)
 
 
 def check_jit_round_trip(case: Case) -> None:
@@ -238,11 +219,11 @@ def check_jit_round_trip(case: Case) -> None:
     out = _identity(b.obj)
     method = b.obj.same()
     if EVENTS:
-        raise b.fail("jit ran user code", f"{EVENTS}")
+        b.fail("jit ran user code", f"{EVENTS}")
     b.same("jax.jit(lambda m: m)", out, b.ref, traced)
     b.same("@tc.jit method", method, b.ref, traced)
-    if not (out == b.obj):
-        raise b.fail("jit: == says the round trip differs")
+    if (out == b.obj) is not True:  # a Python bool, for concrete values
+        b.fail("jit: == says the round trip differs")
 
 
 def check_device_put(case: Case) -> None:
@@ -250,7 +231,7 @@ def check_device_put(case: Case) -> None:
     EVENTS.clear()
     out = jax.device_put(b.obj)
     if EVENTS:
-        raise b.fail("device_put ran user code", f"{EVENTS}")
+        b.fail("device_put ran user code", f"{EVENTS}")
     b.same("device_put", out, b.ref, jax.device_put)
 
 
@@ -304,12 +285,12 @@ def check_partition(case: Case) -> None:
             chosen, rest = tc.partition(b.obj, where=where)
         except ValueError as e:  # a `where` that selects nothing trainable is refused
             if want or f"{case.module.target.name}{under}" not in str(e):
-                raise b.fail(f"partition raised {kind_of(e)}") from e
+                b.fail(f"partition raised {kind_of(e)}")
             continue
         if _paths(chosen) != want:
-            raise b.fail(f"partition{'(where=)' if under else ''}: selected leaves", f"{_paths(chosen)} != {want}")
+            b.fail(f"partition{'(where=)' if under else ''}: selected leaves", f"{_paths(chosen)} != {want}")
         if _paths(rest) != [p for p in every if p not in want]:
-            raise b.fail("partition: the rest", f"{_paths(rest)}")
+            b.fail("partition: the rest", f"{_paths(rest)}")
         b.same("combine(partition)", tc.combine(chosen, rest), b.ref)
 
 
@@ -326,14 +307,14 @@ def check_grad(case: Case) -> None:
     want_paths = ref.selected(b.ref)
     try:
         grads = tc.grad(_loss)(b.obj)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
         if want_paths:
-            raise b.fail(f"grad raised {kind_of(e)}") from e
+            b.fail(f"grad raised {kind_of(e)}")
         if case.module.target.name not in str(e):
-            raise b.fail("grad: nothing to differentiate, message without the class", kind_of(e)) from e
+            b.fail("grad: nothing to differentiate, message without the class", kind_of(e))
         return
     if not want_paths:
-        raise b.fail("grad: returned with nothing to differentiate")
+        b.fail("grad: returned with nothing to differentiate")
     flat = {p: x for p, x, _ in ref.flatten(b.ref)}
 
     def on_selected(chosen: dict[str, Any]) -> jax.Array:
@@ -342,11 +323,11 @@ def check_grad(case: Case) -> None:
     want = jax.grad(on_selected)({p: flat[p] for p in want_paths})
     got = {jax.tree_util.keystr(p): g for p, g in jax.tree_util.tree_flatten_with_path(grads)[0]}
     if list(got) != want_paths:
-        raise b.fail("grad: leaves with a gradient", f"{list(got)} != {want_paths}")
+        b.fail("grad: leaves with a gradient", f"{list(got)} != {want_paths}")
     for p in want_paths:
-        diff = leaf_diff(got[p], want[p])
+        diff = ref.leaf_diff(got[p], want[p])
         if diff:
-            raise b.fail("grad: value", f"{p}: {diff}")
+            b.fail("grad: value", f"{p}: {diff}")
 
 
 def check_stack_unstack(case: Case) -> None:
@@ -358,7 +339,7 @@ def check_stack_unstack(case: Case) -> None:
         for one in tc.unstack(stacked):
             b.same("unstack", one, b.ref, jnp.asarray, weak=False)
     if EVENTS:
-        raise b.fail("stack/unstack ran user code", f"{EVENTS}")
+        b.fail("stack/unstack ran user code", f"{EVENTS}")
 
 
 def check_replace_at(case: Case) -> None:
@@ -370,8 +351,8 @@ def check_replace_at(case: Case) -> None:
     EVENTS.clear()
     try:
         got = tc.replace_at(b.obj, _where(case.at_path), value)
-    except Exception as e:
-        raise b.fail(f"replace_at raised {kind_of(e)}") from e
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"replace_at raised {kind_of(e)}")
     got_events = list(EVENTS)
     b.same("replace_at", got, want)
     b.same_events("replace_at", got_events, want_events)
@@ -383,47 +364,3 @@ CHECKS: dict[str, Callable[[Case], None]] = {
 # object.__setattr__ is tried on every case with a dynamic field: last, so that a case's
 # first disagreement names another defect where it has one.
 CHECKS["attribute_is_leaf"] = CHECKS.pop("attribute_is_leaf")
-
-
-# -- cloudpickle into a fresh process ----------------------------------------------------
-
-_LOADER = """\
-import pickle, sys
-for data in pickle.loads(sys.stdin.buffer.read()):
-    try:
-        m = pickle.loads(data)
-        m.same()
-        print("ok")
-    except Exception as e:
-        print(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-"""
-
-
-def fresh_process_kinds(cases: list[Case]) -> list[tuple[Case, str]]:
-    """Pickles each case's instance with cloudpickle (its class by value, after one call
-    of its `@tc.jit(max_traces=1)` method) and calls the method again in one new
-    process: [(case, "ok", the exception there, or "in this process: ..." where the
-    case failed before pickling)]."""
-    dumped: list[bytes] = []
-    outcomes: list[str | None] = []  # None: the new process's answer
-    for case in cases:
-        try:  # what fails here already, the other checks report
-            b = Built(case)
-            b.obj.same()
-            module = sys.modules[type(b.obj).__module__]
-            cloudpickle.register_pickle_by_value(module)
-            try:
-                dumped.append(cloudpickle.dumps(b.obj))
-            finally:
-                cloudpickle.unregister_pickle_by_value(module)
-            outcomes.append(None)
-        except Exception as e:
-            outcomes.append(f"in this process: {kind_of(e)}")
-    here = Path(__file__).parent
-    env_path = f"{here}:{Path(tc.__file__).parent.parent}"
-    run = subprocess.run([sys.executable, "-c", _LOADER], input=pickle.dumps(dumped), check=False,
-                         capture_output=True, env={"PYTHONPATH": env_path, "JAX_PLATFORMS": "cpu"})
-    lines = iter(run.stdout.decode().splitlines())
-    if run.returncode:
-        raise RuntimeError(run.stderr.decode()[-2000:])
-    return [(case, outcome or next(lines)) for case, outcome in zip(cases, outcomes, strict=True)]
