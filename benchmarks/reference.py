@@ -73,7 +73,7 @@ def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]]
         if len(fresh) == FRESH_EVERY or (seed == start + n - 1 and fresh):
             for (s, c), outcome in zip([f for f in fresh], _fresh([c for _, c in fresh]), strict=True):
                 if outcome != "ok" and not outcome.startswith("in this process"):
-                    note("cloudpickle (new process)", f"new process: {outcome[:90]}", repr(c), s)
+                    note("cloudpickle (new process)", f"new process: {rc.normalise(outcome)}", repr(c), s)
             fresh.clear()
         for name in [m for m in sys.modules if m.startswith("refgen_")]:
             del sys.modules[name]  # the module of each check; JAX's caches may keep the classes

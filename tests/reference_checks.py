@@ -36,11 +36,16 @@ class Disagreement(AssertionError):
 
 def kind_of(error: BaseException) -> str:
     """A name for an exception that groups the same defect across generated names."""
-    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {normalise(str(error))}"
+
+
+def normalise(message: str) -> str:
+    """The first line of `message`, generated class and field names made generic."""
+    first = (message.strip().splitlines() or [""])[0]
     first = re.sub(r"\bGen\d+\b", "GenN", first)
     first = re.sub(r"\b_?[a-h]\d\b", "f", first)
-    first = re.sub(r" at 0x[0-9a-f]+", "", first)
-    return f"{type(error).__name__}: {first[:90]}"
+    first = re.sub(r"\brefgen_\d+\b", "refgen_N", first)
+    return re.sub(r" at 0x[0-9a-f]+", "", first)[:90]
 
 
 class Built:
