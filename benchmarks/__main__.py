@@ -41,6 +41,9 @@ SECTIONS: dict[str, str] = {
     "compare": "benchmarks.compare",  # pyPLNmodels and brainpy, when installed
     "migrate": "benchmarks.migrate",  # treeclass.migrate's speed (needs libcst)
     "fuzz": "benchmarks.fuzz_checkpoints",  # treeclass.load() of damaged files: counts
+    # treeclass against the reference model of tests/reference.py, over generated classes:
+    # counts of disagreements by kind (--cases N)
+    "reference": "benchmarks.reference",
     # treeclass.migrate on public packages from PyPI (needs network for their sdists; their
     # tests run only through `python -m benchmarks.migrate_packages`)
     "migrate_packages": "benchmarks.migrate_packages",
@@ -70,6 +73,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke-sized rounds and models")
     parser.add_argument("--only", nargs="+", default=[], choices=list(SECTIONS), metavar="KEY")
     parser.add_argument("--no-write", action="store_true", help="a full run that writes nothing")
+    parser.add_argument(
+        "--cases", type=int, metavar="N", help="how many generated cases --only reference runs"
+    )
     parser.add_argument(
         "--write", type=pathlib.Path, metavar="PATH", help="write the tables to PATH, in any mode"
     )
@@ -101,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for key in args.only or SECTIONS:
         print(f"\n# {key}", file=sys.stderr, flush=True)
         section_start = time.perf_counter()
-        new = section(key)(args.quick)
+        options = {"cases": args.cases} if key == "reference" and args.cases else {}
+        new = section(key)(args.quick, **options)
         for table in new:
             print(f"\n{table.text()}", flush=True)
         tables += new

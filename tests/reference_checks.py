@@ -1,0 +1,371 @@
+"""treeclass against the reference model (tests/reference.py), one check per public
+operation. Each check takes a `Case` (tests/class_strategies.py), builds its module and
+instance with treeclass and with the model, and raises `Disagreement` (an
+AssertionError whose message starts with a short kind and ends with the case's source)
+where the two differ. tests/test_reference.py runs each over hypothesis' cases;
+`python -m benchmarks --only reference` runs them over many random ones and counts the
+kinds.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import pickle
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import reference as ref
+from class_source import EVENTS, build_module, real_value
+from class_strategies import STATIC_VALUES, Case, ClassDecl
+
+import treeclass as tc
+
+
+class Disagreement(AssertionError):
+    def __init__(self, kind: str, detail: str, case: Case) -> None:
+        super().__init__(f"{kind}: {detail}\n{case!r}")
+        self.kind = kind
+
+
+def kind_of(error: BaseException) -> str:
+    """A name for an exception that groups the same defect across generated names."""
+    return f"{type(error).__name__}: {normalise(str(error))}"
+
+
+def normalise(message: str) -> str:
+    """The first line of `message`, generated class and field names made generic."""
+    first = (message.strip().splitlines() or [""])[0]
+    first = re.sub(r"\bGen\d+\b", "GenN", first)
+    first = re.sub(r"\b_?[a-h]\d\b", "f", first)
+    first = re.sub(r"\brefgen_\d+\b", "refgen_N", first)
+    return re.sub(r" at 0x[0-9a-f]+", "", first)[:90]
+
+
+class Built:
+    """A case's module, its instance made by treeclass and by the model, and the events
+    each construction logged."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        try:
+            module = build_module(case.module)
+        except Exception as e:
+            kind = f"class statement raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
+        self.ns = module.__dict__
+        self.classes = {c.name: c for c in case.module.classes}
+        self.obj = self.make()
+        self.events = list(EVENTS)
+        kwargs = {k: ref.value(v, self.ns) for k, v in case.call.kwargs}
+        self.ref, self.ref_events = ref.construct(case.module.target, kwargs, self.ns)
+
+    def make(self) -> Any:
+        case = self.case
+        try:
+            kwargs = {k: real_value(v, self.ns) for k, v in case.call.kwargs}
+            EVENTS.clear()
+            return self.ns[case.module.target.name](**kwargs)
+        except Exception as e:
+            kind = f"construction raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
+
+    def fail(self, kind: str, detail: str = "") -> NoReturn:
+        raise Disagreement(kind, detail, self.case)
+
+    def real(self, v: Any) -> Any:
+        return real_value(v, self.ns)
+
+    def model(self, v: Any) -> Any:
+        return ref.value(v, self.ns)
+
+    # -- comparing ---------------------------------------------------------------------
+
+    def statics_of(self, obj: Any, decl: ClassDecl, prefix: str = "") -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        for f in decl.fields:
+            v = getattr(obj, f.name)
+            if f.static:
+                out.append((f"{prefix}.{f.name}", v))
+            elif type(v).__name__ in self.classes:
+                out += self.statics_of(v, self.classes[type(v).__name__], f"{prefix}.{f.name}")
+        return out
+
+    def same(self, what: str, obj: Any, model: ref.RefObj, leaf: Callable[[Any], Any] = lambda x: x,
+             weak: bool = True) -> None:
+        """`obj` has the model's leaves (mapped by `leaf`), key paths and statics."""
+        if type(obj) is not self.ns[model.decl.name]:
+            self.fail(f"{what}: type", f"{type(obj)} is not {model.decl.name}")
+        flat, _ = jax.tree_util.tree_flatten_with_path(obj)
+        paths = [jax.tree_util.keystr(p) for p, _ in flat]
+        expected = ref.flatten(model)
+        if paths != [p for p, _, _ in expected]:
+            statics = {p for p, _ in ref.statics(model)}
+            extra = {p for p in paths if p.split("[")[0] not in statics} - {p for p, _, _ in expected}
+            where = "a static field flattened as a leaf" if not extra else "key paths"
+            self.fail(f"{what}: {where}", f"{paths} != {[p for p, _, _ in expected]}")
+        for (path, got), (_, want, _) in zip(flat, expected, strict=True):
+            diff = ref.leaf_diff(got, leaf(want), weak)
+            if diff:
+                self.fail(f"{what}: leaf", f"{jax.tree_util.keystr(path)}: {diff}")
+        got_s, want_s = self.statics_of(obj, model.decl), ref.statics(model)
+        if [(p, type(v), v) for p, v in got_s] != [(p, type(v), v) for p, v in want_s]:
+            self.fail(f"{what}: static values", f"{got_s} != {want_s}")
+
+    def same_events(self, what: str, got: list[str], want: list[str]) -> None:
+        if collections.Counter(got) != collections.Counter(want):
+            extra = collections.Counter(got) - collections.Counter(want)
+            missing = collections.Counter(want) - collections.Counter(got)
+            # Group by hook (convert / post_init / check_init / init), not by name.
+            hooks = sorted({f"{e.split()[0]} {'extra' if e in extra else 'missing'}"
+                            for e in [*extra, *missing]})
+            self.fail(f"{what}: calls ({', '.join(hooks)})", f"ran {got}, model {want}")
+        checks = [e for e in got if e.startswith("check_init")]
+        if checks != [e for e in want if e.startswith("check_init")]:
+            self.fail(f"{what}: __check_init__ order", f"{checks}")
+
+
+def traced(x: Any) -> Any:
+    """What a leaf becomes through a jit boundary, by JAX's own rule."""
+    return jax.jit(lambda y: y)(x)
+
+
+_identity = jax.jit(lambda m: m)
+
+
+def _where(path: tuple[str, ...]) -> Callable[[Any], Any]:
+    return eval(f"lambda m: m.{'.'.join(path)}")  # a selector, as a user writes one
+
+
+# -- the checks --------------------------------------------------------------------------
+
+
+def check_leaves_and_key_paths(case: Case) -> None:
+    b = Built(case)
+    b.same("leaves", b.obj, b.ref)
+
+
+def check_treedef_statics(case: Case) -> None:
+    b = Built(case)
+    leaves, treedef = jax.tree.flatten(b.obj)
+    EVENTS.clear()
+    rebuilt = jax.tree.unflatten(treedef, leaves)
+    if EVENTS:
+        b.fail("unflatten ran user code", f"{EVENTS}")
+    b.same("unflatten", rebuilt, b.ref)
+    for f in case.module.target.fields:
+        if f.static and not f.derived:
+            convert = (lambda v: v + 1) if f.converter else (lambda v: v)
+            other = next(v for v in STATIC_VALUES[f.kind] if convert(eval(v)) != b.ref.values[f.name])
+            changed = b.obj.replace(**{f.name: eval(other)})
+            if jax.tree.structure(changed) == treedef:
+                b.fail("treedef: unchanged by a static change", f"{f.name}={other}")
+            return
+
+
+def check_attribute_is_leaf(case: Case) -> None:
+    b = Built(case)
+    flat = [(jax.tree_util.keystr(p), x) for p, x in jax.tree_util.tree_flatten_with_path(b.obj)[0]]
+    for f in case.module.target.fields:
+        if f.static:
+            continue
+        own = jax.tree_util.tree_flatten_with_path(getattr(b.obj, f.name))[0]
+        mine = [(f".{f.name}{jax.tree_util.keystr(p)}", x) for p, x in own]
+        theirs = [(p, x) for p, x in flat if p == f".{f.name}" or p.startswith((f".{f.name}.", f".{f.name}["))]
+        if [p for p, _ in mine] != [p for p, _ in theirs] or any(x is not y for (_, x), (_, y) in zip(mine, theirs, strict=True)):
+            b.fail("attribute is not the leaf", f"{mine} != {theirs}")
+    if case.set_field is None:
+        return
+    new = b.real(case.set_value)
+    try:
+        object.__setattr__(b.obj, case.set_field, new)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        if case.set_field not in str(e):
+            b.fail("object.__setattr__ refused without naming the field", kind_of(e))
+        return
+    leaves = [x for p, x in jax.tree_util.tree_flatten_with_path(b.obj)[0]
+              if jax.tree_util.keystr(p) == f".{case.set_field}"]
+    if len(leaves) != 1 or leaves[0] is not new:
+        b.fail("object.__setattr__: the leaf is stale", f"{ref.describe(new)} set, flatten gives {leaves}")
+
+
+def check_construction_calls(case: Case) -> None:
+    b = Built(case)
+    b.same("construction", b.obj, b.ref)
+    b.same_events("construction", b.events, b.ref_events)
+
+
+def check_replace(case: Case) -> None:
+    b = Built(case)
+    changes = {k: b.real(v) for k, v in case.changes}
+    want, want_events = ref.replace(b.ref, {k: b.model(v) for k, v in case.changes})
+    EVENTS.clear()
+    try:
+        new = b.obj.replace(**changes)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"replace raised {kind_of(e)}")
+    got_events = list(EVENTS)
+    b.same("replace", new, want)
+    b.same_events("replace", got_events, want_events)
+    for f in case.module.target.fields:
+        if not f.static and f.name not in changes and getattr(new, f.name) is not getattr(b.obj, f.name):
+            b.fail("replace: an unchanged field was copied", f.name)
+
+
+def check_jit_round_trip(case: Case) -> None:
+    b = Built(case)
+    EVENTS.clear()
+    out = _identity(b.obj)
+    method = b.obj.same()
+    if EVENTS:
+        b.fail("jit ran user code", f"{EVENTS}")
+    b.same("jax.jit(lambda m: m)", out, b.ref, traced)
+    b.same("@tc.jit method", method, b.ref, traced)
+    if (out == b.obj) is not True:  # a Python bool, for concrete values
+        b.fail("jit: == says the round trip differs")
+
+
+def check_device_put(case: Case) -> None:
+    b = Built(case)
+    EVENTS.clear()
+    out = jax.device_put(b.obj)
+    if EVENTS:
+        b.fail("device_put ran user code", f"{EVENTS}")
+    b.same("device_put", out, b.ref, jax.device_put)
+
+
+def check_pickle(case: Case) -> None:
+    b = Built(case)
+    b.same("pickle", pickle.loads(pickle.dumps(b.obj)), b.ref)
+
+
+def check_deepcopy(case: Case) -> None:
+    b = Built(case)
+    b.same("deepcopy", copy.deepcopy(b.obj), b.ref)
+    b.same("copy", copy.copy(b.obj), b.ref)
+
+
+def check_cloudpickle(case: Case) -> None:
+    b = Built(case)
+    b.same("cloudpickle", cloudpickle.loads(cloudpickle.dumps(b.obj)), b.ref)
+
+
+def check_state_dict(case: Case) -> None:
+    b = Built(case)
+    state = tc.to_state_dict(b.obj)
+    b.same("from_state_dict(obj, to_state_dict(obj))", tc.from_state_dict(b.obj, state), b.ref)
+    template = jax.tree.map(jnp.asarray, b.obj)  # Python scalars as 0-d arrays
+    b.same("from_state_dict(array template)", tc.from_state_dict(template, state), b.ref, jnp.asarray)
+
+
+def check_save_load(case: Case) -> None:
+    b = Built(case)
+    template = jax.tree.map(jnp.asarray, b.obj)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.npz"
+        tc.save(path, b.obj)
+        b.same("load", tc.load(path, b.obj), b.ref)
+        b.same("load(array template)", tc.load(path, template), b.ref, jnp.asarray)
+
+
+def _paths(tree: Any) -> list[str]:
+    return [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
+def check_partition(case: Case) -> None:
+    b = Built(case)
+    every = [p for p, _, _ in ref.flatten(b.ref)]
+    for under in ("", f".{case.where_field}" if case.where_field else None):
+        if under is None:
+            continue
+        where = _where((under[1:],)) if under else None
+        want = ref.selected(b.ref, under)
+        try:
+            chosen, rest = tc.partition(b.obj, where=where)
+        except ValueError as e:  # a `where` that selects nothing trainable is refused
+            if want or f"{case.module.target.name}{under}" not in str(e):
+                b.fail(f"partition raised {kind_of(e)}")
+            continue
+        if _paths(chosen) != want:
+            b.fail(f"partition{'(where=)' if under else ''}: selected leaves", f"{_paths(chosen)} != {want}")
+        if _paths(rest) != [p for p in every if p not in want]:
+            b.fail("partition: the rest", f"{_paths(rest)}")
+        b.same("combine(partition)", tc.combine(chosen, rest), b.ref)
+
+
+def _loss(m: Any) -> jax.Array:
+    total = jnp.float32(0)
+    for x in jax.tree.leaves(m):
+        if ref.is_inexact(x):  # tracers are jax.Arrays
+            total = total + jnp.sum(jnp.square(jnp.asarray(x, jnp.float32)))
+    return total
+
+
+def check_grad(case: Case) -> None:
+    b = Built(case)
+    want_paths = ref.selected(b.ref)
+    try:
+        grads = tc.grad(_loss)(b.obj)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        if want_paths:
+            b.fail(f"grad raised {kind_of(e)}")
+        if case.module.target.name not in str(e):
+            b.fail("grad: nothing to differentiate, message without the class", kind_of(e))
+        return
+    if not want_paths:
+        b.fail("grad: returned with nothing to differentiate")
+    flat = {p: x for p, x, _ in ref.flatten(b.ref)}
+
+    def on_selected(chosen: dict[str, Any]) -> jax.Array:
+        return _loss([chosen.get(p, x) for p, x in flat.items()])
+
+    want = jax.grad(on_selected)({p: flat[p] for p in want_paths})
+    got = {jax.tree_util.keystr(p): g for p, g in jax.tree_util.tree_flatten_with_path(grads)[0]}
+    if list(got) != want_paths:
+        b.fail("grad: leaves with a gradient", f"{list(got)} != {want_paths}")
+    for p in want_paths:
+        diff = ref.leaf_diff(got[p], want[p])
+        if diff:
+            b.fail("grad: value", f"{p}: {diff}")
+
+
+def check_stack_unstack(case: Case) -> None:
+    b = Built(case)
+    EVENTS.clear()
+    stacked = tc.stack([b.obj, b.obj])
+    b.same("stack", stacked, b.ref, lambda x: jnp.stack([jnp.asarray(x)] * 2), weak=False)
+    if ref.flatten(b.ref):
+        for one in tc.unstack(stacked):
+            b.same("unstack", one, b.ref, jnp.asarray, weak=False)
+    if EVENTS:
+        b.fail("stack/unstack ran user code", f"{EVENTS}")
+
+
+def check_replace_at(case: Case) -> None:
+    if not case.at_path:
+        return
+    b = Built(case)
+    want, want_events = ref.replace_at(b.ref, case.at_path, b.model(case.at_value))
+    value = b.real(case.at_value)
+    EVENTS.clear()
+    try:
+        got = tc.replace_at(b.obj, _where(case.at_path), value)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"replace_at raised {kind_of(e)}")
+    got_events = list(EVENTS)
+    b.same("replace_at", got, want)
+    b.same_events("replace_at", got_events, want_events)
+
+
+CHECKS: dict[str, Callable[[Case], None]] = {
+    name.removeprefix("check_"): f for name, f in globals().items() if name.startswith("check_")
+}
+# object.__setattr__ is tried on every case with a dynamic field: last, so that a case's
+# first disagreement names another defect where it has one.
+CHECKS["attribute_is_leaf"] = CHECKS.pop("attribute_is_leaf")
