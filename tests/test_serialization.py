@@ -359,7 +359,7 @@ def _leaves(draw: st.DrawFn) -> Any:
         key = jax.random.key(draw(st.integers(0, 3)), impl=impl)
         return draw(st.sampled_from([key, jax.random.key_data(key)]))
     if kind == "weak":  # what JAX makes of a Python number: weakly typed
-        weak = jnp.asarray(number if type(number) is not int or abs(number) < 2**31 else 7)
+        weak = jnp.asarray(number if abs(number) < 2**31 else 7)  # fits int32 and float32
         return jnp.broadcast_to(weak, shape)
     dtype = jnp.dtype(draw(st.sampled_from(_DTYPES)))
     with np.errstate(all="ignore"), warnings.catch_warnings():
