@@ -13,11 +13,11 @@ from typing import Any, Final, NoReturn, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
-import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import GetAttrKey
 
 from treeclass._checkpoint.state_dict import (
+    SCALAR_KINDS,
     CheckpointError,
     Source,
     arraylike,
@@ -25,7 +25,6 @@ from treeclass._checkpoint.state_dict import (
     dtype_str,
     is_key,
     keyed,
-    SCALAR_KINDS,
     scalar_fits,
     state_key,
 )
