@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
