@@ -207,6 +207,24 @@ def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
     assert [r() for r in functions + compiled] == [None] * 60
 
 
+def test_jit_of_a_bound_method_leaves_the_function_untouched():
+    # Regression (issue 32): the compiled function was cached in the method's own
+    # __dict__, state in the user's object that cloudpickle and functools.wraps copy.
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+        def apply(self, x):
+            return self.w * x
+
+    lin = Lin(jnp.ones(2))
+    before = dict(vars(Lin.apply))
+    method = tc.jit(lin.apply)
+    assert method(2.0).tolist() == [2.0, 2.0]
+    assert vars(Lin.apply) == before
+    assert tc.jit(lin.apply).__func__ is method.__func__  # shared while in use
+
+
 def test_jit_of_a_bound_method_whose_function_wraps_another_runs_the_wrapper():
     # Regression: the per-method cache lived in the function's __dict__, which
     # functools.wraps copies into a wrapper, so tc.jit(obj.method) after the method was

@@ -1,6 +1,10 @@
 """Retraces are visible: what changed (old -> new), a guard and a warning."""
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -250,3 +254,55 @@ def test_static_values_that_compare_equal_do_not_retrace_or_explain() -> None:
     for _ in range(3):
         f(jnp.ones(2), cfg=(1, "a", jnp.tanh))
     assert f.trace_log.reasons == []
+
+
+# ---------------------------------------------------------------------------------------
+# A pickled class carries no trace history.
+
+_DUMP = """\
+import sys
+import cloudpickle
+import jax, jax.numpy as jnp
+import treeclass as tc
+
+class Model(tc.TreeClass):
+    w: jax.Array
+
+    @tc.jit(max_traces=1)
+    def scaled(self, x):
+        return self.w * x
+
+m = Model(jnp.arange(3.0))
+m.scaled(1.0)  # traced here, in this process
+assert Model.scaled.trace_log.count == 1
+with open(sys.argv[1], "wb") as f:
+    cloudpickle.dump(m, f)
+"""
+
+_LOAD = """\
+import pickle, sys
+with open(sys.argv[1], "rb") as f:
+    m = pickle.load(f)
+log = type(m).scaled.trace_log
+assert (log.count, log.reasons) == (0, []), (log.count, log.reasons)
+print(m.scaled(2.0).tolist(), log.count)  # its first trace in this process
+"""
+
+
+def test_a_cloudpickled_class_starts_with_no_trace_history(tmp_path: Any) -> None:
+    # Regression (issue 32, defect 8): the trace log travelled with the class, so in a
+    # fresh worker the first call of a max_traces=1 method raised RetraceError ("nothing
+    # in the arguments changed"). Each side runs in a process of its own, the class in
+    # its __main__: in one process cloudpickle hands back the class it already has.
+    pytest.importorskip("cloudpickle")
+    package = str(Path(tc.__file__).parent.parent)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": package}
+    pickled = tmp_path / "model.pkl"
+    for source in (_DUMP, _LOAD):
+        (tmp_path / "script.py").write_text(source)
+        run = subprocess.run(
+            [sys.executable, "script.py", str(pickled)],
+            capture_output=True, text=True, check=False, env=env, cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[0.0, 2.0, 4.0] 1"

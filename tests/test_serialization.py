@@ -9,6 +9,8 @@ import collections
 import dataclasses
 import functools
 import pathlib
+import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -16,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from checkpoints import Keyed, Model, assert_identical, keyed, model
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -122,7 +126,8 @@ OTHER_LEAVES = [
 @pytest.mark.parametrize("saved_kind", [*SCALAR_KINDS, "other"])
 def test_from_state_dict_checks_python_scalar_leaves(kind: str, saved_kind: str):
     """A Python number in the template takes a number of its kind (a 0-d array of it
-    too, as stores give back); anything else names the field."""
+    too, as stores give back), restored as the template's kind, a Python number, as load
+    restores it; anything else names the field."""
 
     @tc.treeclass
     class Opt:
@@ -133,7 +138,9 @@ def test_from_state_dict_checks_python_scalar_leaves(kind: str, saved_kind: str)
     for saved in SCALAR_KINDS.get(saved_kind, OTHER_LEAVES):
         state = {"lr": saved, "w": jnp.zeros(2)}
         if saved_kind == kind:
-            assert tc.from_state_dict(template, state).lr is saved
+            restored = tc.from_state_dict(template, state).lr
+            assert type(restored) is type(template.lr)
+            assert restored == saved
             continue
         with pytest.raises(tc.CheckpointError, match=rf"^Opt\.lr: an? {kind} in the template, "):
             tc.from_state_dict(template, state)
@@ -330,3 +337,88 @@ def test_many_unexpected_keys_are_found_in_one_pass_over_the_template():
     state = {str(i): 0.0 for i in range(3)} | {f"x{i}": 0.0 for i in range(100)}
     with pytest.raises(tc.CheckpointError, match=r"^dict: structure differs \(in the state dict"):
         tc.from_state_dict({str(i): 0.0 for i in range(3)}, state)
+
+
+# ---------------------------------------------------------------------------------------
+# from_state_dict and load: one restore.
+
+_DTYPES = ["bool", "int8", "uint8", "int32", "uint32", "float16", "bfloat16", "float32", "complex64"]
+
+
+@st.composite
+def _leaves(draw: st.DrawFn) -> Any:
+    """A leaf: a Python number, a 0-d or small array (jax weak or strong, numpy) of some
+    dtype, a typed or raw PRNG key."""
+    number = draw(st.sampled_from([0, 1, -3, 2**40, 0.5, -1e300, True, False, 1j]))
+    kind = draw(st.sampled_from(["python", "weak", "jax", "numpy", "numpy scalar", "key"]))
+    shape = draw(st.sampled_from([(), (), (2,)]))
+    if kind == "python":
+        return number
+    if kind == "key":
+        impl = draw(st.sampled_from(["threefry2x32", "rbg"]))
+        key = jax.random.key(draw(st.integers(0, 3)), impl=impl)
+        return draw(st.sampled_from([key, jax.random.key_data(key)]))
+    if kind == "weak":  # what JAX makes of a Python number: weakly typed
+        weak = jnp.asarray(number if abs(number) < 2**31 else 7)  # fits int32 and float32
+        return jnp.broadcast_to(weak, shape)
+    dtype = jnp.dtype(draw(st.sampled_from(_DTYPES)))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a cast that overflows: any value will do
+        array = np.full(shape, number).astype(dtype)
+    if kind == "jax":
+        return jnp.asarray(array)
+    return array if kind == "numpy" or shape else array[()]
+
+
+@tc.treeclass
+class _Box:
+    x: Any
+
+
+def _outcome(restore: Callable[[], Any]) -> Any:
+    """What a restore gives: the leaf's kind, dtype, weak type and bits, or a refusal
+    naming the field."""
+    try:
+        x = restore().x
+    except tc.CheckpointError as error:
+        return "refused", str(error).split(": ")[0]
+    if type(x) in (bool, int, float, complex):
+        return type(x), repr(x)
+    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return "key", str(x.dtype), x.shape, np.asarray(jax.random.key_data(x)).tobytes()
+    kind = "jax" if isinstance(x, jax.Array) else type(x).__name__
+    return kind, str(x.dtype), x.shape, bool(getattr(x, "weak_type", False)), np.asarray(x).tobytes()
+
+
+@given(saved=_leaves(), template=_leaves(), abstract=st.booleans())
+@settings(max_examples=30)
+def test_from_state_dict_and_load_restore_alike(
+    tmp_path_factory: Any, saved: Any, template: Any, abstract: bool
+) -> None:
+    """Regression (issue 32, defect 7): a Python number restored into a 0-d array came back
+    from from_state_dict as a Python number (weak, no dtype, a second compile), and from
+    load as the template's array; a weak template got a strong array, a jax one numpy's."""
+    box = _Box(template)
+    fits = type(template) is not int or abs(template) < 2**31  # what eval_shape takes
+    if abstract and fits and not isinstance(template, np.ndarray | np.generic):
+        box = jax.eval_shape(lambda: box)
+    path = tmp_path_factory.mktemp("restore") / "box.npz"
+    try:
+        tc.save(path, _Box(saved))
+    except TypeError:  # a Python int past int64: save refuses it, naming the field
+        return
+    state = tc.to_state_dict(_Box(saved))
+    assert _outcome(lambda: tc.from_state_dict(box, state)) == _outcome(lambda: tc.load(path, box))
+
+
+def test_a_python_number_restored_into_a_strong_scalar_is_the_templates_array(tmp_path: pathlib.Path):
+    # Regression (issue 32, defect 7): from_state_dict gave the Python float back (weak,
+    # no dtype, a second compile) where load gave the template's array.
+    template = _Box(jnp.float32(0.0))
+    path = tmp_path / "box.npz"
+    tc.save(path, _Box(0.25))
+    for restored in (tc.from_state_dict(template, {"x": 0.25}), tc.load(path, template)):
+        assert isinstance(restored.x, jax.Array)
+        assert (restored.x.dtype, restored.x.weak_type, float(restored.x)) == (jnp.float32, False, 0.25)
+    with pytest.raises(tc.CheckpointError, match=r"^_Box\.x: dtype python float in the state dict, float16 in the template"):
+        tc.from_state_dict(_Box(jnp.float16(0.0)), {"x": 0.25})

@@ -59,11 +59,20 @@ class _OnImport:
                 run(module)
                 for cls in list(_pending):
                     _register(cls)
+                _pending.clear()
 
             spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-ON_CLASS.append(lambda cls: _register(cls) if FLAX in sys.modules else _pending.add(cls))
+def _on_class(cls: type) -> None:
+    _pending.add(cls)
+    if FLAX in sys.modules:  # also those pending, if the import escaped `_OnImport`
+        for pending in list(_pending):
+            _register(pending)
+        _pending.clear()
+
+
+ON_CLASS.append(_on_class)
 if FLAX not in sys.modules:
     sys.meta_path.insert(0, _OnImport())

@@ -13,14 +13,15 @@ from typing import Any, Final, NoReturn, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
-import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import GetAttrKey
 
 from treeclass._checkpoint.state_dict import (
+    SCALAR_KINDS,
     CheckpointError,
     Source,
     arraylike,
+    as_template,
     dtype_str,
     is_key,
     keyed,
@@ -114,29 +115,13 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
 
 
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` as a leaf of the template's kind: a Python scalar, numpy, or a `jax.Array`
-    with its weak type and, where it was placed explicitly (committed), its sharding."""
-    if type(template) in PYTHON_SCALARS:
-        return type(template)(stored.item())
-    if is_key(template):
-        # dtype._impl: what every jax from the floor (0.7) on takes, abstract keys too.
-        result = jax.random.wrap_key_data(jnp.asarray(stored), impl=template.dtype._impl)
-    else:
+    """`stored` (as written: raw bits for ml_dtypes, key data for keys) in the template's
+    dtype, as a leaf of its kind (`as_template`, which `from_state_dict` shares)."""
+    if not is_key(template) and type(template) not in PYTHON_SCALARS:
         dtype = np.dtype(template.dtype)
-        array = stored.astype(dtype) if stored.dtype.kind == dtype.kind else stored.view(dtype)
-        if isinstance(template, np.ndarray | np.generic):
-            return array if isinstance(template, np.ndarray) else array[()]
-        result = jnp.asarray(array)
-        if getattr(template, "weak_type", False):  # a weak scalar stays weak scattered into
-            base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))
-            if base.dtype == result.dtype and base.weak_type:  # only default dtypes are weak
-                result = jnp.broadcast_to(base, result.shape).at[...].set(result)
-    if isinstance(template, jax.core.Tracer):  # load() under jit: no placement to copy
-        return result
-    explicit = isinstance(template, jax.ShapeDtypeStruct) or getattr(template, "committed", False)
-    if explicit and getattr(template, "sharding", None) is not None:
-        return jax.device_put(result, template.sharding)
-    return result
+        same = stored.dtype.kind == dtype.kind
+        stored = stored.astype(dtype, copy=False) if same else stored.view(dtype)
+    return as_template(template, stored)
 
 
 def _name(t: Any) -> str:
@@ -269,6 +254,19 @@ class FileSource(Source):
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
             value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
             value = self.fill(path, value, template)
-            return decode_leaf(template, np.asarray(value, template.dtype))
+            return as_template(template, np.asarray(value, template.dtype))
+        if type(template) in PYTHON_SCALARS and saved_shape == [] and scalar is None:
+            # A 0-d array of the number's kind, as from_state_dict takes (stores give them).
+            kind = _numpy_dtype(saved_dtype)
+            if kind is not None and kind.kind in SCALAR_KINDS[type(template)]:
+                dtype, stored = saved_dtype, (kind, ())
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
         return decode_leaf(template, self.read(member, stored, where, crc))
+
+
+def _numpy_dtype(name: str) -> np.dtype[Any] | None:
+    """The numpy dtype a manifest names, or None (a key, an ml_dtype, a damaged name)."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None

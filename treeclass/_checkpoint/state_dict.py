@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -90,6 +91,48 @@ def fits(value: Any, dtype: Any) -> bool:
         return bool(x == value)
     parts = np.real([x, value]), np.imag([x, value])  # (converted, given), each part
     return all(np.isfinite(p[0]) or not np.isfinite(p[1]) for p in parts)
+
+
+def key_impl(template: Any) -> Any:
+    """The PRNG implementation of a typed key template, a `jax.ShapeDtypeStruct` too
+    (which `jax.random.key_impl` does not take: it is read while tracing one)."""
+    if not isinstance(template, jax.ShapeDtypeStruct):
+        return jax.random.key_impl(template)
+    found: list[Any] = []
+    jax.eval_shape(lambda key: found.append(jax.random.key_impl(key)), template)
+    return found[0]
+
+
+def as_template(template: Any, value: Any) -> Any:
+    """`value`, checked against the template leaf, as a leaf of the template's kind: a
+    Python number, a numpy array or scalar, or a `jax.Array` with the template's weak type
+    and, where it was placed explicitly (committed), its sharding. The one conversion of
+    `from_state_dict` and `load`; a value already of that kind is returned as it is."""
+    if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
+        return value
+    if type(template) in PYTHON_SCALARS:
+        return value if type(value) is type(template) else type(template)(np.asarray(value).item())
+    if isinstance(template, np.ndarray | np.generic):
+        if type(value) is type(template):
+            return value
+        array = np.array(value, dtype=template.dtype)  # a writeable copy, on the host
+        return array if isinstance(template, np.ndarray) else array[()]
+    weak = bool(getattr(template, "weak_type", False))
+    if isinstance(value, jax.Array) and bool(getattr(value, "weak_type", False)) == weak:
+        return value  # a jax key, or an array of the same weak type: shared, not copied
+    if is_key(template):
+        result = jax.random.wrap_key_data(jnp.asarray(value), impl=key_impl(template))
+    else:
+        result = jnp.asarray(value, template.dtype)  # strongly typed
+        base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))
+        if weak and base.dtype == result.dtype:  # only default dtypes are weak
+            result = jnp.broadcast_to(base, result.shape).at[...].set(result)
+    if isinstance(template, jax.core.Tracer):  # load() under jit: no placement to copy
+        return result
+    explicit = isinstance(template, jax.ShapeDtypeStruct) or getattr(template, "committed", False)
+    if explicit and getattr(template, "sharding", None) is not None:
+        return jax.device_put(result, template.sharding)
+    return result
 
 
 def state_key(path: KeyPath) -> str:
@@ -177,21 +220,25 @@ class Source:
 
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
         if type(saved) in PYTHON_SCALARS and scalar_fits(type(saved), template):
-            return self.fill(path, saved, template)
+            return as_template(template, self.fill(path, saved, template))
         if arraylike(template):
-            if not arraylike(saved):
+            if type(saved) in PYTHON_SCALARS:  # named as a file's manifest names it
+                theirs: ShapeDtype = ((), f"python {type(saved).__name__}")
+            elif arraylike(saved):
+                theirs = (tuple(saved.shape), dtype_str(saved.dtype))
+            else:
                 raise self.mismatch(path, template, saved)
-            ours, theirs = ((tuple(x.shape), dtype_str(x.dtype)) for x in (template, saved))
-            self.compare(path, theirs, ours)
+            self.compare(path, theirs, (tuple(template.shape), dtype_str(template.dtype)))
         elif type(saved) is not type(template) and not (
             # A Python number comes back from some stores as a 0-d array of its kind.
             type(template) in PYTHON_SCALARS
             and arraylike(saved)
+            and not is_key(saved)
             and saved.shape == ()
             and np.dtype(saved.dtype).kind in SCALAR_KINDS[type(template)]
         ):
             raise self.mismatch(path, template, saved)
-        return saved
+        return as_template(template, saved)
 
 
 def differences(expected: list[str], given: Iterable[str], source: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
@@ -18,6 +19,7 @@ from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
 from treeclass._jit.untraceable import field_error, note_held
 
+_BOUND: weakref.WeakValueDictionary[Hashable, Callable[..., Any]] = weakref.WeakValueDictionary()
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
@@ -169,15 +171,16 @@ def jit(
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
-        # One compiled function per method and options, kept on the function: a module-level
-        # cache would keep every function and its executables alive. `func` in the key:
-        # functools.wraps copies the cache into a wrapper's __dict__.
+        # One compiled function per method and options while one is in use. Held weakly:
+        # it holds the function, so nothing here keeps a dropped function (or its
+        # executables) alive; while it lives the id cannot be another function's.
         func = fun.__func__
-        key = (func, tuple(sorted(jit_kwargs.items())), max_traces, explain)
+        key = (id(func), tuple(sorted(jit_kwargs.items())), max_traces, explain)
         try:
-            cache: dict[Hashable, Callable[..., Any]] = vars(func).setdefault("__tc_bound__", {})
-            call = cache.get(key) or cache.setdefault(key, make(func))
-        except TypeError:  # a callable without a __dict__; unhashable options
+            call = _BOUND.get(key)
+            if call is None:
+                call = _BOUND.setdefault(key, make(func))
+        except TypeError:  # unhashable options
             call = make(func)
         return types.MethodType(call, fun.__self__)
     if not callable(fun):

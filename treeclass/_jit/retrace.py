@@ -145,11 +145,14 @@ class TraceLog:
         self.reasons: list[str] = []
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict[str, Any]:  # pickled with its class (cloudpickle)
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with its class (cloudpickle) without its history: in another process
+        nothing is compiled yet, so the first call there is a first trace."""
+        kept = ("fun", "name", "max_traces", "explain")
+        return {k: self.__dict__[k] for k in kept}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock())
+        self.__dict__.update(state, signatures=[], reasons=[], _lock=threading.Lock())
 
     @property
     def count(self) -> int:
