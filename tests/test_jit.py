@@ -641,3 +641,18 @@ def test_concrete_int_needed_by_a_tc_jit_method_called_from_another_is_named() -
     with pytest.raises(TypeError, match=r"^Nested\.n \(3\) is a dynamic field holding a Python int") as info:
         Nested(jnp.ones(3), 3).twice()
     assert "    n: tc.Static[int]" in str(info.value)
+
+
+def test_jit_of_a_class_method_rebuilt_in_a_loop_compiles_once():
+    # Regression: with the compiled function held only while in use, `tc.jit(m.loss)(x)`
+    # rebuilt every step (nothing holding it) traced on every call.
+    @tc.treeclass
+    class Lin:
+        w: jax.Array
+
+        def loss(self, x):
+            return jnp.sum(self.w * x)
+
+    models = [Lin(jnp.full(2, float(k))) for k in range(4)]
+    assert [float(tc.jit(m.loss)(1.0)) for m in models] == [0.0, 2.0, 4.0, 6.0]
+    assert tc.jit(models[0].loss).trace_log.count == 1

@@ -19,6 +19,7 @@ from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
 from treeclass._jit.untraceable import field_error, note_held
 
+_PINNED: weakref.WeakKeyDictionary[type, list[Callable[..., Any]]] = weakref.WeakKeyDictionary()
 _BOUND: weakref.WeakValueDictionary[Hashable, Callable[..., Any]] = weakref.WeakValueDictionary()
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -180,6 +181,12 @@ def jit(
             call = _BOUND.get(key)
             if call is None:
                 call = _BOUND.setdefault(key, make(func))
+                cls = type(fun.__self__)
+                if inspect.getattr_static(cls, func.__name__, None) is func:
+                    # A method of the class lives as long as the class: pinned for as
+                    # long, so `tc.jit(model.loss)(x)` in a loop compiles once, as a
+                    # @tc.jit method does (jax.jit(model.loss) compiles on every call).
+                    _PINNED.setdefault(cls, []).append(call)
         except TypeError:  # unhashable options
             call = make(func)
         return types.MethodType(call, fun.__self__)
