@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import re
 from typing import Any, NamedTuple
 
@@ -254,7 +255,7 @@ jax.tree_util.register_pytree_node(Custom, lambda c: ((c.a, c.b), None), lambda 
         (
             Custom(1.0, 2.0),
             lambda c: c.a,
-            r"^Custom.a: Custom holds a Custom, and `where` read an attribute",
+            r"^Custom.a: Custom holds a Custom, which JAX flattens without key paths",
         ),
     ],
 )
@@ -268,7 +269,7 @@ def test_a_container_that_jax_does_not_flatten_is_replaced_whole_not_entered(
     holder = {"c": container}
     with pytest.raises(
         TypeError,
-        match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*not their subclasses.*fn=lambda old",
+        match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*(not their subclasses|without key paths).*fn=lambda old",
     ):
         tc.replace_at(holder, lambda h: where(h["c"]), 0.0)
     # Replaced whole, it keeps its place in the structure.
@@ -289,6 +290,13 @@ def test_jax_dict_nodes_keep_their_type_order_and_factory() -> None:
     assert got_counts.default_factory is list  # part of the treedef: jit would retrace without it
     assert jax.tree.structure(got_counts) == jax.tree.structure(counts)
     assert counts == {"x": 1.0}  # the input is not changed
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    a: Any
+    b: Any
 
 
 @tc.treeclass
@@ -318,6 +326,9 @@ _CONTAINERS: dict[str, tuple[Any, str, bool]] = {
     "list subclass": (lambda s, x: Stack([s, x]), "[1]", False),
     "tuple subclass": (lambda s, x: Row((s, x)), "[1]", False),
     "register_pytree_node": (lambda s, x: Custom(s, x), ".b", False),
+    # A node flattened with key paths: entered, rebuilt by unflatten (issue #32 defect 9;
+    # equinox, flax.struct, chex in test_foreign_nodes.py). This generator would have found it.
+    "register_dataclass": (lambda s, x: Registered(s, x), ".b", True),
 }
 
 
@@ -344,7 +355,7 @@ def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], dep
         ):
             assert bool(jnp.array_equal(a, b)) if isinstance(a, jax.Array) else a is b
     else:  # refused, naming the path from the root
-        match = rf"^{type(tree).__name__}[.\[].*not their subclasses, which JAX takes for leaves"
+        match = rf"^{type(tree).__name__}[.\[].*(not their subclasses, which JAX takes for leaves|without key paths)"
         with pytest.raises(TypeError, match=match):
             tc.replace_at(tree, where, fn=_negated)
 

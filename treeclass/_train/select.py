@@ -15,7 +15,17 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
-from treeclass._paths.record import DICT, NAMEDTUPLE, TREECLASS, Path, follow, record, show
+from treeclass._paths.record import (
+    DICT,
+    FIX_SELECT,
+    FOREIGN,
+    NAMEDTUPLE,
+    TREECLASS,
+    Path,
+    follow,
+    record,
+    show,
+)
 
 _T = TypeVar("_T")
 _Fn = Callable[[Any], Any] | None
@@ -101,16 +111,16 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         return out
 
     paths: list[Path] = []
+    last: list[Path] = [()]  # the latest path the recorder saw read, also when `where` failed
     try:
-        recorded = record(spy, root)
+        recorded = record(spy, root, replacing=False, last=last)
         paths = recorded if isinstance(recorded, list) else [recorded]
-        parents = [follow(tree, path, root)[0] for path in paths]
+        parents = [follow(tree, path, root, FIX_SELECT)[0] for path in paths]
     except Exception as error:
-        # Never run again: a predicate returned what is not nodes, or read (in a path, or its
-        # code: `x.ndim == 2`) a name only leaves have (`lambda m: (m.shape, m.haed)` on a
-        # model with a field `shape` is a typo).
-        code = getattr(getattr(where, "__code__", None), "co_names", ())
-        names = [k for p in paths for k, item in p if not item] if paths else code
+        # Never run again: a predicate returned what is not nodes, or read on the stand-in a
+        # name only leaves have (`x.ndim == 2`), which no node of the tree has as a field
+        # (`lambda m: (m.shape, m.haed)` on a model with a field `shape` is a typo).
+        names = [k for p in (paths or last) for k, item in p if not item]
         types = {type(v.value) for v in walk(tree) if v.kind == "node"}
         fields = {n for t in types for n in getattr(layout_of(t), "names", ())}
         fields |= {n for t in types for n in getattr(t, "_fields", ())}  # a NamedTuple's
@@ -124,8 +134,14 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
                 error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
-    entry = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}  # as JAX's key paths
-    return paths, [tuple(entry.get(kind, SequenceKey)(key) for _, kind, key in p) for p in parents]
+    return paths, [tuple(_entry(kind, key) for _, kind, key in p) for p in parents]
+
+
+def _entry(kind: int, key: Any) -> Any:
+    """A step of `follow` as the key entry JAX's key paths hold."""
+    if kind == FOREIGN:
+        return key  # stored as JAX's own entry
+    return DictKey(key) if kind == DICT else GetAttrKey(key) if kind in (NAMEDTUPLE, TREECLASS) else SequenceKey(key)
 
 
 def select(
