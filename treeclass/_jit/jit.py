@@ -16,7 +16,7 @@ import jax
 from treeclass._core.layout import instance_layout
 from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
-from treeclass._jit.untraceable import field_error, note_held
+from treeclass._jit.untraceable import Carrier, carried, field_error, note_held
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -31,11 +31,13 @@ def _make(
     for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
+    carrier = Carrier()  # functions inside other libraries' nodes, held static
+
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
         log.record(args, kwargs)  # runs only while JAX traces, never per call
         try:
-            return fun(*args, **kwargs)
+            return carried(fun(*args, **kwargs))
         except TypeError as error:
             note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
@@ -45,8 +47,12 @@ def _make(
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
+            if carrier.active:
+                args, kwargs = carrier.hide(args, kwargs)
             return jitted(*args, **kwargs)
         except TypeError as error:
+            if carrier.start(error, args, kwargs):
+                return call(*args, **kwargs)
             found = field_error(error, fun, args, kwargs, static)
             if found is None:
                 raise  # the body's own error, or JAX's about something else: unchanged
