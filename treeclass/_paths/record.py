@@ -116,23 +116,23 @@ def record(
     where: Callable[[Any], Any], root: str, *, replacing: bool = True, last: list[Path] | None = None
 ) -> Path | list[Path]:
     """The path `where` reads, or a list of paths when it returns a tuple or list of nodes.
-    `replacing`: errors advise replace_at's `fn=`; `last` receives the latest path read."""
+    `replacing`: errors advise replace_at's `fn=`; `last` (`[()]`) receives the latest path read."""
     if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
         did = f"is {describe(where, shape=False)}, not a function"
         raise TypeError(_MSG_RETURN.format(did=did))
     stand_in = _new(_Read)
     stand_in._tc_path, stand_in._tc_last = (), [()] if last is None else last
-    stand_in._tc_last[:] = [()]
-    msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
     try:
         selected = where(stand_in)
     except TypeError as error:  # an operation on a stand-in: name the latest read
+        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
         raise TypeError(msg.format(path=show(root, stand_in._tc_last[0]))) from error
     except AttributeError as error:  # `m.__dict__`: not a field, whatever it is
         read = error.obj
         if type(read) is not _Read:
             raise
         path = show(root, (*read._tc_path, (error.name, ATTR)))
+        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
         raise AttributeError(msg.format(path=path)) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
