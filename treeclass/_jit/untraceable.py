@@ -119,8 +119,8 @@ def untraceable_field(
     a function inside another library's node is carried (`Carrier`), not blamed."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         leaves = [v for v in walk(value) if v.kind == "leaf"]
-        for v, foreign in zip(leaves, _foreign(value), strict=True):
-            if is_traceable(v.value) or (foreign and callable(v.value)):
+        for v, inside in zip(leaves, foreign(value), strict=True):
+            if is_traceable(v.value) or (inside and carries(v.value)):
                 continue
             at = path_str(root_name(label, value), v.path)
             kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
@@ -143,7 +143,7 @@ def untraceable_field(
     return None
 
 
-def _foreign(x: Any, inside: bool = False) -> Iterator[bool]:
+def foreign(x: Any, inside: bool = False) -> Iterator[bool]:
     """For each leaf of `x` (`jax.tree.leaves` order): whether the nearest node above it
     that is not a tuple, list, dict or NamedTuple belongs to another library."""
     below = children(x)
@@ -155,7 +155,7 @@ def _foreign(x: Any, inside: bool = False) -> Iterator[bool]:
     elif type(x) not in _PLAIN and not (isinstance(x, tuple) and hasattr(type(x), "_fields")):
         inside = True
     for _, child in below:
-        yield from _foreign(child, inside)
+        yield from foreign(child, inside)
 
 
 _PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.defaultdict, type(None))
@@ -174,7 +174,7 @@ class _Carried:
 jax.tree_util.register_pytree_node(_Carried, lambda c: ((), c.fn), lambda fn, _: fn)
 
 
-def _carries(leaf: Any) -> bool:
+def carries(leaf: Any) -> bool:
     """A leaf `Carrier` holds static when under another library's node: a function."""
     return callable(leaf) and not isinstance(leaf, ARRAY_TYPES) and type(leaf) not in PYTHON_SCALARS
 
@@ -192,7 +192,8 @@ class Carrier:
         """Whether `error`, raised before the body ran, came from a function `hide` carries."""
         if self.active or hasattr(error, _HELD):
             return False
-        self.active = any(f and _carries(x) for x, f in zip(jax.tree.leaves((args, kwargs)), _foreign((args, kwargs)), strict=True))
+        tree = (args, kwargs)
+        self.active = any(f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True))
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -203,11 +204,11 @@ class Carrier:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
             tree = (args, kwargs)
-            at = self._at[treedef] = tuple(i for i, f in enumerate(_foreign(tree)) if f)
-        if not any(_carries(leaves[i]) for i in at):
+            at = self._at[treedef] = tuple(i for i, f in enumerate(foreign(tree)) if f)
+        if not any(carries(leaves[i]) for i in at):
             return args, kwargs
         for i in at:
-            leaves[i] = _Carried(leaves[i]) if _carries(leaves[i]) else leaves[i]
+            leaves[i] = _Carried(leaves[i]) if carries(leaves[i]) else leaves[i]
         return treedef.unflatten(leaves)  # type: ignore[no-any-return]
 
 
@@ -215,10 +216,10 @@ def carried(tree: Any) -> Any:
     """`tree` (a traced function's result) with each function under another library's node
     held static; `tree` itself when it holds none (checked only while tracing)."""
     leaves, treedef = jax.tree.flatten(tree)
-    if not any(map(_carries, leaves)):
+    if not any(map(carries, leaves)):
         return tree
-    flags = _foreign(tree)
-    return treedef.unflatten([_Carried(x) if next(flags) and _carries(x) else x for x in leaves])
+    flags = foreign(tree)
+    return treedef.unflatten([_Carried(x) if next(flags) and carries(x) else x for x in leaves])
 
 
 _MSG_CONCRETE: Final = """\
