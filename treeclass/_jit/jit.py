@@ -51,12 +51,12 @@ def _make(
                 args, kwargs = carrier.hide(args, kwargs)
             return jitted(*args, **kwargs)
         except TypeError as error:
-            if carrier.start(error, args, kwargs):
-                return call(*args, **kwargs)
-            found = field_error(error, fun, args, kwargs, static)
-            if found is None:
-                raise  # the body's own error, or JAX's about something else: unchanged
-            raise found from error
+            if not carrier.start(error, args, kwargs):
+                found = field_error(error, fun, args, kwargs, static)
+                if found is None:
+                    raise  # the body's own error, or JAX's about something else: unchanged
+                raise found from error
+        return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
 
     # What protocols.JitFunction declares for the type checkers.
     names = ("lower", "trace", "eval_shape", "clear_cache")
