@@ -113,13 +113,17 @@ def test_where_selects_inside_the_node_in_partition_and_grad(kind: str) -> None:
 @pytest.mark.parametrize("kind", ["equinox Module", "flax.struct"])
 def test_a_wrong_path_names_the_path_and_the_closest_child(kind: str) -> None:
     n = net(kind)
-    match = r"^Net\.enc\.ww: no such child, did you mean 'w'\? \w+'s children, as JAX flattens it: w, b"
+    match = (
+        r"^Net\.enc\.ww: no such child, did you mean 'w'\? \w+'s children, as JAX flattens it: w, b"
+    )
     with pytest.raises(AttributeError, match=match):
         tc.replace_at(n, lambda n: n.enc.ww, 0.0)
     with pytest.raises(AttributeError, match=match):
         tc.partition(n, lambda n: n.enc.ww)
     # A static field of the node is no child: JAX does not flatten it.
-    with pytest.raises(AttributeError, match=r"^Net\.enc\.width: no such child.*static fields are not children"):
+    with pytest.raises(
+        AttributeError, match=r"^Net\.enc\.width: no such child.*static fields are not children"
+    ):
         tc.grad(loss, where=lambda n: n.enc.width)(n)
 
 
@@ -130,8 +134,10 @@ def test_errors_advise_only_what_the_caller_takes() -> None:
     for where in (lambda n: n.enc.w.T, lambda n: n.head.T):
         with pytest.raises(TypeError, match=r"and no further: replace it whole, pass fn=lambda x"):
             tc.replace_at(n, where, 0.0)
-        for call in (lambda: tc.partition(n, where), lambda: tc.grad(loss, where=where)(n)):
-            with pytest.raises(TypeError, match=r"and no further: select Net\.(enc\.w|head) itself") as info:
+        for call in (lambda w=where: tc.partition(n, w), lambda w=where: tc.grad(loss, where=w)(n)):
+            with pytest.raises(
+                TypeError, match=r"and no further: select Net\.(enc\.w|head) itself"
+            ) as info:
                 call()
             assert "fn=" not in str(info.value)
     # A `where` that computes: replace_at's error shows fn=, partition's does not.
@@ -154,10 +160,16 @@ jax.tree_util.register_pytree_node(Custom, lambda c: ((c.a,), None), lambda _, a
 
 def test_a_node_without_key_paths_is_taken_whole() -> None:
     n = Net(Custom(jnp.ones(2)), jnp.ones(3))
-    with pytest.raises(TypeError, match=r"^Net\.enc\.a: Net\.enc holds a Custom, which JAX flattens without key paths.*select Net\.enc itself"):
+    with pytest.raises(
+        TypeError,
+        match=r"^Net\.enc\.a: Net\.enc holds a Custom, which JAX flattens without key paths.*select Net\.enc itself",
+    ):
         tc.partition(n, lambda n: n.enc.a)
     assert tc.partition(n, lambda n: n.enc)[0].head is None
-    assert tc.replace_at(n, lambda n: n.enc, fn=lambda c: Custom(c.a + 1)).enc.a.tolist() == [2.0, 2.0]
+    assert tc.replace_at(n, lambda n: n.enc, fn=lambda c: Custom(c.a + 1)).enc.a.tolist() == [
+        2.0,
+        2.0,
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -214,7 +226,9 @@ def test_a_function_in_a_foreign_node_matches_equinoxs_own_filtered_transforms()
     y = jnp.zeros((4, 1))
     ours = tc.jit(tc.grad(mse))(m, x, y)
     theirs = eqx.filter_jit(eqx.filter_grad(lambda m: mse(m, x, y)))(m)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(eqx.filter(theirs, eqx.is_array)), strict=True):
+    for a, b in zip(
+        jax.tree.leaves(ours), jax.tree.leaves(eqx.filter(theirs, eqx.is_array)), strict=True
+    ):
         assert bool(jnp.allclose(a, b))
 
 
@@ -274,7 +288,9 @@ def test_a_function_among_layers_is_advised_a_partial_that_works() -> None:
     # The advice works: one compile for new weights, and the weights are trained.
     fixed = cnn(jax.tree_util.Partial(jax.nn.relu))
     assert apply(fixed, jnp.ones(2)).tolist() == [-6.0]
-    assert apply(tc.replace_at(fixed, lambda m: m.layers[0].w, jnp.zeros((2, 3))), jnp.ones(2)).tolist() == [0.0]
+    assert apply(
+        tc.replace_at(fixed, lambda m: m.layers[0].w, jnp.zeros((2, 3))), jnp.ones(2)
+    ).tolist() == [0.0]
     assert apply.trace_log.count == 1
     grads = tc.jit(tc.grad(lambda m: m(jnp.ones(2)).sum()))(fixed)
     assert grads.layers[0].w.tolist() == [[-1.0] * 3] * 2
@@ -287,7 +303,9 @@ class Activated(tc.TreeClass):
 
 def test_a_function_in_a_treeclass_field_is_still_an_error_naming_the_field() -> None:
     a = Activated(jnp.ones(2), jax.nn.relu)
-    match = r"(?s)^Activated\.act is a dynamic field holding a custom_jvp.*act: tc\.Static\[Callable"
+    match = (
+        r"(?s)^Activated\.act is a dynamic field holding a custom_jvp.*act: tc\.Static\[Callable"
+    )
     with pytest.raises(TypeError, match=match):
         tc.jit(lambda a: a.act(a.w))(a)
     with pytest.raises(TypeError, match=match):

@@ -201,6 +201,6 @@ def test_integer_arrays_and_field_defaults_shared_are_not_reported() -> None:
     n = jnp.array(0)  # never updated, so never untied
     tc.partition(Tied(jnp.ones(2), jnp.ones(2), n, n))
     tc.partition((Layer(jnp.ones(2)), Layer(jnp.ones(2))))
+    w = jnp.ones(2)
     with pytest.warns(tc.SharedArrayWarning, match=r"^tuple\[0\]\.w and tuple\[1\]\.w hold one array"):
-        w = jnp.ones(2)
         tc.partition((Layer(w), Layer(w)))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import dataclasses
 import re
 from typing import Any, NamedTuple
 
@@ -714,7 +713,7 @@ def test_replace_all_switches_every_treeclass_that_has_the_field() -> None:
 
 
 def test_replace_all_runs_replaces_checks() -> None:
-    with pytest.raises(TypeError, match="Norm.inference must be a bool"):
+    with pytest.raises(TypeError, match=r"^Norm\.inference must be a bool"):
         tc.replace_all(blocks(), inference="yes")
 
 

@@ -30,9 +30,9 @@ from treeclass._sharding.shardings import shardings as shardings
 from treeclass._train.grad import apply_updates as apply_updates
 from treeclass._train.grad import grad as grad
 from treeclass._train.grad import value_and_grad as value_and_grad
+from treeclass._train.select import SharedArrayWarning as SharedArrayWarning
 from treeclass._train.select import combine as combine
 from treeclass._train.select import is_inexact_array as is_inexact_array
-from treeclass._train.select import SharedArrayWarning as SharedArrayWarning
 from treeclass._train.select import partition as partition
 from treeclass._train.summary import summary as summary
 

@@ -193,7 +193,9 @@ class Carrier:
         if self.active or hasattr(error, _HELD):
             return False
         tree = (args, kwargs)
-        self.active = any(f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True))
+        self.active = any(
+            f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True)
+        )
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:

@@ -113,7 +113,11 @@ _INSTALLED: Final[set[str]] = set()  # the names made properties of _Read
 
 
 def record(
-    where: Callable[[Any], Any], root: str, *, replacing: bool = True, last: list[Path] | None = None
+    where: Callable[[Any], Any],
+    root: str,
+    *,
+    replacing: bool = True,
+    last: list[Path] | None = None,
 ) -> Path | list[Path]:
     """The path `where` reads, or a list of paths when it returns a tuple or list of nodes.
     `replacing`: errors advise replace_at's `fn=`; `last` (`[()]`) receives the latest path read."""
@@ -195,7 +199,9 @@ def _other(node: Any, key: Any, item: bool, fix: tuple[str, str]) -> tuple[int, 
     return (FOREIGN, *_child(node, pairs, key, item, fix))
 
 
-def _child(node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: tuple[str, str]) -> tuple[Any, Any]:
+def _child(
+    node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: tuple[str, str]
+) -> tuple[Any, Any]:
     """The key entry and child of a node of another library that `key` reads."""
     for entry, child in pairs:
         if item and entry == (SequenceKey(key) if type(key) is int else DictKey(key)):
@@ -212,7 +218,9 @@ def _child(node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: t
     close = closest(key, names)
     hint = f", did you mean {close!r}?" if close else "."
     held = f"{type(node).__name__}'s children, as JAX flattens it: {', '.join(names) or 'none'}"
-    raise _NoNode(AttributeError, lambda at: f"no such child{hint} {held} (static fields are not children).")
+    raise _NoNode(
+        AttributeError, lambda at: f"no such child{hint} {held} (static fields are not children)."
+    )
 
 
 def follow(

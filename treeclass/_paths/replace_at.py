@@ -12,7 +12,17 @@ from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
 from treeclass._core.walk import children, node_def
-from treeclass._paths.record import DICT, FOREIGN, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
+from treeclass._paths.record import (
+    DICT,
+    FOREIGN,
+    LIST,
+    NAMEDTUPLE,
+    TREECLASS,
+    Parent,
+    follow,
+    record,
+    show,
+)
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()

@@ -150,7 +150,13 @@ def _entry(kind: int, key: Any) -> Any:
     """A step of `follow` as the key entry JAX's key paths hold."""
     if kind == FOREIGN:
         return key  # stored as JAX's own entry
-    return DictKey(key) if kind == DICT else GetAttrKey(key) if kind in (NAMEDTUPLE, TREECLASS) else SequenceKey(key)
+    return (
+        DictKey(key)
+        if kind == DICT
+        else GetAttrKey(key)
+        if kind in (NAMEDTUPLE, TREECLASS)
+        else SequenceKey(key)
+    )
 
 
 def select(
