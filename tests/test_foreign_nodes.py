@@ -23,7 +23,6 @@ import treeclass as tc
 
 eqx = pytest.importorskip("equinox")
 flax_struct = pytest.importorskip("flax.struct")
-chex = pytest.importorskip("chex")
 optax = pytest.importorskip("optax")
 
 # optax and equinox's layers are written for JAX's default promotion rules.
@@ -43,10 +42,16 @@ class FlaxEncoder:
     width: int = flax_struct.field(pytree_node=False, default=2)
 
 
-@chex.dataclass(frozen=True)
-class ChexEncoder:
-    w: jax.Array
-    b: jax.Array
+try:  # not installed for every Python: its case is left out there
+    import chex
+
+    @chex.dataclass(frozen=True)
+    class ChexEncoder:
+        w: jax.Array
+        b: jax.Array
+
+except ImportError:
+    chex = None
 
 
 @jax.tree_util.register_dataclass
@@ -59,9 +64,10 @@ class RegisteredEncoder:
 _ENCODERS: dict[str, Callable[[jax.Array, jax.Array], Any]] = {
     "equinox Module": EqxEncoder,
     "flax.struct": FlaxEncoder,
-    "chex dataclass": lambda w, b: ChexEncoder(w=w, b=b),
     "register_dataclass": RegisteredEncoder,
 }
+if chex is not None:
+    _ENCODERS["chex dataclass"] = lambda w, b: ChexEncoder(w=w, b=b)
 
 
 class Net(tc.TreeClass):
