@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import inspect
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
@@ -201,6 +201,7 @@ class Carrier:
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """`(args, kwargs)` with each function under another library's node held static."""
         leaves, treedef = jax.tree.flatten((args, kwargs))
+        treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
         at = self._at.get(treedef)
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
@@ -218,6 +219,7 @@ def carried(tree: Any) -> Any:
     """`tree` (a traced function's result) with each function under another library's node
     held static; `tree` itself when it holds none (checked only while tracing)."""
     leaves, treedef = jax.tree.flatten(tree)
+    treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
     if not any(map(carries, leaves)):
         return tree
     flags = foreign(tree)

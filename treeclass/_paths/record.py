@@ -215,7 +215,7 @@ def _child(
     if item:
         keys = ", ".join(jax.tree_util.keystr((e,)) for e, _ in pairs) or "none"
         raise _NoNode(KeyError, lambda at: f"no such entry; {at}'s entries: {keys}.")
-    close = closest(key, names)
+    close = closest(str(key), names)
     hint = f", did you mean {close!r}?" if close else "."
     held = f"{type(node).__name__}'s children, as JAX flattens it: {', '.join(names) or 'none'}"
     raise _NoNode(

@@ -60,7 +60,7 @@ def replace_all(tree: _T, /, **changes: Any) -> _T:
     ...
     """
     seen: set[str] = set()  # the fields of the treeclasses met
-    new = _rebuild(tree, changes, seen)
+    new: _T = _rebuild(tree, changes, seen)
     missing = [name for name in changes if name not in seen]
     if missing:
         close = closest(missing[0], sorted(seen)) if len(missing) == 1 else None
