@@ -166,3 +166,41 @@ def test_combine_of_partition_is_the_tree(inst: Instance, filter_: Any, only_tra
         for x, t in zip(with_none(inst.obj), trainable, strict=True)
     ]
     assert all(a is b for a, b in zip(with_none(params), expected, strict=True))
+
+
+# ---------------------------------------------------------------------------------------
+# One array object at two paths: tc.partition unties it, and says so.
+
+
+@tc.treeclass
+class Tied:
+    embed: jax.Array
+    out: jax.Array
+    count: jax.Array
+    step: jax.Array
+
+
+def test_an_array_held_at_two_paths_is_reported_with_both_paths() -> None:
+    # Issue #34: a layer passed to two fields gave two leaves, two gradients and, after one
+    # update, two different weights, without a word.
+    w = jnp.ones((4, 2))
+    match = (
+        r"(?s)^Tied\.embed and Tied\.out hold one array object \(f32\[4,2\]\)\. tc\.partition "
+        r"splits it.*no longer tied.*\"Shared weights\" in\s+docs/with-other-libraries\.md"
+    )
+    with pytest.warns(tc.SharedArrayWarning, match=match):
+        tc.partition(Tied(w, w, jnp.array(0), jnp.array(1)))
+
+
+def test_integer_arrays_and_field_defaults_shared_are_not_reported() -> None:
+    @tc.treeclass
+    class Layer:
+        w: jax.Array
+        b: jax.Array = tc.field(default=jnp.zeros(2))  # every instance shares it, by design
+
+    n = jnp.array(0)  # never updated, so never untied
+    tc.partition(Tied(jnp.ones(2), jnp.ones(2), n, n))
+    tc.partition((Layer(jnp.ones(2)), Layer(jnp.ones(2))))
+    w = jnp.ones(2)
+    with pytest.warns(tc.SharedArrayWarning, match=r"^tuple\[0\]\.w and tuple\[1\]\.w hold one array"):
+        tc.partition((Layer(w), Layer(w)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import re
 from typing import Any, NamedTuple
 
@@ -254,7 +255,7 @@ jax.tree_util.register_pytree_node(Custom, lambda c: ((c.a, c.b), None), lambda 
         (
             Custom(1.0, 2.0),
             lambda c: c.a,
-            r"^Custom.a: Custom holds a Custom, and `where` read an attribute",
+            r"^Custom.a: Custom holds a Custom, which JAX flattens without key paths",
         ),
     ],
 )
@@ -268,7 +269,7 @@ def test_a_container_that_jax_does_not_flatten_is_replaced_whole_not_entered(
     holder = {"c": container}
     with pytest.raises(
         TypeError,
-        match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*not their subclasses.*fn=lambda old",
+        match=r"^dict\['c'\][.\[].*: dict\['c'\] holds .*(not their subclasses|without key paths).*fn=lambda old",
     ):
         tc.replace_at(holder, lambda h: where(h["c"]), 0.0)
     # Replaced whole, it keeps its place in the structure.
@@ -289,6 +290,13 @@ def test_jax_dict_nodes_keep_their_type_order_and_factory() -> None:
     assert got_counts.default_factory is list  # part of the treedef: jit would retrace without it
     assert jax.tree.structure(got_counts) == jax.tree.structure(counts)
     assert counts == {"x": 1.0}  # the input is not changed
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    a: Any
+    b: Any
 
 
 @tc.treeclass
@@ -318,6 +326,9 @@ _CONTAINERS: dict[str, tuple[Any, str, bool]] = {
     "list subclass": (lambda s, x: Stack([s, x]), "[1]", False),
     "tuple subclass": (lambda s, x: Row((s, x)), "[1]", False),
     "register_pytree_node": (lambda s, x: Custom(s, x), ".b", False),
+    # A node flattened with key paths: entered, rebuilt by unflatten (issue #32 defect 9;
+    # equinox, flax.struct, chex in test_foreign_nodes.py). This generator would have found it.
+    "register_dataclass": (lambda s, x: Registered(s, x), ".b", True),
 }
 
 
@@ -344,7 +355,7 @@ def test_the_structure_is_kept_when_the_new_value_keeps_it(kinds: list[str], dep
         ):
             assert bool(jnp.array_equal(a, b)) if isinstance(a, jax.Array) else a is b
     else:  # refused, naming the path from the root
-        match = rf"^{type(tree).__name__}[.\[].*not their subclasses, which JAX takes for leaves"
+        match = rf"^{type(tree).__name__}[.\[].*(not their subclasses, which JAX takes for leaves|without key paths)"
         with pytest.raises(TypeError, match=match):
             tc.replace_at(tree, where, fn=_negated)
 
@@ -631,3 +642,94 @@ def test_replace_at_is_the_replace_chain_over_generated_classes(
             a is b for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True)
         )
         assert type(got) is type(inst.obj)
+
+
+# ---------------------------------------------------------------------------------------
+# The recorder's state is bounded.
+
+
+def test_the_recorder_installs_a_bounded_number_of_names() -> None:
+    # Issue #32: a property was installed on the stand-in's class for every attribute
+    # name ever read, typos included: process-wide state growing without end.
+    from treeclass._paths import record
+
+    for i in range(record._PROPERTIES + 50):
+        with pytest.raises(AttributeError, match=rf"^MLP\.typo_{i}: no such field"):
+            tc.replace_at(mlp(), lambda m, i=i: getattr(m, f"typo_{i}"), 0.0)
+    installed = [name for name, value in vars(record._Read).items() if isinstance(value, property)]
+    assert len(installed) <= record._PROPERTIES
+    # Past the bound, a read is still recorded, only without the shortcut.
+    assert tc.replace_at(mlp(), lambda m: m.layers[1].w, jnp.zeros(1)).layers[1].w.tolist() == [0.0]
+
+
+# ---------------------------------------------------------------------------------------
+# tc.replace_all: one field replaced in every treeclass that has it.
+
+
+@tc.treeclass
+class Dropout:
+    rate: float = tc.static(0.5)
+    inference: bool = tc.static(False)
+
+
+@tc.treeclass
+class Norm:
+    scale: jax.Array
+    inference: bool = tc.static(False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.inference, bool):
+            msg = "Norm.inference must be a bool"
+            raise TypeError(msg)
+
+
+@tc.treeclass
+class Block:
+    norm: Norm
+    drop: Dropout
+    extra: Any = None
+
+
+def blocks() -> dict[str, Any]:
+    inner = Block(Norm(jnp.ones(2)), Dropout(), Pair(Dropout(), jnp.ones(1)))
+    return {"blocks": [Block(Norm(jnp.ones(3)), Dropout()), inner], "head": (jnp.zeros(1),)}
+
+
+def test_replace_all_switches_every_treeclass_that_has_the_field() -> None:
+    # Issue #34: an inference-mode switch set three flags by path; missing one was silent.
+    tree = blocks()
+    got = tc.replace_all(tree, inference=True)
+    flags = [d.inference for d in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, Dropout | Norm)) if isinstance(d, Dropout | Norm)]
+    assert flags == [True] * 5
+    assert type(got) is dict
+    assert type(got["blocks"]) is list
+    assert type(got["blocks"][1].extra) is Pair
+    assert got["head"] is tree["head"]  # nothing to change: shared
+    assert got["blocks"][0].norm.scale is tree["blocks"][0].norm.scale
+    assert tree["blocks"][0].drop.inference is False  # the input is unchanged
+    both = tc.replace_all(tree, inference=True, rate=0.0)
+    assert both["blocks"][1].extra.left.rate == 0.0
+    assert both["blocks"][1].norm.inference is True
+
+
+def test_replace_all_runs_replaces_checks() -> None:
+    with pytest.raises(TypeError, match=r"^Norm\.inference must be a bool"):
+        tc.replace_all(blocks(), inference="yes")
+
+
+def test_replace_all_names_a_field_no_treeclass_has() -> None:
+    with pytest.raises(TypeError, match=r"^replace_all\(\): no treeclass in this dict has a field 'inferance', did you mean 'inference'\?"):
+        tc.replace_all(blocks(), inferance=True)
+    with pytest.raises(TypeError, match=r"(?s)no treeclass in this tuple has a field 'a', 'b'\..*treeclasses in this tree: none"):
+        tc.replace_all((jnp.ones(1),), a=1, b=2)
+
+
+def test_replace_all_reaches_into_other_libraries_nodes() -> None:
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Holder:
+        block: Any
+
+    got = tc.replace_all(Holder(Block(Norm(jnp.ones(2)), Dropout())), inference=True)
+    assert type(got) is Holder
+    assert got.block.drop.inference is True

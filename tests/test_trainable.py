@@ -448,3 +448,16 @@ def test_the_rule_over_generated_classes(inst: Instance) -> None:
     updated = tc.apply_updates(inst.obj, grads)
     for before, after, trained in zip(leaves, jax.tree.leaves(updated), expected, strict=True):
         assert (after is before) != trained or np.size(before) == 0
+
+
+def test_a_selector_is_told_from_a_predicate_by_what_it_reads_not_its_code() -> None:
+    # Issue #32: `where.__code__.co_names` was read for leaf-only names; a selector that
+    # calls a node, with `.shape` read elsewhere in its code, was told to pass filter=.
+    def where(n: Any) -> Any:
+        return n.head(jnp.ones(2).shape)
+
+    for call in (lambda: tc.partition(net(), where), lambda: tc.grad(loss, where=where)(net())):
+        with pytest.raises(TypeError, match=r"^Net\.head: `where` did more than read it") as info:
+            call()
+        assert "fn=" not in str(info.value)  # partition and grad take no fn=
+        assert "filter=" in " ".join(getattr(info.value, "__notes__", []))

@@ -125,3 +125,35 @@ def test_the_static_fix_for_a_list_dict_or_set_is_hashable(held: Any, fix: str, 
     assert error is not None
     assert f"    {fix}\n" in str(error)
     Fixed(static)  # the form the fix names is one a static field holds
+
+
+def test_jax_still_raises_from_a_frame_that_holds_the_tracer() -> None:
+    # treeclass/_jit/untraceable.py's note_held reads the locals of the frame that raised
+    # (kept, treeclass/README.md says why): JAX's errors for a traced value whose concrete
+    # value was needed do not carry the tracer, and the message text must not be read.
+    # If JAX moves the raise, this test fails here, loudly, before the messages degrade
+    # to naming every int field instead of the one that was needed.
+    held: list[Any] = []
+
+    def body(n: Any) -> Any:
+        held.append(n)
+        return jnp.zeros(()) + sum(range(n))
+
+    with pytest.raises(TypeError) as info:
+        jax.jit(body)(3)
+    tb = info.value.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb is not None
+    frame_values = list(tb.tb_frame.f_locals.values())
+    assert any(value is held[0] for value in frame_values), (
+        "JAX no longer raises from a frame holding the tracer: update note_held()"
+    )
+
+    class Two(tc.TreeClass):
+        n: int
+        k: int
+
+    with pytest.raises(TypeError, match=r"^Two\.n \(3\) is a dynamic field holding a Python int") as named:
+        tc.jit(lambda t: jnp.zeros(()) + sum(range(t.n)) + t.k)(Two(3, 4))
+    assert "Two.k" not in str(named.value)  # only the field whose value was needed

@@ -23,12 +23,14 @@ from treeclass._jit.bind import bind as bind
 from treeclass._jit.jit import jit as jit
 from treeclass._jit.retrace import RetraceError as RetraceError
 from treeclass._jit.retrace import RetraceWarning as RetraceWarning
+from treeclass._paths.replace_all import replace_all as replace_all
 from treeclass._paths.replace_at import replace_at as replace_at
 from treeclass._sharding.shardings import partition_specs as partition_specs
 from treeclass._sharding.shardings import shardings as shardings
 from treeclass._train.grad import apply_updates as apply_updates
 from treeclass._train.grad import grad as grad
 from treeclass._train.grad import value_and_grad as value_and_grad
+from treeclass._train.select import SharedArrayWarning as SharedArrayWarning
 from treeclass._train.select import combine as combine
 from treeclass._train.select import is_inexact_array as is_inexact_array
 from treeclass._train.select import partition as partition
@@ -42,6 +44,7 @@ __all__ = [
     "RecompileWarning",
     "RetraceError",
     "RetraceWarning",
+    "SharedArrayWarning",
     "Static",
     "TreeClass",
     "apply_updates",
@@ -59,6 +62,7 @@ __all__ = [
     "partition_specs",
     "prefix",
     "replace",
+    "replace_all",
     "replace_at",
     "save",
     "shardings",

@@ -35,6 +35,7 @@ m = MLP((Linear(jnp.ones((2, 2)), jnp.zeros(2)),), jnp.zeros((), jnp.int32))
 
 reveal_type(tc.replace_at(m, lambda t: t.layers[0].w, jnp.zeros((2, 2))))
 assert_type(tc.replace_at(m, lambda t: t.layers[0].act, fn=str.upper), MLP)
+assert_type(tc.replace_all(m, act="tanh"), MLP)
 
 params, rest = tc.partition(m)
 reveal_type(params)

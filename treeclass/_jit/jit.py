@@ -17,7 +17,7 @@ import jax
 from treeclass._core.layout import instance_layout
 from treeclass._jit.protocols import JitDecorator, JitFunction
 from treeclass._jit.retrace import TraceLog
-from treeclass._jit.untraceable import field_error, note_held
+from treeclass._jit.untraceable import Carrier, carried, field_error, note_held
 
 _PINNED: weakref.WeakKeyDictionary[type, list[Callable[..., Any]]] = weakref.WeakKeyDictionary()
 _BOUND: weakref.WeakValueDictionary[Hashable, Callable[..., Any]] = weakref.WeakValueDictionary()
@@ -34,11 +34,13 @@ def _make(
     for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
+    carrier = Carrier()  # functions inside other libraries' nodes, held static
+
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
         log.record(args, kwargs)  # runs only while JAX traces, never per call
         try:
-            return fun(*args, **kwargs)
+            return carried(fun(*args, **kwargs))
         except TypeError as error:
             note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
@@ -48,12 +50,16 @@ def _make(
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
+            if carrier.active:
+                args, kwargs = carrier.hide(args, kwargs)
             return jitted(*args, **kwargs)
         except TypeError as error:
-            found = field_error(error, fun, args, kwargs, static)
-            if found is None:
-                raise  # the body's own error, or JAX's about something else: unchanged
-            raise found from error
+            if not carrier.start(error, args, kwargs):
+                found = field_error(error, fun, args, kwargs, static)
+                if found is None:
+                    raise  # the body's own error, or JAX's about something else: unchanged
+                raise found from error
+        return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
 
     # What protocols.JitFunction declares for the type checkers.
     names = ("lower", "trace", "eval_shape", "clear_cache")

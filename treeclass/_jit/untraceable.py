@@ -1,21 +1,25 @@
 """The errors naming the argument's field that JAX could not trace (`untraceable_field`:
 a str, a function), or could not trace as a concrete value (`note_held` records which
 tracers the raising frame held; `field_error` names the int or bool fields among them).
-Found from the exception's type and the leaves: never from JAX's wording or a rerun."""
+Found from the exception's type and the leaves: never from JAX's wording or a rerun.
+
+A function inside another library's node (`eqx.nn.MLP`'s activation) is no error: `Carrier`
+holds it in the treedef, as equinox's filtered transforms do (`carried`, `hide`)."""
 
 from __future__ import annotations
 
+import collections
 import inspect
-from collections.abc import Callable, Collection
-from typing import Any, Final
+from collections.abc import Callable, Collection, Iterator
+from typing import Any, Final, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
-from jax.tree_util import DictKey, SequenceKey
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import KeyPath, path_str, walk
+from treeclass._core.walk import ARRAY_TYPES, PYTHON_SCALARS, KeyPath, children, path_str, walk
 
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
@@ -31,6 +35,15 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
     {name}: tc.Static[{type}]
 
 or pass an array (jnp.asarray(...)) if it is data."""
+
+_MSG_FUNCTION_AMONG: Final = """\
+{field} is a dynamic field holding {what} at {at}, which JAX cannot trace ({where}).
+
+Making the whole field static would make every array beside it a compile-time constant.
+Hold just the function as static: jax.tree_util.Partial keeps it in the tree's structure
+and calls it as before:
+
+    jax.tree_util.Partial({name})   # in place of {name}"""
 
 
 def is_traceable(leaf: Any) -> bool:
@@ -102,10 +115,12 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace."""
+    """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace;
+    a function inside another library's node is carried (`Carrier`), not blamed."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
-        for v in walk(value):
-            if v.kind != "leaf" or is_traceable(v.value):
+        leaves = [v for v in walk(value) if v.kind == "leaf"]
+        for v, inside in zip(leaves, foreign(value), strict=True):
+            if is_traceable(v.value) or (inside and carries(v.value)):
                 continue
             at = path_str(root_name(label, value), v.path)
             kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
@@ -114,12 +129,101 @@ def untraceable_field(
                 msg = _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
                 return TypeError(msg)
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
+            if callable(v.value) and v.path[-1:] != (GetAttrKey(str(v.name)),):
+                name = getattr(v.value, "__name__", "fn")  # among layers: not the field static
+                msg = _MSG_FUNCTION_AMONG.format(
+                    field=v.field, what=what, at=at, where=f"argument {label!r}", name=name
+                )
+                return TypeError(msg)
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
             msg = _MSG_UNTRACEABLE_FIELD.format(
                 field=v.field, what=what, where=where, name=v.name, type=hint
             )
             return TypeError(msg)
     return None
+
+
+def foreign(x: Any, inside: bool = False) -> Iterator[bool]:
+    """For each leaf of `x` (`jax.tree.leaves` order): whether the nearest node above it
+    that is not a tuple, list, dict or NamedTuple belongs to another library."""
+    below = children(x)
+    if below is None:
+        yield inside
+        return
+    if instance_layout(x) is not None:
+        inside = False
+    elif type(x) not in _PLAIN and not (isinstance(x, tuple) and hasattr(type(x), "_fields")):
+        inside = True
+    for _, child in below:
+        yield from foreign(child, inside)
+
+
+_PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.defaultdict, type(None))
+
+
+class _Carried:
+    """A function held in the treedef: no children, unflattened to the function itself, so
+    the traced body (and the caller, for an output) sees the very function it held."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
+jax.tree_util.register_pytree_node(_Carried, lambda c: ((), c.fn), lambda fn, _: fn)
+
+
+def carries(leaf: Any) -> bool:
+    """A leaf `Carrier` holds static when under another library's node: a function."""
+    return callable(leaf) and not isinstance(leaf, ARRAY_TYPES) and type(leaf) not in PYTHON_SCALARS
+
+
+class Carrier:
+    """For one `tc.jit` function: the functions inside other libraries' nodes in its
+    arguments and results, held in the treedef as equinox's `filter_jit` holds them.
+    Inactive (no cost per call) until a call's arguments hold one."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
+
+    def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether `error`, raised before the body ran, came from a function `hide` carries."""
+        if self.active or hasattr(error, _HELD):
+            return False
+        tree = (args, kwargs)
+        self.active = any(
+            f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True)
+        )
+        return self.active
+
+    def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """`(args, kwargs)` with each function under another library's node held static."""
+        leaves, treedef = jax.tree.flatten((args, kwargs))
+        treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
+        at = self._at.get(treedef)
+        if at is None:
+            if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
+                self._at.clear()
+            tree = (args, kwargs)
+            at = self._at[treedef] = tuple(i for i, f in enumerate(foreign(tree)) if f)
+        if not any(carries(leaves[i]) for i in at):
+            return args, kwargs
+        for i in at:
+            leaves[i] = _Carried(leaves[i]) if carries(leaves[i]) else leaves[i]
+        return treedef.unflatten(leaves)  # type: ignore[no-any-return]
+
+
+def carried(tree: Any) -> Any:
+    """`tree` (a traced function's result) with each function under another library's node
+    held static; `tree` itself when it holds none (checked only while tracing)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
+    if not any(map(carries, leaves)):
+        return tree
+    flags = foreign(tree)
+    return treedef.unflatten([_Carried(x) if next(flags) and carries(x) else x for x in leaves])
 
 
 _MSG_CONCRETE: Final = """\

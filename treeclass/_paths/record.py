@@ -1,7 +1,9 @@
 """Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read
 (on every call: a path may depend on a closure); `follow(obj, path, root)` reads it through the
-nodes JAX flattens, giving each step's parent, kind and key. What JAX takes for a leaf (a dict
-subclass) or a custom pytree node is replaced whole: a rebuilt copy might not keep its type."""
+nodes JAX flattens, giving each step's parent, kind and key. A node of another library (an
+equinox Module, a flax.struct) is entered through the key paths JAX flattens it with and is
+rebuilt by its own unflatten; what JAX takes for a leaf (a dict subclass), or flattens
+without key paths, is replaced whole: a rebuilt copy might not keep its type."""
 
 from __future__ import annotations
 
@@ -10,20 +12,22 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
-from jax.tree_util import DictKey, GetAttrKey
+import jax
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._core.checks import closest
 from treeclass._core.layout import LAYOUT
 from treeclass._core.show import describe
-from treeclass._core.walk import ARRAY_TYPES, path_str
+from treeclass._core.walk import ARRAY_TYPES, children, path_str
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
 Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 
 # How a node was read from its parent, which says how `replace_at` rebuilds the parent.
-TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT = range(5)
-Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name or an index)
+# FOREIGN: a node of another library, its key as stored is JAX's key entry (GetAttrKey("w")).
+TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT, FOREIGN = range(6)
+Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name, an index, a key entry)
 _DICTS: Final[tuple[type, ...]] = (dict, collections.OrderedDict, collections.defaultdict)
 _KINDS: Final[dict[type, int]] = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
 
@@ -32,17 +36,31 @@ _MSG_NOT_READ: Final = """\
 
 `where` selects nodes by the path it reads; it never sees their values, so it cannot
 call, compute with, compare, slice, iterate over, or take len() or the truth value of
-them. Select several nodes as a tuple: lambda m: (m.layers[0], m.layers[1]); in
-replace_at, compute a new value from the old one with fn=:
+them. Select several nodes as a tuple: lambda m: (m.layers[0], m.layers[1])"""
+_MSG_NOT_READ_FN: Final = """; compute a
+new value from the old one with fn=:
 
     tc.replace_at(obj, lambda m: m.layers[1].w, fn=lambda w: w * 2)"""
 
 _MSG_NOT_ENTERED: Final = (
-    "holds {what}, and `where` {did}. `where` reaches into treeclasses, NamedTuples and the "
+    "holds {what}, and `where` {did}. `where` reaches into treeclasses, NamedTuples, the "
     "containers JAX flattens (tuple, list, dict, OrderedDict, defaultdict; not their "
-    "subclasses, which JAX takes for leaves); it replaces anything else whole: pass {fix}"
+    "subclasses, which JAX takes for leaves) and the nodes JAX flattens with key paths "
+    "(equinox Modules, flax.struct and chex dataclasses), and no further: {fix}"
 )
-_FIX: Final = ("fn=lambda old: <old, changed>", "fn=lambda x: x.at[...].set(...)")
+# The fix each caller can take: (for a node, for an array); `{at}` is the node's path.
+FIX_REPLACE: Final = (
+    "replace it whole, pass fn=lambda old: <old, changed>",
+    "replace it whole, pass fn=lambda x: x.at[...].set(...)",
+)
+FIX_SELECT: Final = (
+    "select {at} itself",
+    "select {at} itself, and narrow its leaves with filter=",
+)
+_MSG_NO_KEYS: Final = (
+    "holds {what}, which JAX flattens without key paths, so `where` cannot tell its "
+    "children apart: {fix}"
+)
 
 _MSG_RETURN: Final = """\
 `where` {did}; it must return a node read from its argument, or a tuple of
@@ -65,10 +83,14 @@ class _Read:
 
     def __getattr__(self, name: str) -> _Read:
         # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
-        # the first read of a name makes it a property, which later reads find.
+        # the first read of a name makes it a property, which later reads find. Up to
+        # _PROPERTIES names: a program reads a few dozen field names, and a typo or a
+        # generated name past the limit costs a slower read, never memory without end.
         if name[:2] == "__" == name[-2:] or name[:4] == "_tc_":  # `__array_interface__`
             raise AttributeError(name, name=name, obj=self)  # and other probes, our slots
-        setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
+        if len(_INSTALLED) < _PROPERTIES:
+            _INSTALLED.add(name)
+            setattr(_Read, name, property(functools.partial(_then, (name, ATTR))))
         return _then((name, ATTR), self)
 
     def __getitem__(self, key: Any) -> _Read:
@@ -86,25 +108,36 @@ def _then(step: tuple[Any, bool], read: _Read) -> _Read:
 
 
 _new: Final = object.__new__
+_PROPERTIES: Final = 512
+_INSTALLED: Final[set[str]] = set()  # the names made properties of _Read
 
 
-def record(where: Callable[[Any], Any], root: str) -> Path | list[Path]:
-    """The path `where` reads, or a list of paths when it returns a tuple or list of nodes."""
+def record(
+    where: Callable[[Any], Any],
+    root: str,
+    *,
+    replacing: bool = True,
+    last: list[Path] | None = None,
+) -> Path | list[Path]:
+    """The path `where` reads, or a list of paths when it returns a tuple or list of nodes.
+    `replacing`: errors advise replace_at's `fn=`; `last` (`[()]`) receives the latest path read."""
     if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
         did = f"is {describe(where, shape=False)}, not a function"
         raise TypeError(_MSG_RETURN.format(did=did))
     stand_in = _new(_Read)
-    stand_in._tc_path, stand_in._tc_last = (), [()]
+    stand_in._tc_path, stand_in._tc_last = (), [()] if last is None else last
     try:
         selected = where(stand_in)
     except TypeError as error:  # an operation on a stand-in: name the latest read
-        raise TypeError(_MSG_NOT_READ.format(path=show(root, stand_in._tc_last[0]))) from error
+        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
+        raise TypeError(msg.format(path=show(root, stand_in._tc_last[0]))) from error
     except AttributeError as error:  # `m.__dict__`: not a field, whatever it is
         read = error.obj
         if type(read) is not _Read:
             raise
         path = show(root, (*read._tc_path, (error.name, ATTR)))
-        raise AttributeError(_MSG_NOT_READ.format(path=path)) from error
+        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
+        raise AttributeError(msg.format(path=path)) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
     many = isinstance(selected, tuple | list)
@@ -140,16 +173,17 @@ def _index(node: Any, key: Any) -> int:
     return key % n
 
 
-def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
-    """`(NAMEDTUPLE, field)` for a NamedTuple, else `_NoNode`; asks only the node's type."""
+def _other(node: Any, key: Any, item: bool, fix: tuple[str, str]) -> tuple[int, Any, Any]:
+    """`(kind, key as stored, child)` for a NamedTuple or a node JAX flattens with key paths,
+    else `_NoNode`; asks only the node's type and JAX's flatten."""
     cls = type(node)
     fields = getattr(cls, "_fields", None) if issubclass(cls, tuple) else None
     if fields is not None:  # a NamedTuple, as JAX tells one: `nt[0]` and `nt.a` are one node
         if item:
-            return NAMEDTUPLE, fields[_index(node, key)]
+            return NAMEDTUPLE, fields[_index(node, key)], node[key]
         if key not in fields:
             _no_field(node, key, fields)
-        return NAMEDTUPLE, key
+        return NAMEDTUPLE, key, getattr(node, key)
     if item and LAYOUT in cls.__dict__:
         treeclass = f"a treeclass ({cls.__name__}); read its fields as attributes, not items."
         raise _NoNode(TypeError, lambda at: f"{at} is {treeclass}")
@@ -157,13 +191,43 @@ def _other(node: Any, key: Any, item: bool) -> tuple[int, Any]:
         keys = ", ".join(repr(k) for k in node)
         raise _NoNode(KeyError, lambda at: f"no such key; the keys are: {keys}.")
     array = issubclass(cls, ARRAY_TYPES)
-    did, fix = "indexed it" if item else "read an attribute of it", _FIX[array]
-    rest = _MSG_NOT_ENTERED.format(what=describe(node, shape=array), did=did, fix=fix)
-    raise _NoNode(TypeError, lambda at: f"{at} {rest}")
+    pairs = None if array or node is None or cls in _KINDS else children(node)
+    what, did = describe(node, shape=array), "indexed it" if item else "read an attribute of it"
+    if pairs is None:  # a leaf to JAX
+        rest = _MSG_NOT_ENTERED.format(what=what, did=did, fix=fix[array])
+        raise _NoNode(TypeError, lambda at: f"{at} {rest}")
+    return (FOREIGN, *_child(node, pairs, key, item, fix))
 
 
-def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
-    """Each step's `(parent, kind, key as stored)` and the end node; raises where one has none."""
+def _child(
+    node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: tuple[str, str]
+) -> tuple[Any, Any]:
+    """The key entry and child of a node of another library that `key` reads."""
+    for entry, child in pairs:
+        if item and entry == (SequenceKey(key) if type(key) is int else DictKey(key)):
+            return entry, child
+        if not item and entry == GetAttrKey(key):
+            return entry, child
+    names = [e.name for e, _ in pairs if type(e) is GetAttrKey]
+    if len(names) < len(pairs) and not any(type(e) in (SequenceKey, DictKey) for e, _ in pairs):
+        rest = _MSG_NO_KEYS.format(what=describe(node, shape=False), fix=fix[0])
+        raise _NoNode(TypeError, lambda at: f"{at} {rest}")
+    if item:
+        keys = ", ".join(jax.tree_util.keystr((e,)) for e, _ in pairs) or "none"
+        raise _NoNode(KeyError, lambda at: f"no such entry; {at}'s entries: {keys}.")
+    close = closest(str(key), names)
+    hint = f", did you mean {close!r}?" if close else "."
+    held = f"{type(node).__name__}'s children, as JAX flattens it: {', '.join(names) or 'none'}"
+    raise _NoNode(
+        AttributeError, lambda at: f"no such child{hint} {held} (static fields are not children)."
+    )
+
+
+def follow(
+    obj: Any, path: Path, root: str, fix: tuple[str, str] = FIX_REPLACE
+) -> tuple[list[Parent], Any]:
+    """Each step's `(parent, kind, key as stored)` and the end node; raises where one has none
+    (`fix`: what the caller can do with a node `where` cannot enter)."""
     parents: list[Parent] = []
     node, depth = obj, 0
     try:
@@ -173,15 +237,19 @@ def follow(obj: Any, path: Path, root: str) -> tuple[list[Parent], Any]:
             kind = _KINDS.get(cls) if item else TREECLASS if layout is not None else None
             stored: Any = key
             if kind is None or (kind == DICT and key not in node):
-                kind, stored = _other(node, key, item)
-            elif layout is not None:
+                kind, stored, child = _other(node, key, item, fix)
+                parents.append((node, kind, stored))
+                node = child
+                continue
+            if layout is not None:
                 if key not in layout.names:
                     _no_field(node, key, layout.names)
             elif kind != DICT:
                 stored = _index(node, key)
             parents.append((node, kind, stored))
-            node = getattr(node, stored) if kind <= NAMEDTUPLE else node[stored]
+            node = getattr(node, stored) if kind == TREECLASS else node[stored]
     except _NoNode as bad:
-        msg = f"{show(root, path[: depth + 1])}: {bad.reason(show(root, path[:depth]))}"
+        at = show(root, path[:depth])
+        msg = f"{show(root, path[: depth + 1])}: {bad.reason(at).replace('{at}', at)}"
         raise bad.error(msg) from None
     return parents, node

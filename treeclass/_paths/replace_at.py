@@ -11,7 +11,18 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
-from treeclass._paths.record import DICT, LIST, NAMEDTUPLE, TREECLASS, Parent, follow, record, show
+from treeclass._core.walk import children, node_def
+from treeclass._paths.record import (
+    DICT,
+    FOREIGN,
+    LIST,
+    NAMEDTUPLE,
+    TREECLASS,
+    Parent,
+    follow,
+    record,
+    show,
+)
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
@@ -27,6 +38,9 @@ def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
         return parent._replace(**changes)
     if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
         return parent | changes
+    if kind == FOREIGN:  # another library's node, rebuilt by its unflatten (as eqx.tree_at)
+        new = [changes.get(entry, child) for entry, child in children(parent) or ()]
+        return node_def(parent).unflatten(new)
     items = list(parent)
     for i, value in changes.items():
         items[i] = value
@@ -71,8 +85,9 @@ def replace_at(
 
     - `obj`: a treeclass instance (or a tuple, list, dict or NamedTuple holding them).
     - `where`: reads the node(s) to replace from a stand-in for `obj`, through fields (static
-      ones too) and entries of tuples, lists, dicts and NamedTuples: `lambda m: m.layers[1].w`,
-      or a tuple of such reads.
+      ones too), entries of tuples, lists, dicts and NamedTuples, and the children of any
+      node JAX flattens with key paths (an equinox Module, a flax.struct):
+      `lambda m: m.layers[1].w`, or a tuple of such reads.
     - `value`: the new node; a tuple of them, one per node, when `where` returns a tuple.
     - `fn`: instead of `value`, called on each selected node, returning its replacement.
 
@@ -80,7 +95,7 @@ def replace_at(
 
     An object of `obj`'s type: each treeclass on the path rebuilt once with `replace()`
     (converters, checks and `__post_init__` run), each container copied with its own type,
-    every other node shared with `obj`.
+    each other library's node rebuilt by JAX's unflatten, every other node shared with `obj`.
 
     **Raises**
 

@@ -5,6 +5,7 @@ guessing selected BatchNorm statistics in silence), accepted by `filter`."""
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -15,7 +16,18 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
-from treeclass._paths.record import DICT, NAMEDTUPLE, TREECLASS, Path, follow, record, show
+from treeclass._jit.untraceable import carries, foreign
+from treeclass._paths.record import (
+    DICT,
+    FIX_SELECT,
+    FOREIGN,
+    NAMEDTUPLE,
+    TREECLASS,
+    Path,
+    follow,
+    record,
+    show,
+)
 
 _T = TypeVar("_T")
 _Fn = Callable[[Any], Any] | None
@@ -33,6 +45,13 @@ as in tc.replace_at (where=lambda m: m.head); pass a predicate on leaves as filt
 
     tc.partition(model, filter=tc.is_inexact_array)
     tc.grad(loss, filter=lambda x: x.ndim == 2)"""
+
+_MSG_SHARED: Final = """\
+{paths} hold one array object ({what}). tc.partition splits it into a leaf at
+each path, so gradients and optimizer updates treat them apart and, after one step,
+they hold two different arrays: the weights are no longer tied. To tie them, store
+the array once and read it at both places (see "Shared weights" in
+docs/with-other-libraries.md); to keep two independent arrays, pass a copy (jnp.array(w))."""
 
 _NOTE_FILTER: Final = "`where` is a selector (lambda m: m.head); a predicate on leaves is filter=."
 # What leaves have and nodes do not: a `where` reading one (no field of that name) is a predicate.
@@ -101,16 +120,16 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         return out
 
     paths: list[Path] = []
+    last: list[Path] = [()]  # the latest path the recorder saw read, also when `where` failed
     try:
-        recorded = record(spy, root)
+        recorded = record(spy, root, replacing=False, last=last)
         paths = recorded if isinstance(recorded, list) else [recorded]
-        parents = [follow(tree, path, root)[0] for path in paths]
+        parents = [follow(tree, path, root, FIX_SELECT)[0] for path in paths]
     except Exception as error:
-        # Never run again: a predicate returned what is not nodes, or read (in a path, or its
-        # code: `x.ndim == 2`) a name only leaves have (`lambda m: (m.shape, m.haed)` on a
-        # model with a field `shape` is a typo).
-        code = getattr(getattr(where, "__code__", None), "co_names", ())
-        names = [k for p in paths for k, item in p if not item] if paths else code
+        # Never run again: a predicate returned what is not nodes, or read on the stand-in a
+        # name only leaves have (`x.ndim == 2`), which no node of the tree has as a field
+        # (`lambda m: (m.shape, m.haed)` on a model with a field `shape` is a typo).
+        names = [k for p in (paths or last) for k, item in p if not item]
         types = {type(v.value) for v in walk(tree) if v.kind == "node"}
         fields = {n for t in types for n in getattr(layout_of(t), "names", ())}
         fields |= {n for t in types for n in getattr(t, "_fields", ())}  # a NamedTuple's
@@ -124,15 +143,32 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
                 error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
-    entry = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}  # as JAX's key paths
-    return paths, [tuple(entry.get(kind, SequenceKey)(key) for _, kind, key in p) for p in parents]
+    return paths, [tuple(_entry(kind, key) for _, kind, key in p) for p in parents]
+
+
+def _entry(kind: int, key: Any) -> Any:
+    """A step of `follow` as the key entry JAX's key paths hold."""
+    if kind == FOREIGN:
+        return key  # stored as JAX's own entry
+    return (
+        DictKey(key)
+        if kind == DICT
+        else GetAttrKey(key)
+        if kind in (NAMEDTUPLE, TREECLASS)
+        else SequenceKey(key)
+    )
 
 
 def select(
     tree: Any, visits: list[Visit], where: _Fn, keep: _Fn, *, only_trainable: bool
 ) -> list[bool]:
     """Whether each leaf visit is selected (`keep` is `filter=`); ValueError if `where` has none."""
-    chosen = [trainable(v) for v in visits] if only_trainable else [True] * len(visits)
+    if only_trainable:
+        chosen = [trainable(v) for v in visits]
+    elif any(carries(v.value) for v in visits):  # a function in another library's node: static
+        chosen = [not (f and carries(v.value)) for v, f in zip(visits, foreign(tree), strict=True)]
+    else:
+        chosen = [True] * len(visits)
     if where is not None:
         root = type(tree).__name__
         paths, starts = _starts(tree, where, root)
@@ -194,7 +230,58 @@ def partition(
     True
     """
     visits = leaf_visits(tree)
+    _warn_shared(type(tree).__name__, visits)
     return halves(tree, visits, select(tree, visits, where, filter, only_trainable=only_trainable))
+
+
+class SharedArrayWarning(UserWarning):
+    """One array object is held at two paths of a tree, which `tc.partition` unties.
+
+    **Raised by**
+
+    `tc.partition`, for a trainable array passed to two fields (a layer given to two
+    places); an array that is a field's default, shared by every instance, is not reported.
+
+    **Example**
+
+    >>> import warnings
+    >>> class Pair(tc.TreeClass):
+    ...     encoder: jax.Array
+    ...     decoder: jax.Array
+    >>> w = jnp.ones(3)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = tc.partition(Pair(w, w))
+    >>> caught[0].category is tc.SharedArrayWarning
+    True
+    >>> str(caught[0].message).splitlines()[0]
+    'Pair.encoder and Pair.decoder hold one array object (f32[3]). tc.partition splits it into a leaf at'
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.SharedArrayWarning, where users import it
+
+
+def _default(v: Visit) -> bool:
+    """Whether the leaf is its field's default: one array every instance shares, by design."""
+    layout = layout_of(v.owner) if v.owner is not None else None
+    field = next((f for f in layout.fields if f.name == v.name), None) if layout else None
+    return field is not None and field.default is v.value
+
+
+def _warn_shared(root: str, visits: list[Visit]) -> None:
+    """Warns of each trainable array object held at two or more paths (not a field's
+    default): an integer array or a frozen one is never updated, so it stays shared."""
+    paths: dict[int, list[Visit]] = {}
+    for v in visits:
+        if isinstance(v.value, ARRAY_TYPES) and trainable(v):
+            paths.setdefault(id(v.value), []).append(v)
+    for shared in paths.values():
+        if len(shared) > 1 and not all(map(_default, shared)):
+            shown = [path_str(root, v.path) for v in shared]
+            at = " and ".join(shown) if len(shown) == 2 else ", ".join(shown)
+            value = shared[0].value
+            what = array_name(value.dtype, value.shape) if is_array(value) else type(value).__name__
+            warnings.warn(_MSG_SHARED.format(paths=at, what=what), SharedArrayWarning, stacklevel=3)
 
 
 def halves(tree: _T, visits: list[Visit], chosen: list[bool]) -> tuple[_T, _T]:
