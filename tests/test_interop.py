@@ -140,9 +140,6 @@ def test_treescope_marks_a_hand_written_init_not_roundtrippable():
     assert shown.endswith(")>")
 
 
-@pytest.mark.xfail(
-    reason="tc.summary's str subclass has a multi-line repr that treescope cannot lay out"
-)
 def test_treescope_renders_a_summary():
     treescope = pytest.importorskip("treescope")
     assert "trainable: 2,080 parameters" in treescope.render_to_text(tc.summary(linear()))

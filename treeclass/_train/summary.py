@@ -30,6 +30,20 @@ class Summary(str):
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(str(self))}</pre>"
 
+    def __treescope_repr__(self, path: str | None, subtree_renderer: object) -> object:
+        """The table, one line a row, folding to `<summary>` (a multi-line `repr` is
+        something treescope cannot lay out). Only treescope calls it."""
+        from treescope import rendering_parts as parts
+
+        rows = [parts.text(line + "\n") for line in self.splitlines()]
+        return parts.build_custom_foldable_tree_node(
+            contents=parts.fold_condition(
+                expanded=parts.siblings(*rows), collapsed=parts.text("<summary>")
+            ),
+            path=path,
+            expand_state=parts.ExpandState.EXPANDED,
+        )
+
 
 def _size(n: float) -> str:
     """`48.2 kB`: bytes in decimal units, as `du -h --si` shows them."""
