@@ -76,10 +76,17 @@ def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) ->
     if check_statics:
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
-    lines.append(f"_tc_d[{FLAT!r}] = (({children}), ({statics}))")
+    lines.append(seal(f"({children})", f"({statics})"))
     # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     return lines
+
+
+def seal(children: str, statics: str) -> str:
+    """The one line that writes the flatten cache, which JAX's flatten reads: the tuples
+    whose items the fields of `_tc_d` (the instance dict) hold. After it, `layout.Guard`
+    refuses `object.__setattr__`, so the two never disagree."""
+    return f"_tc_d[{FLAT!r}] = ({children}, {statics})"
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:
