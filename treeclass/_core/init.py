@@ -133,9 +133,11 @@ def _wrap_user_init(
 ) -> Callable[..., None]:
     """The hand-written `__init__`, run with the instance open to `self.w = ...` (the `INIT`
     mark in its own `__dict__`: other instances, in any thread, stay frozen), then finalized."""
-    cls, names = layout.cls, frozenset((*layout.names, *(f.name for f in layout.initvars)))
-    # Plain defaults first, so `__init__` reads them as dataclasses' class attributes gave them.
-    defaults = {f.name: f.default for f in layout.fields if f.default is not dataclasses.MISSING}
+    cls, post_init = layout.cls, layout.post_init
+    names = frozenset((*layout.names, *(f.name for f in layout.initvars)))
+    # The INIT mark, and the plain defaults, which `__init__` may read before it sets them
+    # (as it read dataclasses' class attributes).
+    start = {INIT: names} | {f.name: f.default for f in layout.fields if f.default is not dataclasses.MISSING}
     initvars = tuple(f.name for f in layout.initvars)
 
     @functools.wraps(user_init)
@@ -146,9 +148,8 @@ def _wrap_user_init(
             return
         if type(self) is not cls:
             _subclass_check(self)
-        d.update(defaults)
-        d[INIT] = names
-        if layout.post_init:
+        d |= start  # `|=`: no method call (benchmarks/RESULTS.md, "hand-written __init__")
+        if post_init:
             # `self.__post_init__()` in `__init__` (the dataclasses idiom) is kept for the
             # end, where it runs once, after the converters. An instance attribute hides
             # the method (a function is a non-data descriptor); its InitVars are kept.
@@ -157,7 +158,8 @@ def _wrap_user_init(
             user_init(self, *args, **kwargs)
         finally:
             del d[INIT]
-            d.pop("__post_init__", None)
+            if post_init:
+                d.pop("__post_init__", None)
         finalize(self)
 
     return __init__
