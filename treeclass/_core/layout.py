@@ -31,13 +31,10 @@ JAX flattens the values it was built with. Build a changed copy instead:
 
 
 class Guard:
-    """On the class, one per field: `object.__setattr__(obj, "w", x)` comes here, and is
-    refused once the instance is built (its flatten cache written), so `obj.w` and what
-    JAX flattens never disagree. It defines no `__get__`: reads find the instance
-    `__dict__` (on Python 3.13 a read costs ~12 ns more, unspecialised; flatten stays a
-    C-level read of the cache, which a flatten from the fields would make 30% slower).
-    `default` is the field's plain default, which dataclasses keeps as a class attribute
-    and a subclass that annotates the name again inherits."""
+    """On the class, one per field: `object.__setattr__(obj, "w", x)` comes here and is
+    refused once the flatten cache is written, so `obj.w` and JAX's leaf never disagree.
+    No `__get__`: reads find the instance `__dict__` (docs/how-it-works.md, the cost).
+    `default` is the plain default, which dataclasses kept as the class attribute."""
 
     __slots__ = ("default", "name")
 
