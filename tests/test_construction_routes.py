@@ -84,7 +84,7 @@ def build(spec: Spec, form: Form) -> tuple[type, collections.Counter[str]]:
         return converter
 
     ns: dict[str, Any] = {"tc": tc, "conv": conv, "COUNT": count}
-    exec(source(spec, form), ns)  # noqa: S102 - the test's own class source
+    exec(source(spec, form), ns)  # the test's own class source
     return ns[f"L{len(spec.styles) - 1}"], count
 
 
@@ -244,7 +244,7 @@ def test_subclass_annotating_a_field_again_keeps_the_parents_default(form: Form)
 def test_initvar_found_in_string_annotations():
     # dataclasses resolves `InitVar` in the class's module: this one
     ns: dict[str, Any] = {"__name__": __name__}
-    exec(  # noqa: S102 - the test's own class source
+    exec(  # the test's own class source
         "from __future__ import annotations\n"
         "import dataclasses\nfrom dataclasses import InitVar\nimport treeclass as tc\n"
         "@tc.treeclass\nclass Shifted:\n"

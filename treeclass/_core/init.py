@@ -153,7 +153,7 @@ def _wrap_user_init(
             # `self.__post_init__()` in `__init__` (the dataclasses idiom) is kept for the
             # end, where it runs once, after the converters. An instance attribute hides
             # the method (a function is a non-data descriptor); its InitVars are kept.
-            d["__post_init__"] = lambda *a, **kw: d.update(zip(initvars, a), **kw)
+            d["__post_init__"] = lambda *a, **kw: d.update(zip(initvars, a, strict=False), **kw)
         try:
             user_init(self, *args, **kwargs)
         finally:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from typing import Any, Final, cast
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
@@ -75,7 +75,7 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)
-    return not isinstance(attr, Guard) and hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    return not isinstance(attr, Guard) and (hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"))
 
 
 def _is_initvar(t: object) -> bool:
