@@ -513,7 +513,7 @@ def test_a_jax_array_default_is_accepted_and_shared(form: Form):
     assert a.w is b.w
     assert a.w.tolist() == [0.0, 0.0, 0.0]
     assert [f.default.shape for f in tc.fields(Zeros)] == [(3,), (2,)]
-    assert Zeros.w is a.w  # the class attribute, as for any default
+    assert Zeros.w.default is a.w  # the class attribute is the field's guard, holding it
     assert Zeros(w=jnp.ones(3)).w.tolist() == [1.0, 1.0, 1.0]
 
 

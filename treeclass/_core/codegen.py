@@ -60,10 +60,10 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
     return ns
 
 
-def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) -> list[str]:
+def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
     """The end of every construction route, as source lines: `__post_init__`, the flat cache.
     Fields are in locals and `_tc_d` (`obj`'s dict); after `__post_init__` or with `read_back`
-    they are read back from `_tc_d` and statics checked (else only with `check_statics`)."""
+    they are read back from `_tc_d` and the statics checked (else the caller checked them)."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
@@ -72,14 +72,19 @@ def finish(layout: Layout, obj: str, *, read_back: bool, check_statics: bool) ->
         lines.append(f"    {', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},")
         lines.append("except _tc_KeyError as _tc_e:")
         lines.append("    _tc_not_set(_tc_e.args[0])")
-        check_statics = True
-    if check_statics:
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
-    lines.append(f"_tc_d[{FLAT!r}] = (({children}), ({statics}))")
+    lines.append(seal(f"({children})", f"({statics})"))
     # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     return lines
+
+
+def seal(children: str, statics: str) -> str:
+    """The one line that writes the flatten cache, which JAX's flatten reads: the tuples
+    whose items the fields of `_tc_d` (the instance dict) hold. After it, `layout.Guard`
+    refuses `object.__setattr__`, so the two never disagree."""
+    return f"_tc_d[{FLAT!r}] = ({children}, {statics})"
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:

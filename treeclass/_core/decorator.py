@@ -15,7 +15,7 @@ from typing_extensions import dataclass_transform
 
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
 from treeclass._core.fields import STATIC, TRAINABLE, field, static
-from treeclass._core.layout import FLAT, INIT, LAYOUT, analyse, layout_of
+from treeclass._core.layout import FLAT, INIT, LAYOUT, Guard, analyse, layout_of
 from treeclass._core.prepare import prepare
 
 _T = TypeVar("_T")
@@ -126,6 +126,16 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
     return None if parent is None else parent.user_init
 
 
+def _inherited_defaults(cls: type) -> None:
+    """A field annotated again in a subclass body takes, as with dataclasses, the parent's
+    plain default (which dataclasses reads from the class attribute, here the parent's
+    `Guard`), else none."""
+    for name in inspect.get_annotations(cls):
+        guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
+        if isinstance(guard, Guard):
+            setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
+
+
 def _mark_abstract(cls: type) -> None:
     """Sets `__abstractmethods__` as `abc.ABCMeta` does, also without an `abc.ABC` base.
 
@@ -160,6 +170,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
     _check_names(cls)
+    _inherited_defaults(cls)
     restore = prepare(cls)
     # eq/repr=False: we install our own below. dataclass(init=True) still validates the
     # argument order and keeps a hand-written __init__ (we then wrap that one).
@@ -181,7 +192,8 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __delattr__=_delattr,
         __getstate__=flatten.getstate,
         __setstate__=flatten.setstate,
-        __tc_registration__=flatten.Registration(layout),
+        __tc_registration__=flatten.Registration(layout, ns),
+        **{f.name: Guard(f.name, f.default) for f in layout.fields},
     )
     _install_dunders(cls, repr=repr, eq=eq)
     _mark_abstract(cls)

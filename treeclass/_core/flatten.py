@@ -34,7 +34,7 @@ def unflatten_source(layout: Layout) -> str:
     for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
         if names:
             lines.append(f"    {''.join(f'_tc_d[{n!r}], ' for n in names)}= {value}")
-    lines += [f"    _tc_d[{FLAT!r}] = (_tc_children, _tc_aux)", "    return _tc_self"]
+    lines += [f"    {codegen.seal('_tc_children', '_tc_aux')}", "    return _tc_self"]
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -42,22 +42,24 @@ _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this pro
 
 
 class Registration:
-    """`__tc_registration__`: unpickled, it registers the class with JAX, where cloudpickle
-    rebuilds a class by value (from `__main__`, a notebook) and nothing else would."""
+    """`__tc_registration__`: the class's generated unflatten; unpickled, it registers the
+    class with JAX, where cloudpickle rebuilds a class by value (from `__main__`, a
+    notebook) and nothing else would."""
 
-    __slots__ = ("layout",)
+    __slots__ = ("layout", "unflatten")
 
-    def __init__(self, layout: Layout) -> None:
-        self.layout = layout
+    def __init__(self, layout: Layout, ns: dict[str, Any]) -> None:
+        self.layout, self.unflatten = layout, ns["_tc_unflatten"]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reregister, (self.layout,))
 
 
 def _reregister(layout: Layout) -> Registration:
+    ns = codegen.compile_class(layout, [unflatten_source(layout)], {})
     if layout.cls not in _REGISTERED:
-        register(layout, codegen.compile_class(layout, [unflatten_source(layout)], {}))
-    return Registration(layout)
+        register(layout, ns)
+    return Registration(layout, ns)
 
 
 def register(layout: Layout, ns: dict[str, Any]) -> None:
@@ -80,17 +82,17 @@ def getstate(self: object) -> dict[str, Any]:
 
 
 def setstate(self: object, state: dict[str, Any]) -> None:
-    """Sets `getstate`'s fields and rebuilds the flatten cache in the class's current order."""
-    layout = instance_layout(self)
-    assert layout is not None  # installed on treeclasses only
-    d = self.__dict__
-    d.update(state)
+    """Sets `getstate`'s fields as the class's unflatten writes them, in its current order."""
+    registration: Registration = vars(type(self))["__tc_registration__"]
+    layout = registration.layout
     try:
-        d[FLAT] = (tuple(d[n] for n in layout.dynamic), tuple(d[n] for n in layout.static))
+        children, aux = (tuple(state[n] for n in names) for names in (layout.dynamic, layout.static))
     except KeyError as e:
         msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
         msg += "the class has a field the pickled instance has not."
         raise TypeError(msg) from None
+    self.__dict__.update(state)  # and what is no field, such as `__orig_class__`
+    self.__dict__.update(vars(registration.unflatten(aux, children)))
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:

@@ -1,10 +1,12 @@
 """`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
-the hooks construction runs; computed once at decoration, it drives all generated code."""
+the hooks construction runs; computed once at decoration, it drives all generated code.
+`Guard`: what keeps a field and its leaf in the flatten cache one value."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -16,8 +18,38 @@ LAYOUT: Final = "__tc_layout__"
 # In `__dict__` only while a hand-written `__init__` runs, the one time `self.w = ...` works.
 INIT: Final = "__tc_init__"
 
-# `dataclasses.fields()` hides InitVars, which `__init__` takes and passes to `__post_init__`.
-_FIELD_INITVAR: Final = getattr(dataclasses, "_FIELD_INITVAR", None)
+# `InitVar[float]` as a string (`from __future__ import annotations`), maybe module-qualified.
+_INITVAR: Final = re.compile(r"^\s*(?:\w+\.)?InitVar\b")
+
+_MSG_SET_BUILT: Final = """\
+cannot assign to {cls}.{name} with object.__setattr__: the instance is built, and
+JAX flattens the values it was built with. Build a changed copy instead:
+
+    obj = obj.replace({name}=...)
+
+(object.__setattr__ works while the instance is built: in __init__ and __post_init__.)"""
+
+
+class Guard:
+    """On the class, one per field: `object.__setattr__(obj, "w", x)` comes here and is
+    refused once the flatten cache is written, so `obj.w` and JAX's leaf never disagree.
+    No `__get__`: reads find the instance `__dict__` (docs/how-it-works.md, the cost).
+    `default` is the plain default, which dataclasses kept as the class attribute."""
+
+    __slots__ = ("default", "name")
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name, self.default = name, default
+
+    def __set__(self, obj: object, value: Any) -> None:
+        d = obj.__dict__
+        if FLAT in d:
+            msg = _MSG_SET_BUILT.format(cls=type(obj).__name__, name=self.name)
+            raise dataclasses.FrozenInstanceError(msg)
+        d[self.name] = value
+
+    def __repr__(self) -> str:
+        return f"<treeclass field {self.name!r}>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,15 +75,20 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)
-    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    return not isinstance(attr, Guard) and (hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"))
+
+
+def _is_initvar(t: object) -> bool:
+    return t is dataclasses.InitVar or isinstance(t, dataclasses.InitVar) or (isinstance(t, str) and bool(_INITVAR.match(t)))
 
 
 def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str, bool]) -> Layout:
     fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
-    # Checkers do not know `__dataclass_fields__` (set by dataclasses at runtime).
+    # `dataclasses.fields()` hides the InitVars, which `__init__` takes and passes to
+    # `__post_init__`; `__dataclass_fields__` (unknown to checkers) has them, and ClassVars.
     every = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
-    # getattr: typeshed declares neither the marker nor `_field_type`.
-    initvars = tuple(f for f in every.values() if getattr(f, "_field_type", 0) is _FIELD_INITVAR)
+    real = {f.name for f in dataclasses.fields(cls)}
+    initvars = tuple(f for f in every.values() if f.name not in real and _is_initvar(f.type))
     return Layout(
         cls=cls,
         fields=fields,

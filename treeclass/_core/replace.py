@@ -79,7 +79,7 @@ def source(layout: Layout) -> str:
             body.append(f"if {f.name} is _tc_UNCHANGED: _tc_missing_initvar(_tc_cls, {f.name!r})")
     body += ["_tc_new = _tc_object_new(_tc_cls)", "_tc_d = _tc_new.__dict__"]
     body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
-    body += finish(layout, "_tc_new", read_back=False, check_statics=False)
+    body += finish(layout, "_tc_new", read_back=False)
     body.extend(
         f"if _tc_passed_{name} and _tc_d[{name!r}] is not _tc_given_{name}: _tc_overwritten(_tc_cls, {name!r})"
         for name in derived
