@@ -1,5 +1,4 @@
-"""treeclass.migrate on real public packages, whole package folders at a time (issue 28,
-item 5): for each package, its sdist from PyPI is unpacked into a temporary folder, its
+"""treeclass.migrate on real public packages, whole package folders at a time: for each package, its sdist from PyPI is unpacked into a temporary folder, its
 own tests run, the migration runs on the package folder (`--json`, then `--write`),
 every file must still parse and a second run must change nothing, and the tests run
 again. Per package: classes found, converted, refused by reason (one example each),

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{gap:.0e} of the first loss: {same_member}"
     )
 
-    print(tc.summary(tc.unstack(trained)[0], depth=1))  # depth=: the train branch (SPEC §11)
+    print(tc.summary(tc.unstack(trained)[0], depth=1))  # depth=: the train branch, one row
     return 0 if same_as_loop and same_as_stack and same_member else 1
 
 

@@ -136,7 +136,7 @@ def test_dynamic_fields_accept_anything():
 
 
 # ---------------------------------------------------------------------------------------
-# The deep check: an array anywhere inside a static value (issue 32, defect 10). A model
+# The deep check: an array anywhere inside a static value, at any depth. A model
 # keeping layers and functions in one static tuple (equinox's MNIST example) had every
 # weight silently baked into the compiled code as a constant.
 

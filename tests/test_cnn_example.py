@@ -1,7 +1,7 @@
 """examples/cnn.py: a conv net whose BatchNorm running statistics are model state
 (`tc.field(trainable=False)`), trained with optax adamw in one jitted lax.scan,
 checkpointed and resumed bit for bit, then fine-tuned with everything but a new head
-frozen (`where=lambda m: m.head`). Issue #21: adamw's weight decay used to shrink the
+frozen (`where=lambda m: m.head`). Regression: adamw's weight decay used to shrink the
 statistics in silence."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_a_weight_decay_step_leaves_the_statistics_as_the_forward_pass_made_them
     state = cnn.OPTIMIZER.init(tc.partition(model)[0])
     stepped, _, _ = jax.jit(cnn.train_step)(model, state, *batch)
     _, forward = jax.jit(cnn.loss)(model, *batch)  # the forward pass alone: no optimizer
-    # What the rule before issue #21 did: the statistics were floating-point leaves, so
+    # What the rule before state was marked non-trainable did: the statistics were floating-point leaves, so
     # adamw held them as parameters and, with a zero gradient, decayed each by
     # learning_rate * weight_decay = 1e-4 of its value, every step.
     old_rule = tc.partition(model, filter=tc.is_inexact_array, only_trainable=False)[0]

@@ -270,7 +270,7 @@ def test_same_qualname_classes_show_their_own_source():
     assert "scale" in inspect.getsource(first.replace)  # type: ignore[attr-defined]
 
 
-# --- what equinox and flax users bring with them (issue #29, SPEC section 13) ---------
+# --- what equinox and flax users bring with them (docs/coming-from-equinox.md) -------
 
 
 def test_init_assigns_fields_with_self_dot_then_the_instance_is_frozen(form: Form):

@@ -107,7 +107,7 @@ def test_examples_run_under_jax_defaults(
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs_quick(script: Path, tmp_path: Path) -> None:
     if script.name == "stacked.py" and "depth" not in inspect.signature(tc.summary).parameters:
-        pytest.skip("tc.summary(depth=) is not here yet (SPEC §11)")
+        pytest.skip("tc.summary(depth=) is not here yet")
     out = _ok(run_example(script, "--quick", cwd=tmp_path))
     for line in KEY_OUTPUT[script.name]:
         assert line in out, f"{script.name} --quick did not print {line!r}:\n{out}"

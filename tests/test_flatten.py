@@ -176,7 +176,7 @@ def test_prefix_takes_a_treeclass_instance():
         tc.prefix((1, 2))
 
 
-# --- round trips of Python scalars, and pickles by name (issue #27, defects 4, 10) ----
+# --- round trips of Python scalars, and pickles by name -------------------------------
 
 
 @given(
@@ -191,7 +191,7 @@ def test_a_python_scalar_leaf_round_trips_through_jit_and_device_put(form, value
 
     m = Scalar(value, jnp.arange(3.0))
     back = jax.jit(lambda m: m)(m)
-    assert back.s.shape == ()  # a 0-d array now, as SPEC section 2 says
+    assert back.s.shape == ()  # a 0-d array now, as docs/guarantees.md says
     assert back == m
     assert m == back
     assert jax.device_put(m) == m

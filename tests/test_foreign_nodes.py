@@ -1,4 +1,4 @@
-"""Nodes of other libraries held in treeclass fields (issues #32 defect 9 and #34).
+"""Nodes of other libraries held in treeclass fields (docs/with-other-libraries.md).
 
 Pinned here: `where=` in `tc.replace_at`, `tc.partition`, `tc.grad` and `tc.value_and_grad`
 reaches into every node JAX flattens with key paths (equinox Modules, flax.struct and chex
@@ -85,7 +85,7 @@ def loss(n: Net) -> jax.Array:
 
 @pytest.mark.parametrize("kind", list(_ENCODERS))
 def test_replace_at_reaches_into_the_node_and_rebuilds_it_by_unflatten(kind: str) -> None:
-    # Issue #32 defect 9 / issue #34: refused with "`where` reaches into treeclasses...".
+    # Regression: refused with "`where` reaches into treeclasses...".
     n = net(kind)
     got = tc.replace_at(n, lambda n: n.enc.w, jnp.full(2, 5.0))
     assert type(got.enc) is type(n.enc)
@@ -134,7 +134,7 @@ def test_a_wrong_path_names_the_path_and_the_closest_child(kind: str) -> None:
 
 
 def test_errors_advise_only_what_the_caller_takes() -> None:
-    # Issue #32 defect 9: partition and grad were told to "pass fn=", which only
+    # Regression: partition and grad were told to "pass fn=", which only
     # replace_at takes.
     n = net("equinox Module")
     for where in (lambda n: n.enc.w.T, lambda n: n.head.T):
@@ -199,7 +199,7 @@ def mse(m: Model, x: jax.Array, y: jax.Array) -> jax.Array:
 
 
 def test_an_equinox_mlp_in_a_field_trains_under_jit_grad_optax_and_apply_updates() -> None:
-    # Issue #34: "The problematic value is of type custom_jvp ... at path m.mlp.activation".
+    # Regression: "The problematic value is of type custom_jvp ... at path m.mlp.activation".
     m = model()
     opt = optax.adam(1e-2)
     state = opt.init(tc.partition(m)[0])
@@ -278,7 +278,7 @@ def cnn(act: Any) -> CNN:
 
 
 def test_a_function_among_layers_is_advised_a_partial_that_works() -> None:
-    # Issue #32 defect 10: the advice `layers: tc.Static[tuple[Any, ...]]` made every
+    # Regression: the advice `layers: tc.Static[tuple[Any, ...]]` made every
     # weight a compile-time constant, and tc.value_and_grad then found nothing to train.
     apply = tc.jit(lambda m, x: m(x))
     match = (

@@ -256,7 +256,7 @@ def test_one_compile_for_the_jitted_step() -> None:
 
 
 def test_apply_updates_keeps_weak_types_so_an_adam_step_compiles_once() -> None:
-    # Issue #27, defect 7: a weakly typed f32 parameter (a Python float, or an array made
+    # Regression: a weakly typed f32 parameter (a Python float, or an array made
     # from one) plus adam's strong f32 update became strong, and the step compiled again.
     class Scale(tc.TreeClass):
         w: jax.Array

@@ -38,7 +38,7 @@ def linear() -> Linear:
 
 
 def test_rich_prints_the_summarised_repr():
-    # Issue 34: rich took a `__repr__` from reprlib for dataclasses' own and printed
+    # Regression: rich took a `__repr__` from reprlib for dataclasses' own and printed
     # every field itself, arrays in full.
     rich_console = pytest.importorskip("rich.console")
     rich_pretty = pytest.importorskip("rich.pretty")
@@ -49,7 +49,7 @@ def test_rich_prints_the_summarised_repr():
 
 
 def test_bare_beartype_decorates_a_treeclass():
-    # Issue 34: beartype could not resolve the annotations of reprlib's wrapper.
+    # Regression: beartype could not resolve the annotations of reprlib's wrapper.
     beartype = pytest.importorskip("beartype")
     roar = pytest.importorskip("beartype.roar")
 

@@ -184,7 +184,7 @@ def test_jit_of_plain_bound_method_traces_self_and_shares_cache():
 
 
 def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
-    # Regression (issue 27, defect 6): a module-level weak-key cache whose values held
+    # Regression: a module-level weak-key cache whose values held
     # the key kept every function and its executable alive; jax.jit keeps none.
     @tc.treeclass
     class Lin:
@@ -208,7 +208,7 @@ def test_jit_of_transient_bound_methods_keeps_none_of_them_alive():
 
 
 def test_jit_of_a_bound_method_leaves_the_function_untouched():
-    # Regression (issue 32): the compiled function was cached in the method's own
+    # Regression: the compiled function was cached in the method's own
     # __dict__, state in the user's object that cloudpickle and functools.wraps copy.
     @tc.treeclass
     class Lin:
@@ -452,7 +452,7 @@ def test_jax_jit_static_argnums_on_an_instance_compiles_per_value_as_documented(
 
 
 # ---------------------------------------------------------------------------------------
-# A Python int or bool in a dynamic field, needed as a concrete value (SPEC §11).
+# A Python int or bool in a dynamic field, needed as a concrete value (docs/training.md).
 
 
 class Looped(tc.TreeClass):
@@ -532,7 +532,7 @@ def test_a_static_int_field_compiles_per_value_instead() -> None:
 
 
 def test_concrete_int_error_runs_the_body_once_per_trace() -> None:
-    # Regression (issue 27): the field was found by tracing the body again, 1 + N times
+    # Regression: the field was found by tracing the body again, 1 + N times
     # with jax.eval_shape, so its Python side effects ran again on the error path.
     runs = []
 

@@ -38,7 +38,7 @@ def ran(request: pytest.FixtureRequest) -> tuple[Module, _engine.Result]:
 
 
 def test_corpus_size():
-    # The issue asks for at least 30 classes over every family and trap.
+    # A corpus worth the name: at least 30 classes over every family and trap.
     assert sum(len(m.converted) + len(m.refused) for m in CORPUS) >= 30
 
 

@@ -1,4 +1,4 @@
-"""treeclass.migrate on packages (issue 28): classes resolved across the files of one run
+"""treeclass.migrate on packages: classes resolved across the files of one run
 (absolute and relative imports, `as` aliases, re-exports through `__init__.py`),
 inheritance chains converted base-first, stateless mixins kept, the mechanical forms
 converted (converters in `__init__`, validating `__post_init__`, `replace` overrides,

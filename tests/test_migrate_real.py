@@ -2,7 +2,7 @@
 (neither is in the `test` extra: CI skips these; `pip install jax-cosmo==0.1.0` and
 `pip install gymnax==1.0.1` run them):
 
-- jax-cosmo 0.1.0 (the issue's example): every pytree class is refused, each with its
+- jax-cosmo 0.1.0 (hand-written pytrees throughout): every pytree class is refused, each with its
   reason, and the files are left as they are. Two of the reasons are bugs of the
   package itself, pinned here too.
 - gymnax 1.0.1: its flax.struct parameter classes convert, its state classes are

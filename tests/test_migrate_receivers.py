@@ -1,5 +1,5 @@
-"""treeclass.migrate on the refusals left by the corpus run (issue 28, /work/notes
-corpus_report.md): what a receiver is, judged by what the code says. Each case is a
+"""treeclass.migrate on what a receiver is, judged by what the code says: cases where a
+run over real packages refused a class for a use that was not one. Each case is a
 real package's code, cut down (the package and line are named): a subscript of the
 class itself is no use of an instance as a tuple; a refusal cites the class's own use
 before one on an unknown receiver; an attribute is typed by what the methods store

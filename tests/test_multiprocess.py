@@ -1,6 +1,6 @@
 """Several JAX processes on this machine, as on a cluster of hosts: `jax.distributed`
-with a coordinator on 127.0.0.1 and CPU collectives over gloo (SPEC, sharding across
-processes and orbax checkpoints).
+with a coordinator on 127.0.0.1 and CPU collectives over gloo (docs/sharding.md: sharding
+across processes and orbax checkpoints).
 
 Every test starts real processes (examples/sharded.py, or tests/multiprocess_worker.py
 through the example's launcher) under a time limit, fails with their output when one

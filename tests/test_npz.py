@@ -1,4 +1,4 @@
-"""`save` / `load` on `.npz` (treeclass/npz.py): exact round trips for every dtype
+"""`save` / `load` on `.npz` (treeclass/_checkpoint/npz.py): exact round trips for every dtype
 (bit for bit, NaN and -0.0 included), weak types, leaf kinds (jax, numpy, Python
 scalars) and typed PRNG keys; every mismatch a `CheckpointError` naming the field path;
 what `save` refuses, before writing anything. The bytes: a damaged, truncated or

@@ -181,7 +181,7 @@ class Tied:
 
 
 def test_an_array_held_at_two_paths_is_reported_with_both_paths() -> None:
-    # Issue #34: a layer passed to two fields gave two leaves, two gradients and, after one
+    # Regression: a layer passed to two fields gave two leaves, two gradients and, after one
     # update, two different weights, without a word.
     w = jnp.ones((4, 2))
     match = (

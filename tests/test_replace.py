@@ -134,7 +134,7 @@ def test_replace_works_under_jit():
     assert int(bump(bump(c)).count) == 4
 
 
-# --- replace() rebuilds as construction does (issue #27, defect 2) --------------------
+# --- replace() rebuilds as construction does ------------------------------------------
 
 
 def _derive(self):
@@ -174,7 +174,7 @@ def test_replace_derives_init_false_fields_again_as_dataclasses_replace_does(x0,
 
 @pytest.mark.parametrize("via", ["method", "replace_at"])
 def test_replace_refuses_a_derived_field_that_post_init_would_overwrite(form, via):
-    # Regression (issue #27 review): C(1).replace(y=5).y was 3, silently; dataclasses.replace
+    # Regression: C(1).replace(y=5).y was 3, silently; dataclasses.replace
     # refuses every init=False field. Here the value __post_init__ overwrites is refused.
     body: dict[str, object] = {"__annotations__": {"x": int, "y": int}, "__post_init__": _derive}
     cls = form.decorate(type("C", form.bases, {**body, "y": tc.field(init=False)}))

@@ -164,7 +164,7 @@ def test_replace_semantics_converters_checks_and_post_init_run() -> None:
 
 
 def test_post_init_runs_on_a_rebuilt_class_that_writes_its_own_init(form: Any) -> None:
-    # Issue #27, defect 2: the init=False field `y` stayed stale (2.0).
+    # Regression: the init=False field `y` stayed stale (2.0).
     @form.decorate
     class Doubled(*form.bases):
         x: float
@@ -262,7 +262,7 @@ jax.tree_util.register_pytree_node(Custom, lambda c: ((c.a, c.b), None), lambda 
 def test_a_container_that_jax_does_not_flatten_is_replaced_whole_not_entered(
     container: Any, where: Any, match: str
 ) -> None:
-    # Defect 8 of issue #27: a Config (a leaf to JAX) came back as a plain dict (a node
+    # Regression: a Config (a leaf to JAX) came back as a plain dict (a node
     # of two leaves), changing the tree's structure without a word.
     with pytest.raises(TypeError, match=match):
         tc.replace_at(container, where, 0.0)
@@ -326,8 +326,8 @@ _CONTAINERS: dict[str, tuple[Any, str, bool]] = {
     "list subclass": (lambda s, x: Stack([s, x]), "[1]", False),
     "tuple subclass": (lambda s, x: Row((s, x)), "[1]", False),
     "register_pytree_node": (lambda s, x: Custom(s, x), ".b", False),
-    # A node flattened with key paths: entered, rebuilt by unflatten (issue #32 defect 9;
-    # equinox, flax.struct, chex in test_foreign_nodes.py). This generator would have found it.
+    # A node flattened with key paths: entered, rebuilt by unflatten (equinox,
+    # flax.struct, chex in test_foreign_nodes.py). This generator would have found it.
     "register_dataclass": (lambda s, x: Registered(s, x), ".b", True),
 }
 
@@ -649,7 +649,7 @@ def test_replace_at_is_the_replace_chain_over_generated_classes(
 
 
 def test_the_recorder_installs_a_bounded_number_of_names() -> None:
-    # Issue #32: a property was installed on the stand-in's class for every attribute
+    # Regression: a property was installed on the stand-in's class for every attribute
     # name ever read, typos included: process-wide state growing without end.
     from treeclass._paths import record
 
@@ -696,7 +696,7 @@ def blocks() -> dict[str, Any]:
 
 
 def test_replace_all_switches_every_treeclass_that_has_the_field() -> None:
-    # Issue #34: an inference-mode switch set three flags by path; missing one was silent.
+    # Regression: an inference-mode switch set three flags by path; missing one was silent.
     tree = blocks()
     got = tc.replace_all(tree, inference=True)
     flags = [d.inference for d in jax.tree.leaves(got, is_leaf=lambda x: isinstance(x, Dropout | Norm)) if isinstance(d, Dropout | Norm)]

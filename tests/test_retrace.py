@@ -165,7 +165,7 @@ def test_two_arguments_of_one_class_are_named_by_parameter():
 
 
 # ---------------------------------------------------------------------------------------
-# Static values that print alike but compare unequal (issue 27, defect 9).
+# Static values that print alike but compare unequal.
 
 
 class Trainer(tc.TreeClass):
@@ -290,7 +290,7 @@ print(m.scaled(2.0).tolist(), log.count)  # its first trace in this process
 
 
 def test_a_cloudpickled_class_starts_with_no_trace_history(tmp_path: Any) -> None:
-    # Regression (issue 32, defect 8): the trace log travelled with the class, so in a
+    # Regression: the trace log travelled with the class, so in a
     # fresh worker the first call of a max_traces=1 method raised RetraceError ("nothing
     # in the arguments changed"). Each side runs in a process of its own, the class in
     # its __main__: in one process cloudpickle hands back the class it already has.

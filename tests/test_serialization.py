@@ -395,7 +395,7 @@ def _outcome(restore: Callable[[], Any]) -> Any:
 def test_from_state_dict_and_load_restore_alike(
     tmp_path_factory: Any, saved: Any, template: Any, abstract: bool
 ) -> None:
-    """Regression (issue 32, defect 7): a Python number restored into a 0-d array came back
+    """Regression: a Python number restored into a 0-d array came back
     from from_state_dict as a Python number (weak, no dtype, a second compile), and from
     load as the template's array; a weak template got a strong array, a jax one numpy's."""
     box = _Box(template)
@@ -412,7 +412,7 @@ def test_from_state_dict_and_load_restore_alike(
 
 
 def test_a_python_number_restored_into_a_strong_scalar_is_the_templates_array(tmp_path: pathlib.Path):
-    # Regression (issue 32, defect 7): from_state_dict gave the Python float back (weak,
+    # Regression: from_state_dict gave the Python float back (weak,
     # no dtype, a second compile) where load gave the template's array.
     template = _Box(jnp.float32(0.0))
     path = tmp_path / "box.npz"

@@ -113,7 +113,7 @@ def _code_blocks(page: str) -> list[tuple[bool, str]]:
 
 
 def test_code_blocks_show_code_as_written_and_output_as_output(site: Path) -> None:
-    # Issue #29: the copy button gives code as users write it (no `>>>`/`...` prompts,
+    # The copy button gives code as users write it (no `>>>`/`...` prompts,
     # no output lines, no doctest directives); the output is shown in a block of its own.
     pages = sorted(site.rglob("*.html"))
     outputs = 0

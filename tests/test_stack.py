@@ -1,4 +1,4 @@
-"""tc.stack and tc.unstack (SPEC §13): instances of one structure stacked along a new
+"""tc.stack and tc.unstack (docs/recipes.md): instances of one structure stacked along a new
 leading axis and split back, over generated classes in both forms; `jax.lax.scan` over a
 stack (scan-over-layers) and `jax.vmap(init)` (an ensemble) give what the lists give."""
 

@@ -60,7 +60,7 @@ def _kinds(cls: type) -> dict[str, bool]:
 
 
 # ---------------------------------------------------------------------------------------
-# Static inside Optional / Union / X | None / Annotated (issue 32, defect 3).
+# Static inside Optional / Union / X | None / Annotated.
 
 _WRAPPED = [
     "tc.Static[int] | None",
@@ -134,7 +134,7 @@ def test_static_nested_in_a_container_is_refused_naming_the_field(annotation: st
 
 
 # ---------------------------------------------------------------------------------------
-# TypeAliasType and PEP 695 aliases (issue 32, defect 4).
+# TypeAliasType and PEP 695 aliases.
 
 _ALIAS_DEFINITIONS = [
     ("typing_extensions", "Hyper = TypeAliasType('Hyper', tc.Static[float])", "Hyper"),
@@ -241,7 +241,7 @@ def test_function_local_alias_is_read_from_the_defining_frame() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# One rule for the three spellings of a static field (issue 32, defect 6).
+# One rule for the three spellings of a static field.
 
 # The options `field()` takes, with the values tried on a static field.
 _OPTIONS = {

@@ -99,7 +99,7 @@ def test_bytes_in_decimal_units(size: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# depth= (issue #29): each subtree at depth k is one row of subtotals, as nnx.tabulate.
+# depth=: each subtree at depth k is one row of subtotals, as nnx.tabulate.
 
 
 def test_depth_folds_each_subtree_into_one_row_with_its_subtotals() -> None:

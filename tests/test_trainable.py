@@ -1,4 +1,4 @@
-"""Trainable parameters and model state (SPEC §11): `tc.field(trainable=False)`, the
+"""Trainable parameters and model state (docs/training.md): `tc.field(trainable=False)`, the
 trainable-leaf rule behind `tc.partition`, `tc.grad`, `tc.value_and_grad` and
 `tc.apply_updates`, `where=` selectors, and the errors that keep gradients from
 vanishing in silence. The flag is a property of the field, so it survives everything an
@@ -217,7 +217,7 @@ def test_partition_with_a_selector_a_filter_and_only_trainable_false() -> None:
 
 
 def test_filter_never_selects_state() -> None:
-    # Issue #27, defect 1: the equinox recipe `tc.partition(net, tc.is_inexact_array)`
+    # Regression: the equinox recipe `tc.partition(net, tc.is_inexact_array)`
     # selected BatchNorm statistics and the history, and adamw decayed them.
     m = net()
     floats, _ = tc.partition(m, filter=tc.is_inexact_array)
@@ -229,7 +229,7 @@ def test_filter_never_selects_state() -> None:
 
 
 def test_partition_and_grad_agree_so_optax_takes_both() -> None:
-    # Issue #27, defect 1: the optimizer's state built on one and the gradients of the
+    # Regression: the optimizer's state built on one and the gradients of the
     # other had different structures (a pytree-structure error), or state was decayed.
     m = net()
     optimizer = optax.adamw(0.1, weight_decay=0.5)
@@ -272,7 +272,7 @@ _FILTER = r"(?s)^Net: `where` {did}, as a predicate on leaves does\..*pass a pre
     ],
 )
 def test_a_predicate_passed_as_where_points_to_filter(where: Any, did: str) -> None:
-    # Issue #27, defect 1: a predicate was told from a selector by running it, and
+    # Regression: a predicate was told from a selector by running it, and
     # partition (which took non-trainable state) and grad (which did not) disagreed.
     match = _FILTER.format(did=did)
     with pytest.raises(TypeError, match=match):
@@ -336,7 +336,7 @@ def test_a_field_named_like_a_leaf_attribute_never_hides_the_selector_error(wher
     ],
 )
 def test_a_where_that_slices_computes_or_calls_names_the_path(where: Any, match: str) -> None:
-    # Issue #27, defect 1: `where=lambda n: n.layers[1:]` fell back to "a predicate" and
+    # Regression: `where=lambda n: n.layers[1:]` fell back to "a predicate" and
     # failed in the predicate with AttributeError: 'ArrayImpl' object has no attribute.
     for call in (lambda: tc.grad(loss, where=where)(net()), lambda: tc.partition(net(), where)):
         with pytest.raises(TypeError, match=match) as info:
@@ -451,7 +451,7 @@ def test_the_rule_over_generated_classes(inst: Instance) -> None:
 
 
 def test_a_selector_is_told_from_a_predicate_by_what_it_reads_not_its_code() -> None:
-    # Issue #32: `where.__code__.co_names` was read for leaf-only names; a selector that
+    # Regression: `where.__code__.co_names` was read for leaf-only names; a selector that
     # calls a node, with `.shape` read elsewhere in its code, was told to pass filter=.
     def where(n: Any) -> Any:
         return n.head(jnp.ones(2).shape)

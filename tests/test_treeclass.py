@@ -116,7 +116,7 @@ def outer():
     spelling=st.sampled_from([("tc.Static[float]", "Hyper"), ("tc.Static", "Hyper[float]")]),
 )
 def test_static_alias_is_static_wherever_it_is_defined(form, future, placement, spelling):
-    # Issue #27, defect 3: under `from __future__ import annotations` an alias local to
+    # Regression: under `from __future__ import annotations` an alias local to
     # a function made the field silently dynamic (trained by tc.grad, updated by optax).
     alias, annotation = spelling
     where = {key: f"Hyper = {alias}" if key == placement else "pass" for key in ("module", "outer", "inner")}
@@ -511,7 +511,7 @@ def test_base_form_options_message_names_every_base():
 
 
 
-# --- cloudpickle: classes defined in __main__ (issue #29, SPEC section 13) -----------
+# --- cloudpickle: classes defined in __main__ -----------------------------------------
 
 _MAIN_SOURCE = """\
 import sys

@@ -1,4 +1,5 @@
-"""Type-checker behaviour is part of the contract (style rules 7 and 8).
+"""Type-checker behaviour is part of the contract: what pyright and mypy see of a class
+and of every public function is pinned here, as its runtime behaviour is elsewhere.
 
 pyright and mypy run once each, side by side, over:
 
@@ -94,7 +95,7 @@ PYRIGHT_ERRORS = {
     ("fail_base.py", "Config(0.1)", "reportCallIssue", "Expected 0 positional arguments"),
     ("fail_base.py", 'return layer.replace(act="tanh")', "reportReturnType",
      'Type "Linear" is not assignable to return type "Config"'),
-    # where= is typed by the tree (SPEC §10): a typo in a selector is flagged.
+    # where= is typed by the tree (docs/training.md): a typo in a selector is flagged.
     ("fail_where.py", "tc.partition(net, lambda n: n.haed)", "reportAttributeAccessIssue",
      'Cannot access attribute "haed" for class "Net"'),
     ("fail_where.py", "tc.grad(loss, where=lambda n: n.haed)", "reportAttributeAccessIssue",

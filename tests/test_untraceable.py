@@ -88,7 +88,7 @@ def test_every_traceable_leaf_passes() -> None:
 
 @pytest.mark.parametrize("words", ["", "any wording a new JAX may choose"])
 def test_the_field_is_found_from_the_error_type_and_the_leaves_not_the_words(words: str) -> None:
-    # Regression (issue 27): JAX's English text was matched; a reworded error lost the field.
+    # Regression: JAX's English text was matched; a reworded error lost the field.
     args = (jnp.ones(1), Config(jnp.ones(1), "a"))
     found = field_error(TypeError(words), f, args, {}, ())
     assert str(found).startswith("Config.name is a dynamic field holding a str ('a')")

@@ -1,4 +1,4 @@
-"""`where=` is typed `Callable[[T], Any]` with `T` the tree's type (SPEC §10), as in
+"""`where=` is typed `Callable[[T], Any]` with `T` the tree's type, as in
 `tc.replace_at`: a typo in a selector is flagged by both checkers, on `tc.partition`
 (T from the tree), and on `tc.grad` / `tc.value_and_grad` (T from the loss's first
 parameter).

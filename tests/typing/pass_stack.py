@@ -1,4 +1,4 @@
-"""tc.stack and tc.unstack keep the class (SPEC §13): a stack of layers is a layer, and
+"""tc.stack and tc.unstack keep the class: a stack of layers is a layer, and
 unstacking gives a list of them.
 
 `tests/test_typing.py` checks that nothing here is flagged, and the file runs.

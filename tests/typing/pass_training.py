@@ -1,6 +1,6 @@
 """A user's training loop with optax, in the base-class form, with model state: the
 model's class survives `tc.grad`, `tc.value_and_grad`, `tc.partition` and
-`tc.apply_updates` whatever optax's updates are typed as (SPEC §11).
+`tc.apply_updates` whatever optax's updates are typed as.
 
 optax ships no type information (no `py.typed`, no stubs): both checkers are told so on
 the import line. Its annotations admit nests of arrays, lists and dicts as parameters

@@ -61,7 +61,7 @@ def value_and_grad(
     fun: Callable[..., Any],
     *,
     where: _Where[Any] = None,
-    filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    filter: _Filter = None,  # noqa: A002 - the public keyword's name (docs/training.md)
     has_aux: bool = False,
 ) -> Callable[..., Any]:
     """`jax.value_and_grad` with respect to the trainable leaves of the first argument.
@@ -131,7 +131,7 @@ def grad(
     fun: Callable[..., Any],
     *,
     where: _Where[Any] = None,
-    filter: _Filter = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    filter: _Filter = None,  # noqa: A002 - the public keyword's name (docs/training.md)
     has_aux: bool = False,
 ) -> Callable[..., Any]:
     """`tc.value_and_grad`'s gradient, with its arguments and errors.

@@ -191,7 +191,7 @@ def partition(
     tree: _T,
     where: Callable[[_T], Any] | None = None,
     *,
-    filter: Callable[[Any], bool] | None = None,  # noqa: A002 - the public keyword's name (SPEC §10)
+    filter: Callable[[Any], bool] | None = None,  # noqa: A002 - the public keyword's name (docs/training.md)
     only_trainable: bool = True,
 ) -> tuple[_T, _T]:
     """Splits `tree`'s leaves: trainable, inside what `where` selects, that `filter` accepts; the rest.

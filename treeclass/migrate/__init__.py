@@ -1,6 +1,6 @@
 """`python -m treeclass.migrate PATH...`: rewrites hand-written pytree classes into
 treeclasses, and refuses, with the reason, whatever it cannot rewrite without changing
-behaviour (SPEC §12; docs/migration.md). The rewriting needs libcst (the `migrate`
+behaviour (docs/migration.md). The rewriting needs libcst (the `migrate`
 extra); `check()`, which verifies a migration on a user's own objects, needs only jax.
 
 How the pieces fit (each module one job):

@@ -1,4 +1,4 @@
-"""Bad input across the whole public API, threads, and leaks.
+"""Bad input across the whole public API; then threads, and leaks.
 
 Every misuse gets a clear error of the right type, with a message that names what was
 wrong, and leaves the objects it was given as they were: the same leaves (by identity)
