@@ -117,7 +117,7 @@ def check_routes(spec: Spec, form: Form) -> None:
     assert not count  # unflatten and copies run no user code
 
 
-# Each route of the contract, with every hook: the regression cases of issue 32.
+# Each route of the contract, with every hook: the regression cases.
 ROUTES = {
     "generated __init__": Spec(("generated", "generated")),
     "hand-written, self.f = v": Spec(("assign", "assign")),
@@ -138,7 +138,7 @@ def test_each_hook_runs_once_per_construction(spec: Spec, form: Form):
 
 
 def test_converter_runs_once_through_super_init():
-    # issue 32: the parent's converter ran twice (equinox gives 2.0)
+    # Regression: the parent's converter ran twice (equinox gives 2.0)
     class P(tc.TreeClass):
         a: float = tc.field(converter=lambda x: x + 1)
 
@@ -153,7 +153,7 @@ def test_converter_runs_once_through_super_init():
 
 
 def test_post_init_called_by_init_runs_once_after_converters():
-    # issue 32: the dataclasses idiom ran __post_init__ twice, its side effects doubled
+    # Regression: the dataclasses idiom ran __post_init__ twice, its side effects doubled
     seen = []
 
     class Scaled(tc.TreeClass):
@@ -193,7 +193,7 @@ def test_generated_hierarchies_run_each_hook_once(spec: Spec, form: Form):
 
 
 def test_object_setattr_on_a_built_instance_is_refused_naming_the_field(form: Form):
-    # issue 32: it changed m.w but not the leaf JAX flattens
+    # Regression: it changed m.w but not the leaf JAX flattens
     @form.decorate
     class Layer(*form.bases):
         w: jax.Array
