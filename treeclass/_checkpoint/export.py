@@ -20,7 +20,7 @@ import numpy as np
 
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._core.decorator import ON_CLASS
-from treeclass._core.layout import FLAT, Layout, layout_of
+from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
 
 _jax_export: ModuleType | None
@@ -127,7 +127,7 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
 
 
 def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
-    """An instance of the latest class of that name, built as its unflatten builds one."""
+    """An instance of the latest class of that name, built by its unflatten (no user code)."""
     cls = _classes[name]
     layout = layout_of(cls)
     assert layout is not None  # registered treeclasses only
@@ -135,11 +135,7 @@ def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any
     if len(kids) != len(layout.dynamic):
         saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    obj: Any = object.__new__(cls)
-    obj.__dict__.update(zip(layout.dynamic, kids, strict=True))
-    obj.__dict__.update(zip(layout.static, aux_data, strict=True))
-    obj.__dict__[FLAT] = (kids, aux_data)
-    return obj
+    return vars(cls)["__tc_registration__"].unflatten(aux_data, kids)
 
 
 def register(cls: type) -> None:
@@ -147,22 +143,21 @@ def register(cls: type) -> None:
     assert layout is not None  # called with new treeclasses only
     name = f"{cls.__module__}.{cls.__qualname__}"
     serialize = functools.partial(_serialize, layout)
-    if name in _classes:
-        # A class defined again under the same name (a notebook cell run twice): the latest
-        # wins. jax refuses a second registration of a name and offers no way to replace one,
-        # so the new class is added to its table of serializers as the public call would.
-        _classes[name] = cls
-        if _jax_export is not None:
-            _jax_export.serialization_registry[cls] = (name, serialize)
-        return
-    _classes[name] = cls
-    jax.export.register_pytree_node_serialization(
-        cls,
-        serialized_name=name,
-        serialize_auxdata=serialize,
-        deserialize_auxdata=functools.partial(_deserialize, name),
-        from_children=functools.partial(_build, name),
-    )
+    known = name in _classes
+    _classes[name] = cls  # the latest class of a name wins
+    if not known:
+        jax.export.register_pytree_node_serialization(
+            cls,
+            serialized_name=name,
+            serialize_auxdata=serialize,
+            deserialize_auxdata=functools.partial(_deserialize, name),
+            from_children=functools.partial(_build, name),
+        )
+    elif _jax_export is not None:
+        # A class defined again under the same name (a notebook cell run twice): jax refuses
+        # a second registration of a name and offers no way to replace one, so the new
+        # class is added to its table of serializers as the public call would.
+        _jax_export.serialization_registry[cls] = (name, serialize)
 
 
 ON_CLASS.append(register)

@@ -4,6 +4,7 @@ checks it against the template (`FileSource`) before it reads the bytes the temp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -257,16 +258,8 @@ class FileSource(Source):
             return as_template(template, np.asarray(value, template.dtype))
         if type(template) in PYTHON_SCALARS and saved_shape == [] and scalar is None:
             # A 0-d array of the number's kind, as from_state_dict takes (stores give them).
-            kind = _numpy_dtype(saved_dtype)
-            if kind is not None and kind.kind in SCALAR_KINDS[type(template)]:
-                dtype, stored = saved_dtype, (kind, ())
+            with contextlib.suppress(TypeError):  # a key's, an ml_dtype's or a damaged name
+                if np.dtype(saved_dtype).kind in SCALAR_KINDS[type(template)]:
+                    dtype, stored = saved_dtype, (np.dtype(saved_dtype), ())
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
         return decode_leaf(template, self.read(member, stored, where, crc))
-
-
-def _numpy_dtype(name: str) -> np.dtype[Any] | None:
-    """The numpy dtype a manifest names, or None (a key, an ml_dtype, a damaged name)."""
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return None
