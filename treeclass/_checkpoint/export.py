@@ -2,7 +2,8 @@
 (`ON_CLASS`), so `Exported.serialize()` and `jax.export.deserialize` take functions whose
 arguments or results are treeclasses. A class travels as `module.qualname`, its static values
 in the JSON form checkpoints write (`manifest.encode_static`), read back without running code:
-functions, classes and dataclasses are looked up by name among the modules already imported."""
+functions, classes, enum members and dataclasses are looked up by name among the modules
+already imported, and no class but a container is called."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, Final
 
@@ -31,15 +32,17 @@ except ImportError:  # pragma: no cover - a jax that moved it; redefined classes
 
 _MSG_STATIC: Final = """\
 {cls}.{name} holds {value}, which jax.export cannot carry: a static value travels as
-checkpoints write it (numbers, strings, None, tuples, lists, sets, dicts, dataclasses of those,
-NumPy dtypes, and functions or classes defined at a module's top level, found by name).
+checkpoints write it (numbers, strings, None, tuples, NamedTuples, lists, sets, dicts,
+dataclasses of those, NumPy dtypes, and enum members, functions or classes defined at a
+module's top level, found by name).
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
 _MSG_CHANGED: Final = """\
 {cls} was exported with {saved}; the class here has {ours}. Export the function again
 with this definition of {cls}, or deserialize it where the class is defined as it was."""
 
-_BUILTIN: Final = {"list": list, "set": set, "frozenset": frozenset, "dict": dict}
+_CONTAINERS: Final = (tuple, list, set, frozenset, dict)
+_BUILTIN: Final = {t.__name__: t for t in _CONTAINERS}
 
 # The latest class of each serialized name: deserializing builds this one.
 _classes: dict[str, type] = {}
@@ -59,13 +62,19 @@ def _lookup(name: str) -> Any:
     return _MISSING
 
 
+def _decoded(encoded: Iterable[Any]) -> list[Any] | None:
+    """Each value decoded; None if one cannot be rebuilt."""
+    values = [decode_static(v) for v in encoded]
+    return None if any(v is _MISSING for v in values) else values
+
+
 def decode_static(encoded: Any) -> Any:
-    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt."""
-    if not isinstance(encoded, dict | list):
-        return encoded
+    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt.
+    The only classes called are containers (tuple, list, set, dict, a NamedTuple's `_make`)."""
     if isinstance(encoded, list):
-        items = [decode_static(v) for v in encoded]
-        return _MISSING if any(v is _MISSING for v in items) else tuple(items)
+        encoded = {"tuple": encoded}
+    if not isinstance(encoded, dict):
+        return encoded
     if len(encoded) != 1:
         return _MISSING
     [(tag, inner)] = encoded.items()
@@ -79,16 +88,26 @@ def decode_static(encoded: Any) -> Any:
     if tag == "repr":
         return _lookup(inner) if isinstance(inner, str) else _MISSING
     cls = _BUILTIN.get(tag) or _lookup(tag)
-    if isinstance(inner, dict) and isinstance(cls, type) and dataclasses.is_dataclass(cls):
+    if not isinstance(cls, type) or not isinstance(inner, dict | list):
+        return _MISSING
+    values = _decoded(inner.values() if isinstance(inner, dict) else inner)
+    if values is None:
+        return _MISSING
+    if isinstance(inner, dict) and dataclasses.is_dataclass(cls):
+        if sorted(inner) != sorted(f.name for f in dataclasses.fields(cls)):
+            return _MISSING  # the class changed since
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
         value = object.__new__(cls)
-        for name, field in inner.items():
-            object.__setattr__(value, name, decode_static(field))
+        for name, field in zip(inner, values, strict=True):
+            object.__setattr__(value, name, field)
         return value
-    if isinstance(inner, list) and isinstance(cls, type):
-        items = [decode_static(v) for v in inner]
-        return _MISSING if any(v is _MISSING for v in items) else cls(items)
-    return _MISSING
+    make = getattr(cls, "_make", None) if issubclass(cls, tuple) and cls is not tuple else cls
+    if not isinstance(inner, list) or make is None or not issubclass(cls, _CONTAINERS):
+        return _MISSING
+    try:
+        return make(values)
+    except Exception:  # noqa: BLE001 (a NamedTuple whose fields changed since)
+        return _MISSING
 
 
 def _same(a: Any, b: Any) -> bool:

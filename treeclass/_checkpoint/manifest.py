@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import json
 import math
 import re
@@ -132,11 +133,14 @@ def _name(t: Any) -> str:
 
 def encode_static(value: Any) -> Any:
     """`value` as JSON load() compares, the same in every process: sets and dicts sorted (a repr
-    follows PYTHONHASHSEED), functions and classes by name, else a repr without addresses."""
+    follows PYTHONHASHSEED), functions, classes and enum members by name, else a repr without
+    addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
         return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, enum.Enum):  # by name, as jax.export finds it (not by its repr)
+        return {"repr": f"{_name(type(value))}.{value.name}"}
     if isinstance(value, tuple | list | set | frozenset | dict):
         items = [encode_static(v) for v in (value.items() if isinstance(value, dict) else value)]
         if type(value) is tuple:
