@@ -165,8 +165,7 @@ def show_static(encoded: Any, depth: int = 0) -> str:
     if depth > 20:  # a damaged file's can be nested past the recursion limit
         return "..."
     one = isinstance(encoded, dict) and len(encoded) == 1  # a tagged value
-    pair: tuple[str, Any] = next(iter(encoded.items())) if one else ("", encoded)
-    tag, inner = pair
+    tag, inner = next(iter(encoded.items())) if one else ("", encoded)
     if isinstance(inner, list):
         items = ", ".join(show_static(item, depth + 1) for item in cast("list[object]", inner))
         return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
