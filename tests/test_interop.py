@@ -3,16 +3,23 @@ documents it, with no registration or wrapper written by the user: rich, beartyp
 jaxtyping, treescope, jax.export, equinox, optax and orbax. A test skips where its
 library is not installed."""
 
+import dataclasses
+import enum
+import functools
 import io
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+import warnings
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -239,6 +246,122 @@ def test_export_refuses_a_static_it_cannot_carry():
     exported = jax.export.export(jax.jit(lambda m: m.w))(Holder(jnp.ones(2)))
     with pytest.raises(ValueError, match=r"Holder\.opaque holds <opaque>, which jax.export cannot"):
         exported.serialize()
+
+
+class Act(enum.Enum):
+    RELU = "relu"
+    TANH = "tanh"
+
+
+class Sizes(NamedTuple):
+    inner: tuple[int, ...]
+    act: Act
+
+
+class Shape(NamedTuple):
+    sizes: Sizes
+    scale: float
+
+
+class Statics(tc.TreeClass):
+    w: jax.Array
+    s: tc.Static[Any] = None
+
+
+def _round_trip(value: Any) -> Any:
+    exported = jax.export.export(jax.jit(lambda m: m))(Statics(jnp.ones(2), value))
+    return jax.export.deserialize(exported.serialize()).out_tree
+
+
+@pytest.mark.parametrize(
+    "value",
+    [Act.TANH, Shape(Sizes((3, 2), Act.RELU), 0.5), (Act.RELU, frozenset({Act.TANH}))],
+    ids=["enum", "nested NamedTuple", "enums in containers"],
+)
+def test_export_carries_enum_members_and_namedtuples(value: Any):
+    # Regression: an enum member was refused (travelling by its repr, which no name finds),
+    # and a NamedTuple static raised a bare TypeError from NamedTuple.__new__ at serialize.
+    pytest.importorskip("flatbuffers")
+    back = jax.tree.unflatten(_round_trip(value), [jnp.ones(2)]).s
+    assert type(back) is type(value)
+    assert back == value
+
+
+_STATICS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.sampled_from(Act),
+    lambda inner: (
+        st.tuples(inner, inner)
+        | st.builds(Sizes, st.tuples(st.integers()), st.sampled_from(Act))
+        | st.builds(Shape, st.builds(Sizes, st.tuples(), st.sampled_from(Act)), inner)
+        | st.frozensets(st.integers() | st.sampled_from(Act), max_size=3)
+    ),
+    max_leaves=4,
+)
+
+
+@given(value=_STATICS)
+@settings(max_examples=10, deadline=None)
+def test_export_carries_the_statics_it_lists(value: Any):
+    # The generator that would have found the enum and NamedTuple refusals above.
+    pytest.importorskip("flatbuffers")
+    back = jax.tree.unflatten(_round_trip(value), [jnp.ones(2)]).s
+    assert (type(back), back) == (type(value), value)
+
+
+def _relu(x: Any) -> Any:
+    return x
+
+
+def test_export_refuses_a_partial_a_lambda_and_a_local_enum_naming_the_field():
+    pytest.importorskip("flatbuffers")
+    local = enum.Enum("Local", ["A"], module=__name__)  # no module attribute names it
+    for value in (functools.partial(_relu), lambda x: x, local.A):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tc.RecompileWarning)  # a new object each time
+            model = Statics(jnp.ones(2), value)
+        exported = jax.export.export(jax.jit(lambda m: m.w))(model)
+        with pytest.raises(
+            ValueError, match=r"^Statics\.s holds .*, which jax\.export cannot carry"
+        ):
+            exported.serialize()
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    act: Any
+
+
+class Harmless(frozenset[int]):
+    """A container a static may hold."""
+
+
+class Recorded:
+    """A class a crafted file names in place of `Harmless`: calling it is recorded."""
+
+    calls: ClassVar[list[Any]] = []
+
+    def __init__(self, *args: Any) -> None:
+        Recorded.calls.append(args)
+
+
+def test_deserialize_calls_no_class_but_a_container():
+    # Regression: a crafted exported function ran the constructor of any class it named
+    # ({"subprocess.Popen": ["rm", ...]} ran a command), and a dataclass whose field named
+    # nothing was rebuilt holding an internal sentinel, silently.
+    pytest.importorskip("flatbuffers")
+    for value, swap in (
+        (Harmless({1}), (b".Harmless", b".Recorded")),
+        (Config(_relu), (b"._relu", b"._relX")),
+    ):
+        data = bytes(
+            jax.export.export(jax.jit(lambda m: m.w))(Statics(jnp.ones(2), value)).serialize()
+        )
+        assert data.count(swap[0]) == 1
+        with pytest.raises(
+            ValueError, match=r"Statics\.s: the exported static value .* names nothing"
+        ):
+            jax.export.deserialize(bytearray(data.replace(*swap)))
+    assert Recorded.calls == []
 
 
 class Opaque:

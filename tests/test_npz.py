@@ -424,7 +424,7 @@ class Opaque:
         ),
         (np.dtype("float32"), np.dtype("int8"), r"dtype\('float32'\) in the file, dtype\('int8'\)"),
         (jnp.float32, jnp.bfloat16, r"jax\.numpy\.float32 in the file, jax\.numpy\.bfloat16"),
-        (Color.RED, Color.BLUE, r"<Color\.RED: 1> in the file, <Color\.BLUE: 2>"),
+        (Color.RED, Color.BLUE, r"test_npz\.Color\.RED in the file, test_npz\.Color\.BLUE"),
         (
             frozenset({"a", "b", "c"}),
             frozenset({"a"}),

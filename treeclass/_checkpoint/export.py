@@ -2,7 +2,8 @@
 (`ON_CLASS`), so `Exported.serialize()` and `jax.export.deserialize` take functions whose
 arguments or results are treeclasses. A class travels as `module.qualname`, its static values
 in the JSON form checkpoints write (`manifest.encode_static`), read back without running code:
-functions, classes and dataclasses are looked up by name among the modules already imported."""
+functions, classes, enum members and dataclasses are looked up by name among the modules
+already imported, and no class but a container is called."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, Final
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._core.decorator import ON_CLASS
-from treeclass._core.layout import FLAT, Layout, layout_of
+from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
 
 _jax_export: ModuleType | None
@@ -31,15 +32,17 @@ except ImportError:  # pragma: no cover - a jax that moved it; redefined classes
 
 _MSG_STATIC: Final = """\
 {cls}.{name} holds {value}, which jax.export cannot carry: a static value travels as
-checkpoints write it (numbers, strings, None, tuples, lists, sets, dicts, dataclasses of those,
-NumPy dtypes, and functions or classes defined at a module's top level, found by name).
+checkpoints write it (numbers, strings, None, tuples, NamedTuples, lists, sets, dicts,
+dataclasses of those, NumPy dtypes, and enum members, functions or classes defined at a
+module's top level, found by name).
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
 _MSG_CHANGED: Final = """\
 {cls} was exported with {saved}; the class here has {ours}. Export the function again
 with this definition of {cls}, or deserialize it where the class is defined as it was."""
 
-_BUILTIN: Final = {"list": list, "set": set, "frozenset": frozenset, "dict": dict}
+_CONTAINERS: Final = (tuple, list, set, frozenset, dict)
+_BUILTIN: Final = {t.__name__: t for t in _CONTAINERS}
 
 # The latest class of each serialized name: deserializing builds this one.
 _classes: dict[str, type] = {}
@@ -59,13 +62,19 @@ def _lookup(name: str) -> Any:
     return _MISSING
 
 
+def _decoded(encoded: Iterable[Any]) -> list[Any] | None:
+    """Each value decoded; None if one cannot be rebuilt."""
+    values = [decode_static(v) for v in encoded]
+    return None if any(v is _MISSING for v in values) else values
+
+
 def decode_static(encoded: Any) -> Any:
-    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt."""
-    if not isinstance(encoded, dict | list):
-        return encoded
+    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt.
+    The only classes called are containers (tuple, list, set, dict, a NamedTuple's `_make`)."""
     if isinstance(encoded, list):
-        items = [decode_static(v) for v in encoded]
-        return _MISSING if any(v is _MISSING for v in items) else tuple(items)
+        encoded = {"tuple": encoded}
+    if not isinstance(encoded, dict):
+        return encoded
     if len(encoded) != 1:
         return _MISSING
     [(tag, inner)] = encoded.items()
@@ -79,16 +88,26 @@ def decode_static(encoded: Any) -> Any:
     if tag == "repr":
         return _lookup(inner) if isinstance(inner, str) else _MISSING
     cls = _BUILTIN.get(tag) or _lookup(tag)
-    if isinstance(inner, dict) and isinstance(cls, type) and dataclasses.is_dataclass(cls):
+    if not isinstance(cls, type) or not isinstance(inner, dict | list):
+        return _MISSING
+    values = _decoded(inner.values() if isinstance(inner, dict) else inner)
+    if values is None:
+        return _MISSING
+    if isinstance(inner, dict) and dataclasses.is_dataclass(cls):
+        if sorted(inner) != sorted(f.name for f in dataclasses.fields(cls)):
+            return _MISSING  # the class changed since
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
         value = object.__new__(cls)
-        for name, field in inner.items():
-            object.__setattr__(value, name, decode_static(field))
+        for name, field in zip(inner, values, strict=True):
+            object.__setattr__(value, name, field)
         return value
-    if isinstance(inner, list) and isinstance(cls, type):
-        items = [decode_static(v) for v in inner]
-        return _MISSING if any(v is _MISSING for v in items) else cls(items)
-    return _MISSING
+    make = getattr(cls, "_make", None) if issubclass(cls, tuple) and cls is not tuple else cls
+    if not isinstance(inner, list) or make is None or not issubclass(cls, _CONTAINERS):
+        return _MISSING
+    try:
+        return make(values)
+    except Exception:  # noqa: BLE001 (a NamedTuple whose fields changed since)
+        return _MISSING
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -127,7 +146,7 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
 
 
 def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
-    """An instance of the latest class of that name, built as its unflatten builds one."""
+    """An instance of the latest class of that name, built by its unflatten (no user code)."""
     cls = _classes[name]
     layout = layout_of(cls)
     assert layout is not None  # registered treeclasses only
@@ -135,11 +154,7 @@ def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any
     if len(kids) != len(layout.dynamic):
         saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    obj: Any = object.__new__(cls)
-    obj.__dict__.update(zip(layout.dynamic, kids, strict=True))
-    obj.__dict__.update(zip(layout.static, aux_data, strict=True))
-    obj.__dict__[FLAT] = (kids, aux_data)
-    return obj
+    return vars(cls)["__tc_registration__"].unflatten(aux_data, kids)
 
 
 def register(cls: type) -> None:
@@ -147,22 +162,21 @@ def register(cls: type) -> None:
     assert layout is not None  # called with new treeclasses only
     name = f"{cls.__module__}.{cls.__qualname__}"
     serialize = functools.partial(_serialize, layout)
-    if name in _classes:
-        # A class defined again under the same name (a notebook cell run twice): the latest
-        # wins. jax refuses a second registration of a name and offers no way to replace one,
-        # so the new class is added to its table of serializers as the public call would.
-        _classes[name] = cls
-        if _jax_export is not None:
-            _jax_export.serialization_registry[cls] = (name, serialize)
-        return
-    _classes[name] = cls
-    jax.export.register_pytree_node_serialization(
-        cls,
-        serialized_name=name,
-        serialize_auxdata=serialize,
-        deserialize_auxdata=functools.partial(_deserialize, name),
-        from_children=functools.partial(_build, name),
-    )
+    known = name in _classes
+    _classes[name] = cls  # the latest class of a name wins
+    if not known:
+        jax.export.register_pytree_node_serialization(
+            cls,
+            serialized_name=name,
+            serialize_auxdata=serialize,
+            deserialize_auxdata=functools.partial(_deserialize, name),
+            from_children=functools.partial(_build, name),
+        )
+    elif _jax_export is not None:
+        # A class defined again under the same name (a notebook cell run twice): jax refuses
+        # a second registration of a name and offers no way to replace one, so the new
+        # class is added to its table of serializers as the public call would.
+        _jax_export.serialization_registry[cls] = (name, serialize)
 
 
 ON_CLASS.append(register)

@@ -4,7 +4,9 @@ checks it against the template (`FileSource`) before it reads the bytes the temp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import enum
 import json
 import math
 import re
@@ -131,11 +133,14 @@ def _name(t: Any) -> str:
 
 def encode_static(value: Any) -> Any:
     """`value` as JSON load() compares, the same in every process: sets and dicts sorted (a repr
-    follows PYTHONHASHSEED), functions and classes by name, else a repr without addresses."""
+    follows PYTHONHASHSEED), functions, classes and enum members by name, else a repr without
+    addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
         return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, enum.Enum):  # by name, as jax.export finds it (not by its repr)
+        return {"repr": f"{_name(type(value))}.{value.name}"}
     if isinstance(value, tuple | list | set | frozenset | dict):
         items = [encode_static(v) for v in (value.items() if isinstance(value, dict) else value)]
         if type(value) is tuple:
@@ -160,8 +165,7 @@ def show_static(encoded: Any, depth: int = 0) -> str:
     if depth > 20:  # a damaged file's can be nested past the recursion limit
         return "..."
     one = isinstance(encoded, dict) and len(encoded) == 1  # a tagged value
-    pair: tuple[str, Any] = next(iter(encoded.items())) if one else ("", encoded)
-    tag, inner = pair
+    tag, inner = next(iter(encoded.items())) if one else ("", encoded)
     if isinstance(inner, list):
         items = ", ".join(show_static(item, depth + 1) for item in cast("list[object]", inner))
         return f"{tag}({{{items}}})" if "set" in tag else f"{tag}({items}{',' * (len(inner) == 1)})"
@@ -257,16 +261,8 @@ class FileSource(Source):
             return as_template(template, np.asarray(value, template.dtype))
         if type(template) in PYTHON_SCALARS and saved_shape == [] and scalar is None:
             # A 0-d array of the number's kind, as from_state_dict takes (stores give them).
-            kind = _numpy_dtype(saved_dtype)
-            if kind is not None and kind.kind in SCALAR_KINDS[type(template)]:
-                dtype, stored = saved_dtype, (kind, ())
+            with contextlib.suppress(TypeError):  # a key's, an ml_dtype's or a damaged name
+                if np.dtype(saved_dtype).kind in SCALAR_KINDS[type(template)]:
+                    dtype, stored = saved_dtype, (np.dtype(saved_dtype), ())
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
         return decode_leaf(template, self.read(member, stored, where, crc))
-
-
-def _numpy_dtype(name: str) -> np.dtype[Any] | None:
-    """The numpy dtype a manifest names, or None (a key, an ml_dtype, a damaged name)."""
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return None

@@ -76,22 +76,16 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
 
 def _rule(pair: object) -> tuple[str, MeshAxes] | None:
     """One `(logical, mesh_axes)` pair normalised (list -> tuple, `()` -> None); None if malformed."""
-    items = _as_tuple(pair)
-    if items is None or len(items) != len(("logical", "mesh_axes")):
+    if not isinstance(pair, tuple | list) or len(pair) != len(("logical", "mesh_axes")):
         return None
-    name, target = items
+    name, target = cast("Sequence[object]", pair)
     if not isinstance(name, str):
         return None
     if target is None or isinstance(target, str):
         return name, target
-    names = _as_tuple(target)
-    if names is None or not all(isinstance(a, str) for a in names):
-        return None
-    return name, cast("tuple[str, ...]", names) or None
-
-
-def _as_tuple(x: object) -> tuple[object, ...] | None:
-    return tuple(cast("Sequence[object]", x)) if isinstance(x, tuple | list) else None
+    if isinstance(target, tuple | list) and all(isinstance(a, str) for a in target):
+        return name, tuple(cast("Sequence[str]", target)) or None
+    return None
 
 
 def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
@@ -113,8 +107,9 @@ class AxisMap:
         self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str
     ) -> PartitionSpec:
         """The spec of one leaf of the field `owner` (`Class.field`); `where` is its path."""
-        shape = _shape(leaf)
-        if shape is None:
+        # An array's or a jax.ShapeDtypeStruct's shape (jax.eval_shape(init)); () for a number.
+        shape = () if isinstance(leaf, PYTHON_SCALARS) else getattr(leaf, "shape", None)
+        if not isinstance(shape, tuple):
             kind, shown = type(leaf).__name__, short_repr(leaf)
             msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=shown, owner=owner)
             raise TypeError(msg)
@@ -181,11 +176,3 @@ class AxisMap:
             msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
             raise ValueError(msg)
         return None
-
-
-def _shape(leaf: object) -> tuple[int, ...] | None:
-    """The leaf's shape if it is an array or a `jax.ShapeDtypeStruct` (`jax.eval_shape(init)`)."""
-    if isinstance(leaf, PYTHON_SCALARS):
-        return ()
-    shape: object = getattr(leaf, "shape", None)
-    return cast("tuple[int, ...]", shape) if isinstance(shape, tuple) else None
