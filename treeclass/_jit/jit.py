@@ -34,7 +34,7 @@ def _make(
     for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
-    carrier = Carrier()  # functions inside other libraries' nodes, held static
+    carrier = Carrier(fun, static)  # functions inside other libraries' nodes, held static
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:

@@ -181,21 +181,29 @@ def carries(leaf: Any) -> bool:
 
 class Carrier:
     """For one `tc.jit` function: the functions inside other libraries' nodes in its
-    arguments and results, held in the treedef as equinox's `filter_jit` holds them.
-    Inactive (no cost per call) until a call's arguments hold one."""
+    arguments (not the static ones, which JAX passes as they are) and results, held in the
+    treedef as equinox's `filter_jit` holds them. Inactive (no cost per call) until a
+    call's arguments hold one."""
 
-    def __init__(self) -> None:
-        self.active = False
+    def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
+        self.fun, self.static, self.active = fun, static, False
         self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
 
+    def _under(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
+        """The leaves of `(args, kwargs)` under another library's node, in no static argument."""
+        tree = (args, kwargs)
+        dynamic = {root for _, _, root in labelled_arguments(self.fun, args, kwargs, self.static)}
+        paths = [path[:2] for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+        flags = zip(paths, foreign(tree), strict=True)
+        return tuple(i for i, (root, f) in enumerate(flags) if f and root in dynamic)
+
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether `error`, raised before the body ran, came from a function `hide` carries."""
+        """Whether `error`, raised before the body ran, came from a function `hide` carries:
+        JAX refuses one in a traced argument before tracing, so the body never runs twice."""
         if self.active or hasattr(error, _HELD):
             return False
-        tree = (args, kwargs)
-        self.active = any(
-            f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True)
-        )
+        leaves = jax.tree.leaves((args, kwargs))
+        self.active = any(carries(leaves[i]) for i in self._under(args, kwargs))
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -206,8 +214,7 @@ class Carrier:
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
-            tree = (args, kwargs)
-            at = self._at[treedef] = tuple(i for i, f in enumerate(foreign(tree)) if f)
+            at = self._at[treedef] = self._under(args, kwargs)
         if not any(carries(leaves[i]) for i in at):
             return args, kwargs
         for i in at:
