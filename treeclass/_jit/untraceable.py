@@ -37,7 +37,7 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
 or pass an array (jnp.asarray(...)) if it is data."""
 
 _MSG_FUNCTION_AMONG: Final = """\
-{field} is a dynamic field holding {what} at {at}, which JAX cannot trace ({where}).
+{field} is a dynamic field holding {what} at {at}, which JAX cannot trace (argument {label!r}).
 
 Making the whole field static would make every array beside it a compile-time constant.
 Hold just the function as static: jax.tree_util.Partial keeps it in the tree's structure
@@ -123,23 +123,17 @@ def untraceable_field(
             if is_traceable(v.value) or (inside and carries(v.value)):
                 continue
             at = path_str(root_name(label, value), v.path)
-            kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
             what = f"{describe(v.value)} ({short_repr(v.value)})"
+            info = {"at": at, "what": what, "label": label, "field": v.field, "name": v.name}
             if v.owner is None:
-                msg = _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
-                return TypeError(msg)
-            where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
+                kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
+                return TypeError(_MSG_UNTRACEABLE_LEAF.format(type=kind, **info))
             if callable(v.value) and v.path[-1:] != (GetAttrKey(str(v.name)),):
-                name = getattr(v.value, "__name__", "fn")  # among layers: not the field static
-                msg = _MSG_FUNCTION_AMONG.format(
-                    field=v.field, what=what, at=at, where=f"argument {label!r}", name=name
-                )
-                return TypeError(msg)
+                info["name"] = getattr(v.value, "__name__", "fn")  # among layers: no tc.Static
+                return TypeError(_MSG_FUNCTION_AMONG.format(**info))
+            where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
-            msg = _MSG_UNTRACEABLE_FIELD.format(
-                field=v.field, what=what, where=where, name=v.name, type=hint
-            )
-            return TypeError(msg)
+            return TypeError(_MSG_UNTRACEABLE_FIELD.format(where=where, type=hint, **info))
     return None
 
 
@@ -215,11 +209,10 @@ class Carrier:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
             at = self._at[treedef] = self._under(args, kwargs)
-        if not any(carries(leaves[i]) for i in at):
-            return args, kwargs
-        for i in at:
-            leaves[i] = _Carried(leaves[i]) if carries(leaves[i]) else leaves[i]
-        return treedef.unflatten(leaves)  # type: ignore[no-any-return]
+        found = [i for i in at if carries(leaves[i])]
+        for i in found:
+            leaves[i] = _Carried(leaves[i])
+        return treedef.unflatten(leaves) if found else (args, kwargs)  # type: ignore[no-any-return]
 
 
 def carried(tree: Any) -> Any:
