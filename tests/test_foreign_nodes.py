@@ -284,6 +284,15 @@ def test_the_body_runs_once_when_jax_refuses_its_result_beside_a_static_function
     assert len(runs) == 1
 
 
+def test_lower_trace_and_eval_shape_carry_the_functions_in_a_node_as_a_call_does() -> None:
+    # They were jax.jit's own: JAX's "Error interpreting argument" for an eqx.nn.MLP.
+    apply = tc.jit(lambda m, x: m(x))
+    m, x = model(), jnp.ones(2)
+    assert apply.eval_shape(m, x).shape == (1,)
+    assert apply.lower(m, x).compile() is not None
+    assert apply.trace(m, x).out_info.shape == (1,)
+
+
 def test_partition_never_selects_a_function_in_a_foreign_node() -> None:
     m = model()
     everything, rest = tc.partition(m, only_trainable=False)

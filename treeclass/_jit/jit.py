@@ -61,10 +61,18 @@ def _make(
                 raise found from error
         return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
 
+    def staged(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def run(*args: Any, **kwargs: Any) -> Any:  # the arguments as `call` passes them
+            args, kwargs = carrier.hide(args, kwargs)
+            return method(*args, **kwargs)
+
+        return run
+
     # What protocols.JitFunction declares for the type checkers.
-    names = ("lower", "trace", "eval_shape", "clear_cache")
-    extra = {name: getattr(jitted, name) for name in names if hasattr(jitted, name)}
-    vars(call).update(extra, __tc_jit__=jitted, trace_log=log)
+    names = ("lower", "trace", "eval_shape")
+    extra = {name: staged(getattr(jitted, name)) for name in names}
+    vars(call).update(extra, clear_cache=jitted.clear_cache, __tc_jit__=jitted, trace_log=log)
     return call
 
 
