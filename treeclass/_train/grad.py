@@ -152,12 +152,14 @@ def grad(
     >>> grads.w.tolist(), float(grads.rate), grads.key, grads.mean
     ([1.0, 2.0], 5.0, None, None)
     """
-    vg = value_and_grad(fun, where=where, filter=filter, has_aux=has_aux)
+    # Wrapped, so that errors name `fun`'s parameters (`tc.jit`'s "argument 'm'").
+    with_aux = fun if has_aux else functools.wraps(fun)(lambda *a, **k: (fun(*a, **k), None))
+    vg = value_and_grad(with_aux, where=where, filter=filter, has_aux=True)
 
     @functools.wraps(fun)
     def call(x: Any, /, *args: Any, **kwargs: Any) -> Any:
-        value, grads = vg(x, *args, **kwargs)
-        return (grads, value[1]) if has_aux else grads
+        (_, aux), grads = vg(x, *args, **kwargs)
+        return (grads, aux) if has_aux else grads
 
     return call
 
