@@ -45,7 +45,7 @@ def _make(
             note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
 
-    jitted = jax.jit(traced, **jit_kwargs)
+    jitted: Any = jax.jit(traced, **jit_kwargs)  # its clear_cache is not in its stub
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:

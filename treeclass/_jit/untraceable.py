@@ -212,7 +212,7 @@ class Carrier:
         found = [i for i in at if carries(leaves[i])]
         for i in found:
             leaves[i] = _Carried(leaves[i])
-        return treedef.unflatten(leaves) if found else (args, kwargs)  # type: ignore[no-any-return]
+        return treedef.unflatten(leaves) if found else (args, kwargs)
 
 
 def carried(tree: Any) -> Any:

@@ -58,7 +58,7 @@ _NOTE_FILTER: Final = "`where` is a selector (lambda m: m.head); a predicate on 
 _LEAF_ONLY: Final = frozenset({"shape", "dtype", "ndim", "size"})
 _DTYPED: Final = (*ARRAY_TYPES, jax.ShapeDtypeStruct)
 # A step of `follow` as the key entry JAX's key paths hold (another library's is one already).
-_ENTRY: Final[dict[int, Callable[[Any], Any]]] = {
+_ENTRY: Final[dict[int, Callable[[Any], object]]] = {
     DICT: DictKey,
     NAMEDTUPLE: GetAttrKey,
     TREECLASS: GetAttrKey,
@@ -150,7 +150,9 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
                 error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
-    return paths, [tuple(_ENTRY.get(kind, SequenceKey)(key) for _, kind, key in p) for p in parents]
+    return paths, [
+        tuple((_ENTRY.get(kind) or SequenceKey)(key) for _, kind, key in p) for p in parents
+    ]
 
 
 def select(
