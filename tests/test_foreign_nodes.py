@@ -248,6 +248,51 @@ def test_a_function_returned_from_tc_jit_inside_a_node_comes_back() -> None:
     assert built(jnp.ones(2)).shape == (1,)
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Config:  # a foreign node holding a function, hashable: fit to pass as static
+    fn: Callable[..., Any]
+    n: int = dataclasses.field(default=2, metadata={"static": True})
+
+
+def test_a_static_argument_holding_a_function_in_a_node_is_passed_as_it_is() -> None:
+    # The carried functions of the traced arguments were also wrapped in a static one,
+    # which JAX passes unflattened: the body got the wrapper ("not callable").
+    runs: list[int] = []
+
+    @tc.jit(static_argnames="config")
+    def apply(m: Model, x: jax.Array, config: Config) -> jax.Array:
+        runs.append(1)
+        return config.fn(m(x)) * config.n
+
+    for _ in range(3):
+        assert apply(model(), jnp.ones(2), config=Config(jnp.tanh)).shape == (1,)
+    assert apply.trace_log.count == len(runs) == 1
+
+
+def test_the_body_runs_once_when_jax_refuses_its_result_beside_a_static_function() -> None:
+    # A static argument's function started the retry after the body had run: twice.
+    runs: list[int] = []
+
+    @tc.jit(static_argnames="config")
+    def bad(x: jax.Array, config: Config) -> Any:
+        runs.append(1)
+        return "not an array"
+
+    with pytest.raises(TypeError):  # JAX's error about the result, unchanged
+        bad(jnp.ones(2), config=Config(jnp.tanh))
+    assert len(runs) == 1
+
+
+def test_lower_trace_and_eval_shape_carry_the_functions_in_a_node_as_a_call_does() -> None:
+    # They were jax.jit's own: JAX's "Error interpreting argument" for an eqx.nn.MLP.
+    apply = tc.jit(lambda m, x: m(x))
+    m, x = model(), jnp.ones(2)
+    assert apply.eval_shape(m, x).shape == (1,)
+    assert apply.lower(m, x).compile() is not None
+    assert apply.trace(m, x).out_info.shape == (1,)
+
+
 def test_partition_never_selects_a_function_in_a_foreign_node() -> None:
     m = model()
     everything, rest = tc.partition(m, only_trainable=False)

@@ -34,7 +34,7 @@ def _make(
     for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
 
-    carrier = Carrier()  # functions inside other libraries' nodes, held static
+    carrier = Carrier(fun, static)  # functions inside other libraries' nodes, held static
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -45,7 +45,7 @@ def _make(
             note_held(error, (args, kwargs))  # the body's, not JAX's about an argument
             raise
 
-    jitted = jax.jit(traced, **jit_kwargs)
+    jitted: Any = jax.jit(traced, **jit_kwargs)  # its clear_cache is not in its stub
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -61,10 +61,18 @@ def _make(
                 raise found from error
         return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
 
+    def staged(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def run(*args: Any, **kwargs: Any) -> Any:  # the arguments as `call` passes them
+            args, kwargs = carrier.hide(args, kwargs)
+            return method(*args, **kwargs)
+
+        return run
+
     # What protocols.JitFunction declares for the type checkers.
-    names = ("lower", "trace", "eval_shape", "clear_cache")
-    extra = {name: getattr(jitted, name) for name in names if hasattr(jitted, name)}
-    vars(call).update(extra, __tc_jit__=jitted, trace_log=log)
+    names = ("lower", "trace", "eval_shape")
+    extra = {name: staged(getattr(jitted, name)) for name in names}
+    vars(call).update(extra, clear_cache=jitted.clear_cache, __tc_jit__=jitted, trace_log=log)
     return call
 
 

@@ -37,7 +37,7 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
 or pass an array (jnp.asarray(...)) if it is data."""
 
 _MSG_FUNCTION_AMONG: Final = """\
-{field} is a dynamic field holding {what} at {at}, which JAX cannot trace ({where}).
+{field} is a dynamic field holding {what} at {at}, which JAX cannot trace (argument {label!r}).
 
 Making the whole field static would make every array beside it a compile-time constant.
 Hold just the function as static: jax.tree_util.Partial keeps it in the tree's structure
@@ -123,23 +123,17 @@ def untraceable_field(
             if is_traceable(v.value) or (inside and carries(v.value)):
                 continue
             at = path_str(root_name(label, value), v.path)
-            kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
             what = f"{describe(v.value)} ({short_repr(v.value)})"
+            info = {"at": at, "what": what, "label": label, "field": v.field, "name": v.name}
             if v.owner is None:
-                msg = _MSG_UNTRACEABLE_LEAF.format(at=at, what=what, label=label, type=kind)
-                return TypeError(msg)
-            where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
+                kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
+                return TypeError(_MSG_UNTRACEABLE_LEAF.format(type=kind, **info))
             if callable(v.value) and v.path[-1:] != (GetAttrKey(str(v.name)),):
-                name = getattr(v.value, "__name__", "fn")  # among layers: not the field static
-                msg = _MSG_FUNCTION_AMONG.format(
-                    field=v.field, what=what, at=at, where=f"argument {label!r}", name=name
-                )
-                return TypeError(msg)
+                info["name"] = getattr(v.value, "__name__", "fn")  # among layers: no tc.Static
+                return TypeError(_MSG_FUNCTION_AMONG.format(**info))
+            where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
             hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
-            msg = _MSG_UNTRACEABLE_FIELD.format(
-                field=v.field, what=what, where=where, name=v.name, type=hint
-            )
-            return TypeError(msg)
+            return TypeError(_MSG_UNTRACEABLE_FIELD.format(where=where, type=hint, **info))
     return None
 
 
@@ -181,21 +175,29 @@ def carries(leaf: Any) -> bool:
 
 class Carrier:
     """For one `tc.jit` function: the functions inside other libraries' nodes in its
-    arguments and results, held in the treedef as equinox's `filter_jit` holds them.
-    Inactive (no cost per call) until a call's arguments hold one."""
+    arguments (not the static ones, which JAX passes as they are) and results, held in the
+    treedef as equinox's `filter_jit` holds them. Inactive (no cost per call) until a
+    call's arguments hold one."""
 
-    def __init__(self) -> None:
-        self.active = False
+    def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
+        self.fun, self.static, self.active = fun, static, False
         self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
 
+    def _under(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
+        """The leaves of `(args, kwargs)` under another library's node, in no static argument."""
+        tree = (args, kwargs)
+        dynamic = {root for _, _, root in labelled_arguments(self.fun, args, kwargs, self.static)}
+        paths = [path[:2] for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+        flags = zip(paths, foreign(tree), strict=True)
+        return tuple(i for i, (root, f) in enumerate(flags) if f and root in dynamic)
+
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether `error`, raised before the body ran, came from a function `hide` carries."""
+        """Whether `error`, raised before the body ran, came from a function `hide` carries:
+        JAX refuses one in a traced argument before tracing, so the body never runs twice."""
         if self.active or hasattr(error, _HELD):
             return False
-        tree = (args, kwargs)
-        self.active = any(
-            f and carries(x) for x, f in zip(jax.tree.leaves(tree), foreign(tree), strict=True)
-        )
+        leaves = jax.tree.leaves((args, kwargs))
+        self.active = any(carries(leaves[i]) for i in self._under(args, kwargs))
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -206,13 +208,11 @@ class Carrier:
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
-            tree = (args, kwargs)
-            at = self._at[treedef] = tuple(i for i, f in enumerate(foreign(tree)) if f)
-        if not any(carries(leaves[i]) for i in at):
-            return args, kwargs
-        for i in at:
-            leaves[i] = _Carried(leaves[i]) if carries(leaves[i]) else leaves[i]
-        return treedef.unflatten(leaves)  # type: ignore[no-any-return]
+            at = self._at[treedef] = self._under(args, kwargs)
+        found = [i for i in at if carries(leaves[i])]
+        for i in found:
+            leaves[i] = _Carried(leaves[i])
+        return treedef.unflatten(leaves) if found else (args, kwargs)
 
 
 def carried(tree: Any) -> Any:

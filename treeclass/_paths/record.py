@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn
 
 import jax
@@ -126,17 +126,16 @@ def record(
         raise TypeError(_MSG_RETURN.format(did=did))
     stand_in = _new(_Read)
     stand_in._tc_path, stand_in._tc_last = (), [()] if last is None else last
+    msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
     try:
         selected = where(stand_in)
     except TypeError as error:  # an operation on a stand-in: name the latest read
-        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
         raise TypeError(msg.format(path=show(root, stand_in._tc_last[0]))) from error
     except AttributeError as error:  # `m.__dict__`: not a field, whatever it is
         read = error.obj
         if type(read) is not _Read:
             raise
         path = show(root, (*read._tc_path, (error.name, ATTR)))
-        msg = _MSG_NOT_READ + (_MSG_NOT_READ_FN if replacing else ".")
         raise AttributeError(msg.format(path=path)) from error
     if type(selected) is _Read:  # one node, the common case
         return selected._tc_path
@@ -156,11 +155,13 @@ class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to fol
         self.error, self.reason = error, reason
 
 
-def _no_field(node: Any, name: str, names: tuple[str, ...]) -> NoReturn:
+def _no_field(
+    node: Any, name: str, names: Sequence[str], what: str = "field", held: str = ""
+) -> NoReturn:
     close = closest(name, names)
     hint = f", did you mean {close!r}?" if close else "."
-    fields = f"{type(node).__name__}'s fields: {', '.join(names)}."
-    raise _NoNode(AttributeError, lambda at: f"no such field{hint} {fields}")
+    held = held or f"{type(node).__name__}'s fields: {', '.join(names)}."
+    raise _NoNode(AttributeError, lambda at: f"no such {what}{hint} {held}")
 
 
 def _index(node: Any, key: Any) -> int:
@@ -215,12 +216,8 @@ def _child(
     if item:
         keys = ", ".join(jax.tree_util.keystr((e,)) for e, _ in pairs) or "none"
         raise _NoNode(KeyError, lambda at: f"no such entry; {at}'s entries: {keys}.")
-    close = closest(str(key), names)
-    hint = f", did you mean {close!r}?" if close else "."
     held = f"{type(node).__name__}'s children, as JAX flattens it: {', '.join(names) or 'none'}"
-    raise _NoNode(
-        AttributeError, lambda at: f"no such child{hint} {held} (static fields are not children)."
-    )
+    _no_field(node, str(key), names, "child", f"{held} (static fields are not children).")
 
 
 def follow(

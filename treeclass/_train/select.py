@@ -57,6 +57,13 @@ _NOTE_FILTER: Final = "`where` is a selector (lambda m: m.head); a predicate on 
 # What leaves have and nodes do not: a `where` reading one (no field of that name) is a predicate.
 _LEAF_ONLY: Final = frozenset({"shape", "dtype", "ndim", "size"})
 _DTYPED: Final = (*ARRAY_TYPES, jax.ShapeDtypeStruct)
+# A step of `follow` as the key entry JAX's key paths hold (another library's is one already).
+_ENTRY: Final[dict[int, Callable[[Any], object]]] = {
+    DICT: DictKey,
+    NAMEDTUPLE: GetAttrKey,
+    TREECLASS: GetAttrKey,
+    FOREIGN: lambda key: key,
+}
 
 
 @functools.cache
@@ -143,20 +150,9 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
                 error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
-    return paths, [tuple(_entry(kind, key) for _, kind, key in p) for p in parents]
-
-
-def _entry(kind: int, key: Any) -> Any:
-    """A step of `follow` as the key entry JAX's key paths hold."""
-    if kind == FOREIGN:
-        return key  # stored as JAX's own entry
-    return (
-        DictKey(key)
-        if kind == DICT
-        else GetAttrKey(key)
-        if kind in (NAMEDTUPLE, TREECLASS)
-        else SequenceKey(key)
-    )
+    return paths, [
+        tuple((_ENTRY.get(kind) or SequenceKey)(key) for _, kind, key in p) for p in parents
+    ]
 
 
 def select(
