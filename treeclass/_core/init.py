@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -124,8 +126,23 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {f.name: f.type for f in _parameters(layout)} | {"return": None}
+    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in _parameters(layout)} | {"return": None}
     return cast("Callable[..., None]", init)
+
+
+def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
+    """`f.type`; a string (`from __future__ import annotations`) evaluated in the module of
+    the class declaring it, as a dataclass's `__init__` has it in its globals: ours are the
+    generated code's, where jaxtyping and beartype would resolve nothing and check nothing.
+    A name not defined yet stays a string."""
+    if not isinstance(f.type, str):
+        return f.type
+    owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)
+    module = sys.modules.get(owner.__module__)
+    try:
+        return eval(f.type, vars(module) if module else {})  # noqa: S307 - the class's own annotation
+    except Exception:  # noqa: BLE001 - a name defined later, a syntax error: left as written
+        return f.type
 
 
 def _wrap_user_init(
