@@ -38,8 +38,7 @@ def _not_set(layout: Layout, name: str) -> None:
 
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
-    not_set = functools.partial(_not_set, layout)
-    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
+    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": functools.partial(_not_set, layout)}
 
 
 def finalize_source(layout: Layout) -> str:
@@ -58,15 +57,7 @@ def finalize_source(layout: Layout) -> str:
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
-def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
-    """The `__init__` parameters in declaration order, InitVars included."""
-    real = {f.name for f in layout.fields}
-    # `__dataclass_fields__` holds the InitVars that `dataclasses.fields()` leaves out.
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(layout.cls)["__dataclass_fields__"])
-    return [f for f in all_fields.values() if f.init and (f.name in real or f in layout.initvars)]
-
-
-def _param_list(params: list[dataclasses.Field[Any]]) -> str:
+def _param_list(params: tuple[dataclasses.Field[Any], ...]) -> str:
     def param(f: dataclasses.Field[Any]) -> str:
         if f.default is not dataclasses.MISSING:
             return f"{f.name}=_tc_dflt_{f.name}"
@@ -116,7 +107,7 @@ def init_source(layout: Layout) -> str:
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
     body.append("if _tc_nested: return")
     body += finish(layout, "_tc_self", read_back=False)
-    params = _param_list(_parameters(layout))
+    params = _param_list(layout.params)
     return f"def __init__({params}):\n" + "".join(f"    {line}\n" for line in body)
 
 
@@ -126,7 +117,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in _parameters(layout)} | {"return": None}
+    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {"return": None}
     return cast("Callable[..., None]", init)
 
 
