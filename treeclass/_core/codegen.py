@@ -61,10 +61,8 @@ def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
     if (read_back or layout.post_init) and layout.names:
-        lines.append("try:")
-        lines.append(f"    {', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},")
-        lines.append("except _tc_KeyError as _tc_e:")
-        lines.append("    _tc_not_set(_tc_e.args[0])")
+        read = f"{', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},"
+        lines += [f"try: {read}", "except _tc_KeyError as _tc_e: _tc_not_set(_tc_e.args[0])"]
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
     lines.append(seal(f"({children})", f"({statics})"))

@@ -38,7 +38,8 @@ def _not_set(layout: Layout, name: str) -> None:
 
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
-    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": functools.partial(_not_set, layout)}
+    not_set = functools.partial(_not_set, layout)
+    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
 
 
 def finalize_source(layout: Layout) -> str:
@@ -57,17 +58,10 @@ def finalize_source(layout: Layout) -> str:
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
-def _param_list(params: tuple[dataclasses.Field[Any], ...]) -> str:
-    def param(f: dataclasses.Field[Any]) -> str:
-        if f.default is not dataclasses.MISSING:
-            return f"{f.name}=_tc_dflt_{f.name}"
-        if f.default_factory is not dataclasses.MISSING:
-            return f"{f.name}=_tc_FACTORY"
-        return f.name
-
-    positional = [param(f) for f in params if not f.kw_only]
-    keyword = [param(f) for f in params if f.kw_only]
-    return ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])
+def _param(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        return f"{f.name}=_tc_dflt_{f.name}"
+    return f.name if f.default_factory is dataclasses.MISSING else f"{f.name}=_tc_FACTORY"
 
 
 def init_source(layout: Layout) -> str:
@@ -107,7 +101,9 @@ def init_source(layout: Layout) -> str:
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
     body.append("if _tc_nested: return")
     body += finish(layout, "_tc_self", read_back=False)
-    params = _param_list(layout.params)
+    positional = [_param(f) for f in layout.params if not f.kw_only]
+    keyword = [_param(f) for f in layout.params if f.kw_only]
+    params = ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])
     return f"def __init__({params}):\n" + "".join(f"    {line}\n" for line in body)
 
 
@@ -117,7 +113,8 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {"return": None}
+    annotations = {f.name: _resolved(layout.cls, f) for f in layout.params}
+    init.__annotations__ = annotations | {"return": None}
     return cast("Callable[..., None]", init)
 
 
@@ -131,7 +128,7 @@ def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
     owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)
     module = sys.modules.get(owner.__module__)
     try:
-        return eval(f.type, vars(module) if module else {})  # noqa: S307 - the class's own annotation
+        return eval(f.type, vars(module) if module else {})  # noqa: S307 - the class's annotation
     except Exception:  # noqa: BLE001 - a name defined later, a syntax error: left as written
         return f.type
 
