@@ -39,7 +39,7 @@ def _assert_same(got: Any, expected: Any) -> None:
     for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
         assert g.shape == np.shape(e)
         assert g.dtype == jnp.asarray(e).dtype
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(jnp.asarray(e)))
 
 
 @hypothesis.given(instances(), st.integers(1, 4))

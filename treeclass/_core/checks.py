@@ -141,18 +141,13 @@ def _identity_compared(value: object) -> str | None:
     return None
 
 
-def _items(value: object) -> Iterable[object]:
-    """The items of a tuple or frozenset, else none (keeps `check_static`'s `value` unnarrowed)."""
-    return value if isinstance(value, tuple | frozenset) else ()
-
-
 def _identity_item(value: object, at: str) -> tuple[str, str] | None:
     """Where (`opt.init`) and what the first item of `value`, or in it, compared by identity is."""
     what = _identity_compared(value)
     if what is not None:
         return at, what
     names: Any = getattr(value, "_fields", None)
-    for i, item in enumerate(_items(value)):
+    for i, item in enumerate(value if isinstance(value, tuple | frozenset) else ()):
         if type(item) in TRUSTED_STATIC_TYPES:
             continue
         sub = at if isinstance(value, frozenset) else f"{at}.{names[i]}" if names else f"{at}[{i}]"
@@ -262,18 +257,12 @@ def closest(name: str, names: Iterable[str]) -> str | None:
     """The "did you mean" of `name`: a close spelling, else an abbreviation either way; or None."""
     names = list(names)
     close = difflib.get_close_matches(name, names, n=1)
-    if close:
-        return close[0]
-    return next((n for n in names if name.startswith(n) or n.startswith(name)), None)
+    abbreviation = (n for n in names if name.startswith(n) or n.startswith(name))
+    return close[0] if close else next(abbreviation, None)
 
 
 def unknown_field_error(
-    cls: type,
-    bad: Iterable[str],
-    valid: Iterable[str],
-    *,
-    call: str = "replace",
-    kind: str = "field",
+    cls: type, bad: Iterable[str], valid: Iterable[str], *, call: str = "replace", kind: str = "field"
 ) -> TypeError:
     """The `TypeError` for `replace()` (or `prefix()`) with names that are not fields."""
     valid = list(valid)

@@ -4,7 +4,6 @@ no field may take, so a field may be called `type`, `object` or `self`."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import linecache
 from collections.abc import Mapping
@@ -21,13 +20,19 @@ UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the cu
 _counters: dict[str, itertools.count[int]] = {}
 
 
-def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """The globals of one class's generated code, `helpers` included."""
+def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
+    """Compiles `sources` in one namespace (returned, `helpers` in it), named
+    `Neuron.__init__` in tracebacks."""
+    source = "\n".join(sources)
+    base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
+    n = next(_counters.setdefault(base, itertools.count(1)))
+    filename = f"<treeclass {base}>" if n == 1 else f"<treeclass {base}-{n}>"
+    code = compile(source, filename, "exec")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     ns: dict[str, Any] = {
         "_tc_cls": layout.cls,
         "_tc_FACTORY": FACTORY,
         "_tc_UNCHANGED": UNCHANGED,
-        "_tc_MISSING": dataclasses.MISSING,
         "_tc_TRUSTED": checks.TRUSTED_STATIC_TYPES,
         "_tc_check": checks.check_static,
         "_tc_type": type,
@@ -40,18 +45,6 @@ def namespace(layout: Layout, helpers: Mapping[str, Any]) -> dict[str, Any]:
         ns[f"_tc_factory_{f.name}"] = f.default_factory
     ns.update({f"_tc_conv_{name}": conv for name, conv in layout.converters.items()})
     ns.update({f"_tc_check_init_{i}": check for i, check in enumerate(layout.check_inits)})
-    return ns
-
-
-def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles `sources` in one namespace (returned), named `Neuron.__init__` in tracebacks."""
-    source = "\n".join(sources)
-    base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
-    n = next(_counters.setdefault(base, itertools.count(1)))
-    filename = f"<treeclass {base}>" if n == 1 else f"<treeclass {base}-{n}>"
-    code = compile(source, filename, "exec")
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    ns = namespace(layout, helpers)
     exec(code, ns)  # noqa: S102 - our own generated source, shown above
     for value in ns.values():
         if getattr(value, "__code__", None) is not None and value.__code__.co_filename == filename:
@@ -68,10 +61,8 @@ def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
     if (read_back or layout.post_init) and layout.names:
-        lines.append("try:")
-        lines.append(f"    {', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},")
-        lines.append("except _tc_KeyError as _tc_e:")
-        lines.append("    _tc_not_set(_tc_e.args[0])")
+        read = f"{', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},"
+        lines += [f"try: {read}", "except _tc_KeyError as _tc_e: _tc_not_set(_tc_e.args[0])"]
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
     lines.append(seal(f"({children})", f"({statics})"))

@@ -42,9 +42,7 @@ _OWNED: Final = {
 def _check_names(cls: type) -> None:
     for name, why in _OWNED.items():
         if name in cls.__dict__:
-            msg = checks.MSG_RESERVED_NAME.format(
-                cls=cls.__name__, name=name, why=why, what="method"
-            )
+            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
             raise TypeError(msg)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -56,25 +58,10 @@ def finalize_source(layout: Layout) -> str:
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
-def _parameters(layout: Layout) -> list[dataclasses.Field[Any]]:
-    """The `__init__` parameters in declaration order, InitVars included."""
-    real = {f.name for f in layout.fields}
-    # `__dataclass_fields__` holds the InitVars that `dataclasses.fields()` leaves out.
-    all_fields = cast("dict[str, dataclasses.Field[Any]]", vars(layout.cls)["__dataclass_fields__"])
-    return [f for f in all_fields.values() if f.init and (f.name in real or f in layout.initvars)]
-
-
-def _param_list(params: list[dataclasses.Field[Any]]) -> str:
-    def param(f: dataclasses.Field[Any]) -> str:
-        if f.default is not dataclasses.MISSING:
-            return f"{f.name}=_tc_dflt_{f.name}"
-        if f.default_factory is not dataclasses.MISSING:
-            return f"{f.name}=_tc_FACTORY"
-        return f.name
-
-    positional = [param(f) for f in params if not f.kw_only]
-    keyword = [param(f) for f in params if f.kw_only]
-    return ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])
+def _param(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        return f"{f.name}=_tc_dflt_{f.name}"
+    return f.name if f.default_factory is dataclasses.MISSING else f"{f.name}=_tc_FACTORY"
 
 
 def init_source(layout: Layout) -> str:
@@ -114,7 +101,9 @@ def init_source(layout: Layout) -> str:
     body.extend(f"_tc_d[{name!r}] = {name}" for name in assigned)
     body.append("if _tc_nested: return")
     body += finish(layout, "_tc_self", read_back=False)
-    params = _param_list(_parameters(layout))
+    positional = [_param(f) for f in layout.params if not f.kw_only]
+    keyword = [_param(f) for f in layout.params if f.kw_only]
+    params = ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])
     return f"def __init__({params}):\n" + "".join(f"    {line}\n" for line in body)
 
 
@@ -124,8 +113,24 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {f.name: f.type for f in _parameters(layout)} | {"return": None}
+    annotations = {f.name: _resolved(layout.cls, f) for f in layout.params}
+    init.__annotations__ = annotations | {"return": None}
     return cast("Callable[..., None]", init)
+
+
+def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
+    """`f.type`; a string (`from __future__ import annotations`) evaluated in the module of
+    the class declaring it, as a dataclass's `__init__` has it in its globals: ours are the
+    generated code's, where jaxtyping and beartype would resolve nothing and check nothing.
+    A name not defined yet stays a string."""
+    if not isinstance(f.type, str):
+        return f.type
+    owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)
+    module = sys.modules.get(owner.__module__)
+    try:
+        return eval(f.type, vars(module) if module else {})  # noqa: S307 - the class's annotation
+    except Exception:  # noqa: BLE001 - a name defined later, a syntax error: left as written
+        return f.type
 
 
 def _wrap_user_init(

@@ -60,6 +60,7 @@ class Layout:
     fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]
     initvars: tuple[dataclasses.Field[Any], ...]
+    params: tuple[dataclasses.Field[Any], ...]  # `__init__`'s, in declaration order, InitVars included
     dynamic: tuple[str, ...]
     static: tuple[str, ...]
     frozen: frozenset[str]  # the dynamic fields declared `trainable=False`
@@ -94,6 +95,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
         fields=fields,
         names=tuple(f.name for f in fields),
         initvars=initvars,
+        params=tuple(f for f in every.values() if f.init and (f in fields or f in initvars)),
         dynamic=tuple(f.name for f in fields if not f.metadata.get(STATIC, False)),
         static=tuple(f.name for f in fields if f.metadata.get(STATIC, False)),
         frozen=frozenset(f.name for f in fields if not f.metadata.get(STATIC) and not f.metadata.get(TRAINABLE, True)),

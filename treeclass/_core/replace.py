@@ -45,12 +45,8 @@ def _overwritten(cls: type, name: str) -> None:
 
 def helpers(layout: Layout) -> dict[str, Any]:
     """The functions the generated `replace` calls."""
-    unknown = functools.partial(_raise_unknown, layout)
-    return {
-        "_tc_raise_unknown": unknown,
-        "_tc_missing_initvar": _missing_initvar,
-        "_tc_overwritten": _overwritten,
-    }
+    raisers = {"_tc_missing_initvar": _missing_initvar, "_tc_overwritten": _overwritten}
+    return {"_tc_raise_unknown": functools.partial(_raise_unknown, layout), **raisers}
 
 
 def source(layout: Layout) -> str:

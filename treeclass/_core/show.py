@@ -126,20 +126,15 @@ def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
     lines = []
     for i, name in enumerate(names):
         child = None if path is None else f"{path}.{name}"
-        last = i == len(names) - 1
-        comma = parts.fold_condition(expanded=parts.text(",")) if last else parts.siblings(
-            ",", parts.fold_condition(collapsed=parts.text(" "))
-        )
-        mark = parts.text("  # static" if name in layout.static else "")
-        lines.append(
-            parts.build_full_line_with_annotations(
-                parts.siblings_with_annotations(
-                    f"{name}=", subtree_renderer(self.__dict__.get(name, _UNSET), path=child)
-                ),
-                comma,
-                parts.fold_condition(expanded=parts.comment_color(mark)),
-            )
-        )
+        value = subtree_renderer(self.__dict__.get(name, _UNSET), path=child)
+        if i < len(names) - 1:
+            comma = parts.siblings(",", parts.fold_condition(collapsed=parts.text(" ")))
+        else:
+            comma = parts.fold_condition(expanded=parts.text(","))
+        static = "  # static" if name in layout.static else ""
+        mark = parts.fold_condition(expanded=parts.comment_color(parts.text(static)))
+        field = parts.siblings_with_annotations(f"{name}=", value)
+        lines.append(parts.build_full_line_with_annotations(field, comma, mark))
     # Roundtrip mode shows `<MLP(...)>` where calling the class with the fields would not
     # rebuild the instance: a hand-written `__init__`, or a field that `__init__` does not take.
     exact = layout.user_init is None and all(f.init for f in layout.fields)

@@ -144,9 +144,7 @@ def equal(a: Any, b: Any) -> bool:
 
 
 def eq(self: Any, other: Any) -> Any:
-    if type(other) is not type(self):
-        return NotImplemented
-    return tree_equal(self, other)
+    return tree_equal(self, other) if type(other) is type(self) else NotImplemented
 
 
 def hash_(self: object) -> int:

@@ -4,7 +4,7 @@ and the `f32[100,3]` array names that repr, errors and retrace reasons share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final, Literal, NamedTuple
 
 import jax
@@ -92,30 +92,21 @@ class Visit(NamedTuple):
 
 
 def walk(
-    tree: Any, path: KeyPath = (), *, is_leaf: Callable[[Any], bool] | None = None
+    tree: Any,
+    path: KeyPath = (),
+    owner: type | None = None,
+    name: str | None = None,
+    trainable: bool = True,
 ) -> Iterator[Visit]:
     """Every node, leaf and static field value of `tree`, parents first, leaves in
-    `jax.tree.leaves` order; `path` prefixes every path, `is_leaf` is as in `jax.tree.leaves`.
-    Lazy: nothing below the visits made so far is flattened."""
-    return _walk(tree, path, None, None, True, is_leaf)
-
-
-def _walk(
-    x: Any,
-    path: KeyPath,
-    owner: type | None,
-    name: str | None,
-    trainable: bool,
-    is_leaf: Callable[[Any], bool] | None,
-) -> Iterator[Visit]:
-    layout = instance_layout(x)
-    if is_leaf is not None and is_leaf(x):
-        yield Visit(path, x, owner, name, "leaf", trainable)
-        return
+    `jax.tree.leaves` order; `path` prefixes every path (`owner`, `name` and `trainable`:
+    the field being walked, in the recursion). Lazy: nothing below the visits made so far
+    is flattened."""
+    layout = instance_layout(tree)
     if layout is not None:
-        yield Visit(path, x, owner, name, "node", trainable)
-        cls = type(x)
-        dynamic, static = getattr(x, FLAT)  # what JAX's flatten returns
+        yield Visit(path, tree, owner, name, "node", trainable)
+        cls = type(tree)
+        dynamic, static = getattr(tree, FLAT)  # what JAX's flatten returns
         values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
@@ -123,12 +114,12 @@ def _walk(
                 yield Visit(field_path, values[field], cls, field, "static", False)
             else:
                 trained = trainable and field not in layout.frozen
-                yield from _walk(values[field], field_path, cls, field, trained, is_leaf)
+                yield from walk(values[field], field_path, cls, field, trained)
         return
-    below = children(x)
+    below = children(tree)
     if below is None:
-        yield Visit(path, x, owner, name, "leaf", trainable)
+        yield Visit(path, tree, owner, name, "leaf", trainable)
         return
-    yield Visit(path, x, owner, name, "node", trainable)
+    yield Visit(path, tree, owner, name, "node", trainable)
     for key, child in below:
-        yield from _walk(child, (*path, key), owner, name, trainable, is_leaf)
+        yield from walk(child, (*path, key), owner, name, trainable)
