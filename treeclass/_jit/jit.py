@@ -146,9 +146,8 @@ def jit(
 
     **Raises**
 
-    At call time, `TypeError` naming `Class.field` when a dynamic field holds a value
-    JAX cannot trace; `RetraceError` past `max_traces`; `FrozenInstanceError` if the
-    function assigns to a treeclass attribute.
+    At call time, `TypeError` naming a `Class.field` JAX cannot trace; `RetraceError` past
+    `max_traces`; `FrozenInstanceError` if the function assigns to a treeclass attribute.
 
     **Example**
 

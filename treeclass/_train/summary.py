@@ -34,13 +34,10 @@ class Summary(str):
         """One line a row, folding to `<summary>`: treescope cannot lay out a multi-line repr."""
         from treescope import rendering_parts as parts
 
-        rows = [parts.text(line + "\n") for line in self.splitlines()]
+        rows = parts.siblings(*[parts.text(line + "\n") for line in self.splitlines()])
+        folded = parts.fold_condition(expanded=rows, collapsed=parts.text("<summary>"))
         return parts.build_custom_foldable_tree_node(
-            contents=parts.fold_condition(
-                expanded=parts.siblings(*rows), collapsed=parts.text("<summary>")
-            ),
-            path=path,
-            expand_state=parts.ExpandState.EXPANDED,
+            contents=folded, path=path, expand_state=parts.ExpandState.EXPANDED
         )
 
 
