@@ -33,8 +33,7 @@ def _make(
     static: set[str | int] = set()  # the names and positions made static
     for value in (jit_kwargs.get("static_argnames", ()), jit_kwargs.get("static_argnums", ())):
         static.update((value,) if isinstance(value, str | int) else value)
-
-    carrier = Carrier(fun, static)  # functions inside other libraries' nodes, held static
+    carrier = Carrier(fun, static)
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -70,14 +69,12 @@ def _make(
         return run
 
     # What protocols.JitFunction declares for the type checkers.
-    names = ("lower", "trace", "eval_shape")
-    extra = {name: staged(getattr(jitted, name)) for name in names}
+    extra = {name: staged(getattr(jitted, name)) for name in ("lower", "trace", "eval_shape")}
     vars(call).update(extra, clear_cache=jitted.clear_cache, __tc_jit__=jitted, trace_log=log)
     return call
 
 
-# A staticmethod object is callable too, so its overload comes first; pyright calls that
-# an overlap, but the first match is the one it uses.
+# A staticmethod is callable too, so its overload comes first: the first match wins.
 @overload
 def jit(  # pyright: ignore[reportOverlappingOverload]
     fun: staticmethod[_P, _R],
@@ -136,23 +133,21 @@ def jit(
 
     **Arguments**
 
-    - `fun`: a function, a method (also under `@staticmethod`/`@classmethod`: put
-      `@tc.jit` above them), or a bound method of a treeclass instance. Omit it to pass
-      options: `@tc.jit(static_argnames="n")`.
+    - `fun`: a function, a method (`@tc.jit` above `@staticmethod`/`@classmethod`), or a
+      bound method of a treeclass instance; omitted: `@tc.jit(static_argnames="n")`.
     - `static_argnames`, `donate_argnames`, `**jax_jit_kwargs`: passed to `jax.jit`.
     - `max_traces`: raise `RetraceError` past this many traces (a guard for tests).
     - `explain`: warn (`RetraceWarning`) with what changed on every retrace.
 
     **Returns**
 
-    A function with `fun`'s signature (a method on a class), carrying `trace_log` and
-    `jax.jit`'s `lower`, `trace`, `eval_shape` and `clear_cache`.
+    A function with `fun`'s signature, carrying `trace_log` and `jax.jit`'s `lower`,
+    `trace`, `eval_shape` and `clear_cache`.
 
     **Raises**
 
-    At call time, `TypeError` naming `Class.field` when a dynamic field holds a value
-    JAX cannot trace; `RetraceError` past `max_traces`; `FrozenInstanceError` if the
-    function assigns to a treeclass attribute.
+    At call time, `TypeError` naming a `Class.field` JAX cannot trace; `RetraceError` past
+    `max_traces`; `FrozenInstanceError` if the function assigns to a treeclass attribute.
 
     **Example**
 
@@ -176,8 +171,7 @@ def jit(
     if isinstance(fun, staticmethod):
         return staticmethod(make(fun.__func__))
     if isinstance(fun, classmethod):
-        # The class is a hashable constant: make it static, by name.
-        # isinstance leaves classmethod's type arguments unknown to pyright.
+        # The class is a hashable constant: static, by name. (The cast: for pyright.)
         func = cast("Callable[..., Any]", fun.__func__)
         cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
@@ -186,9 +180,8 @@ def jit(
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
     if isinstance(fun, types.MethodType) and instance_layout(fun.__self__) is not None:
-        # One compiled function per method and options while one is in use. Held weakly:
-        # it holds the function, so nothing here keeps a dropped function (or its
-        # executables) alive; while it lives the id cannot be another function's.
+        # One compiled function per method and options, held weakly: a dropped function
+        # (and its executables) is freed, and while it lives its id is its own.
         func = fun.__func__
         key = (id(func), tuple(sorted(jit_kwargs.items())), max_traces, explain)
         try:
@@ -197,9 +190,8 @@ def jit(
                 call = _BOUND.setdefault(key, make(func))
                 cls = type(fun.__self__)
                 if inspect.getattr_static(cls, func.__name__, None) is func:
-                    # A method of the class lives as long as the class: pinned for as
-                    # long, so `tc.jit(model.loss)(x)` in a loop compiles once, as a
-                    # @tc.jit method does (jax.jit(model.loss) compiles on every call).
+                    # Pinned to the class, so `tc.jit(model.loss)(x)` in a loop compiles
+                    # once (jax.jit(model.loss) compiles on every call).
                     _PINNED.setdefault(cls, []).append(call)
         except TypeError:  # unhashable options
             call = make(func)

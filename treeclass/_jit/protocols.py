@@ -54,8 +54,7 @@ class JitFunction(Protocol[_P, _R_co]):
     @overload
     def __get__(self, obj: None, owner: type[Any] | None = None, /) -> JitFunction[_P, _R_co]: ...
 
-    # Read from an instance (`c.inc`): bound, as a plain function binds. The first
-    # parameter's type must accept the instance, so a subclass instance binds too.
+    # Read from an instance (`c.inc`): bound; `_S` accepts the instance (a subclass's too).
     @overload
     def __get__(
         self: JitFunction[Concatenate[_S, _Q], _R], obj: _S, owner: type[Any] | None = None, /
@@ -65,8 +64,7 @@ class JitFunction(Protocol[_P, _R_co]):
 class JitDecorator(Protocol):
     """What `tc.jit(static_argnames=...)` (options, no function) returns."""
 
-    # A staticmethod is callable too, so this overload overlaps the last one; the first
-    # match wins in both checkers, which is what makes it the right one here.
+    # A staticmethod is callable too: this overlaps the last overload; the first match wins.
     @overload
     def __call__(  # type: ignore[overload-overlap]  # pyright: ignore[reportOverlappingOverload]
         self, fun: staticmethod[_P, _R], /

@@ -69,8 +69,7 @@ class RetraceWarning(UserWarning):
 
 
 def _entry(v: Any) -> str | tuple[str, Any]:
-    """What JAX keys its cache on at one visit: an abstract value, a node's type, or a
-    static value as (its short repr, itself), as `==` may differ where reprs do not."""
+    """What JAX keys its cache on at one visit: an aval, a node's type, or (repr, static value)."""
     aval: Any = getattr(v.value, "aval", None)
     if v.kind == "node":
         return "None" if v.value is None else type(v.value).__qualname__
@@ -87,8 +86,7 @@ _PASSED: Final = " (passed)"
 def signature(
     fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any]:
-    """`{path: what JAX keys its cache on}` for one call, and how each argument was
-    passed. Treeclass arguments are named by class, or by parameter if two share one."""
+    """`{path: what JAX keys its cache on}` for one call, and how each argument was passed."""
     items = labelled_arguments(fun, args, kwargs)
     roots = [root_name(name, value) for name, value, _ in items]
     out: dict[str, Any] = {}
@@ -146,8 +144,7 @@ class TraceLog:
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled with its class (cloudpickle) without its history: in another process
-        nothing is compiled yet, so the first call there is a first trace."""
+        """Without its history: in another process nothing is compiled, so the first call traces."""
         kept = ("fun", "name", "max_traces", "explain")
         return {k: self.__dict__[k] for k in kept}
 

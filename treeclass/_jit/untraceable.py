@@ -1,10 +1,8 @@
-"""The errors naming the argument's field that JAX could not trace (`untraceable_field`:
-a str, a function), or could not trace as a concrete value (`note_held` records which
-tracers the raising frame held; `field_error` names the int or bool fields among them).
-Found from the exception's type and the leaves: never from JAX's wording or a rerun.
-
-A function inside another library's node (`eqx.nn.MLP`'s activation) is no error: `Carrier`
-holds it in the treedef, as equinox's filtered transforms do (`carried`, `hide`)."""
+"""The errors naming the field JAX could not trace (`untraceable_field`: a str, a function), or
+not as a concrete value (`field_error`: the int or bool fields whose tracers the raising frame
+held, recorded by `note_held`), found from the exception's type and the leaves, never from JAX's
+wording or a rerun. A function inside another library's node (`eqx.nn.MLP`'s activation) is no
+error: `Carrier` holds it in the treedef, as equinox's filtered transforms do."""
 
 from __future__ import annotations
 
@@ -115,8 +113,7 @@ def untraceable_field(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> TypeError | None:
-    """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace;
-    a function inside another library's node is carried (`Carrier`), not blamed."""
+    """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
         leaves = [v for v in walk(value) if v.kind == "leaf"]
         for v, inside in zip(leaves, foreign(value), strict=True):
@@ -156,8 +153,7 @@ _PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.default
 
 
 class _Carried:
-    """A function held in the treedef: no children, unflattened to the function itself, so
-    the traced body (and the caller, for an output) sees the very function it held."""
+    """A function held in the treedef: no children, unflattened to the function itself."""
 
     __slots__ = ("fn",)
 
@@ -174,10 +170,8 @@ def carries(leaf: Any) -> bool:
 
 
 class Carrier:
-    """For one `tc.jit` function: the functions inside other libraries' nodes in its
-    arguments (not the static ones, which JAX passes as they are) and results, held in the
-    treedef as equinox's `filter_jit` holds them. Inactive (no cost per call) until a
-    call's arguments hold one."""
+    """Holds the functions under other libraries' nodes in one `tc.jit` function's traced
+    arguments in the treedef, as `eqx.filter_jit` does; no cost per call until one is seen."""
 
     def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
         self.fun, self.static, self.active = fun, static, False
@@ -216,8 +210,7 @@ class Carrier:
 
 
 def carried(tree: Any) -> Any:
-    """`tree` (a traced function's result) with each function under another library's node
-    held static; `tree` itself when it holds none (checked only while tracing)."""
+    """`tree` (a traced result) with each function under another library's node held static."""
     leaves, treedef = jax.tree.flatten(tree)
     treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
     if not any(map(carries, leaves)):
@@ -271,9 +264,8 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `tc.jit`'s `error`, or None. Before the body ran: the
-    first leaf JAX cannot trace; by the body: the int or bool fields whose tracer the raising
-    frame holds (for a ConcretizationTypeError holding none, every such field)."""
+    """The error naming the field behind `tc.jit`'s `error`, or None: before the body ran, the
+    first leaf JAX cannot trace; by the body, the int or bool fields the raising frame held."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)

@@ -73,8 +73,8 @@ def value_and_grad(
 
     **Returns**
 
-    A function of `fun`'s parameters returning `(value, grads)` (`((value, aux), grads)`):
-    `grads` is shaped as `tc.partition(model, where, filter=filter)[0]`, `None` where not selected.
+    A function of `fun`'s parameters returning `(value, grads)` (`((value, aux), grads)`),
+    `grads` shaped as `tc.partition(model, where, filter=filter)[0]`.
 
     **Raises**
 
@@ -210,8 +210,8 @@ def apply_updates(tree: _T, updates: Any) -> _T:
 
     **Raises**
 
-    `ValueError` naming the path for an update at a leaf that is not trainable, or one that
-    would change the leaf's shape; JAX's `ValueError` when the structures differ.
+    `ValueError` naming the path of an update at a leaf not trainable or of another shape;
+    JAX's `ValueError` when the structures differ.
 
     **Example**
 

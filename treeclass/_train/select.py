@@ -66,9 +66,8 @@ _ENTRY: Final[dict[int, Callable[[Any], object]]] = {
 }
 
 
-@functools.cache
+@functools.cache  # `jnp.issubdtype` walks numpy's type hierarchy; a model holds a few dtypes
 def _inexact_dtype(dtype: Any) -> bool:
-    # Cached: `jnp.issubdtype` walks numpy's type hierarchy; a model holds a few dtypes.
     return bool(jnp.issubdtype(dtype, jnp.inexact))
 
 
@@ -81,7 +80,7 @@ def is_inexact_array(x: object) -> bool:
 
     **Returns**
 
-    True for a JAX or numpy array (or scalar) of a floating or complex dtype; else False.
+    True for a JAX or numpy array (or scalar) of a floating or complex dtype.
 
     **Example**
 
@@ -133,9 +132,8 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
         paths = recorded if isinstance(recorded, list) else [recorded]
         parents = [follow(tree, path, root, FIX_SELECT)[0] for path in paths]
     except Exception as error:
-        # Never run again: a predicate returned what is not nodes, or read on the stand-in a
-        # name only leaves have (`x.ndim == 2`), which no node of the tree has as a field
-        # (`lambda m: (m.shape, m.haed)` on a model with a field `shape` is a typo).
+        # Never run again: a predicate returned what is not nodes, or read a name only leaves
+        # have (`x.ndim == 2`) and no node has as a field (else `m.shape` is a field's).
         names = [k for p in (paths or last) for k, item in p if not item]
         types = {type(v.value) for v in walk(tree) if v.kind == "node"}
         fields = {n for t in types for n in getattr(layout_of(t), "names", ())}
@@ -197,13 +195,12 @@ def partition(
     - `tree`: any pytree, such as a treeclass model.
     - `where`: a selector as in `tc.replace_at` (`lambda m: (m.encoder, m.head.w)`).
     - `filter`: a predicate on leaves (`tc.is_inexact_array`, `lambda x: x.ndim == 2`).
-    - `only_trainable`: `False` drops the first condition: `tc.partition(tree,
-      filter=pred, only_trainable=False)` is `eqx.partition(tree, pred)`.
+    - `only_trainable`: `False` drops the first condition (then `filter=pred` is `eqx.partition`).
 
     **Returns**
 
     `(selected, rest)`: two pytrees of `tree`'s structure and type, `None` where the other
-    holds the leaf. `tc.combine(selected, rest)` is `tree` again.
+    holds the leaf; `tc.combine(selected, rest)` is `tree`.
 
     **Raises**
 
@@ -235,8 +232,7 @@ class SharedArrayWarning(UserWarning):
 
     **Raised by**
 
-    `tc.partition`, for a trainable array passed to two fields (a layer given to two
-    places); an array that is a field's default, shared by every instance, is not reported.
+    `tc.partition`, for a trainable array passed to two fields (not a field's default).
 
     **Example**
 
@@ -258,15 +254,15 @@ class SharedArrayWarning(UserWarning):
 
 
 def _default(v: Visit) -> bool:
-    """Whether the leaf is its field's default: one array every instance shares, by design."""
+    """Whether the leaf is its field's default, which every instance shares by design."""
     layout = layout_of(v.owner) if v.owner is not None else None
     field = next((f for f in layout.fields if f.name == v.name), None) if layout else None
     return field is not None and field.default is v.value
 
 
 def _warn_shared(root: str, visits: list[Visit]) -> None:
-    """Warns of each trainable array object held at two or more paths (not a field's
-    default): an integer array or a frozen one is never updated, so it stays shared."""
+    """Warns of each trainable array object held at two or more paths (not a field's default):
+    an integer or frozen one is never updated, so it stays shared."""
     paths: dict[int, list[Visit]] = {}
     for v in visits:
         if isinstance(v.value, ARRAY_TYPES) and trainable(v):

@@ -31,17 +31,13 @@ class Summary(str):
         return f"<pre>{html.escape(str(self))}</pre>"
 
     def __treescope_repr__(self, path: str | None, subtree_renderer: object) -> object:
-        """The table, one line a row, folding to `<summary>` (a multi-line `repr` is
-        something treescope cannot lay out). Only treescope calls it."""
+        """One line a row, folding to `<summary>`: treescope cannot lay out a multi-line repr."""
         from treescope import rendering_parts as parts
 
-        rows = [parts.text(line + "\n") for line in self.splitlines()]
+        rows = parts.siblings(*[parts.text(line + "\n") for line in self.splitlines()])
+        folded = parts.fold_condition(expanded=rows, collapsed=parts.text("<summary>"))
         return parts.build_custom_foldable_tree_node(
-            contents=parts.fold_condition(
-                expanded=parts.siblings(*rows), collapsed=parts.text("<summary>")
-            ),
-            path=path,
-            expand_state=parts.ExpandState.EXPANDED,
+            contents=folded, path=path, expand_state=parts.ExpandState.EXPANDED
         )
 
 
@@ -62,8 +58,7 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
         itemsize = 0 if jnp.issubdtype(x.dtype, jax.dtypes.extended) else np.dtype(x.dtype).itemsize
         if itemsize == 0:  # a typed PRNG key: its key data's bytes
             itemsize = math.prod(jax.eval_shape(jax.random.key_data, x).shape[x.ndim :]) * 4
-        # A NamedSharding's spec, written as the docs write it (its str differs by jax
-        # version); the default placement on one device is no sharding to show.
+        # A NamedSharding's spec as the docs write it (its str differs by jax version).
         sharding = getattr(x, "sharding", None)
         spec = ", ".join(map(repr, sharding.spec)) if isinstance(sharding, NamedSharding) else None
         placed, shape = "" if spec is None else f"P({spec})", f"[{','.join(map(str, x.shape))}]"
@@ -90,13 +85,12 @@ def summary(tree: Any, depth: int | None = None) -> str:
     **Arguments**
 
     - `tree`: any pytree (`jax.ShapeDtypeStruct` leaves too: `jax.eval_shape(init)`).
-    - `depth`: `None` expands everything; `k` folds each subtree at depth `k` (the root is
-      0) into one row of its type, kind (`mixed (n trainable)` if both) and subtotals.
+    - `depth`: `None` expands everything; `k` folds each subtree at depth `k` (the root is 0).
 
     **Returns**
 
-    A `str` (shown as a table by a REPL or notebook): one row per path with its kind,
-    dtype, shape, count and bytes (and a `NamedSharding`'s spec), then the totals.
+    A `str` shown as a table: one row per path (kind, dtype, shape, count, bytes and a
+    `NamedSharding`'s spec), then the totals.
 
     **Raises**
 
