@@ -1,6 +1,5 @@
-"""The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
-also as strings) become static fields, the one rule for static fields' options is
-applied, and defaults are checked, naming `Class.field`."""
+"""The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased, also as
+strings) become static fields, static fields' options and defaults are checked."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ import typing_extensions
 from treeclass._core import checks
 from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
 
-# One message per option a static field refuses, whichever spelling declared it
-# (`tc.static()`, `tc.field(static=True)`, `Static[T]` alone or `= tc.field(...)`).
+# One message per option a static field refuses, whichever spelling declared it.
 _MSG_STATIC_OPTION: Final = """\
 {cls}.{name} is static and declared {option}. {why} Drop {option}, or make the field dynamic:
 
@@ -71,10 +69,8 @@ class _Nested(Exception):  # noqa: N818 - a signal inside this module, never rai
 
 
 class _Undefined:
-    """What a name not defined yet stands for while a string annotation is evaluated (as
-    Python 3.14's annotationlib does for forward references), so the rest still decides:
-    `tc.Static[Later]` is static, `tuple[Later, ...]` dynamic; where the name itself would
-    decide (`Later | None`: an alias of Static?), `_Finder.find` raises naming the field."""
+    """A name not defined yet, in a string annotation: `tc.Static[Later]` is still static,
+    `tuple[Later, ...]` dynamic; `Later | None` (an alias of Static?) raises naming the field."""
 
     def __class_getitem__(cls, item: object) -> type:
         return cls
@@ -86,14 +82,8 @@ class _Names(collections.ChainMap[str, Any]):
 
 
 def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
-    """The globals and locals the string annotations of `cls` were written in: those of
-    the code running the class statement, then the class, its namespace, the locals of
-    every frame on the stack in those globals (innermost first), and the module's.
-
-    The frames are read because nothing else holds a function's locals once the class
-    statement has run: under `from __future__ import annotations`, `h: Hyper` with
-    `Hyper = tc.Static[float]` local to the function defining the class names a
-    variable only that frame has (tests/test_static_annotations.py fails if this breaks)."""
+    """The globals and locals `cls`'s string annotations were written in. Frames are read: only
+    they hold a function-local `Hyper = tc.Static[float]` (tests/test_static_annotations.py)."""
     stack = traceback.walk_stack(sys._getframe(1))  # where the class statement runs, or above
     core = "treeclass._core"
     frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
@@ -105,10 +95,8 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
 
 
 class _Finder:
-    """Finds `Static` in one class's annotations: at the top, in unions, `Annotated` and
-    behind aliases (`Hyper = tc.Static[float]`, `TypeAliasType`, PEP 695 `type`); raises
-    `_Nested` for one inside another type, `_Unresolved` where a name it needs is unknown.
-    `outer` is the type being looked into (`list[...]`), None where Static may stand."""
+    """Finds `Static` at the top, in unions, `Annotated` and behind aliases. `outer` is the type
+    being looked into (`list[...]`: `_Nested`), None where Static may stand."""
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
@@ -147,7 +135,6 @@ class _Finder:
         return False
 
     def _eval(self, text: str, outer: str | None) -> Any:
-        """An annotation written as a string, evaluated where the class was written."""
         if self.scopes is None:
             self.scopes = _scopes(self.cls)
         try:
@@ -157,8 +144,7 @@ class _Finder:
 
 
 def _unresolved(error: str, outer: str | None) -> bool:
-    # Where Static would be refused anyway (`list[Later]`), an unknown name is a forward
-    # reference like any other: the field is dynamic.
+    # Inside `list[Later]`, where Static would be refused anyway, the field is dynamic.
     if outer is not None:
         return False
     raise _Unresolved(error)
@@ -170,9 +156,7 @@ def _type_name(a: Any) -> str:
 
 
 def _check_options(cls: type, name: str, f: dataclasses.Field[Any]) -> None:
-    """The one rule of a static field, however declared: every option of `field()` but
-    `trainable=False` and `axes=` (converters included: their result is checked as a
-    static value)."""
+    """A static field takes every option of `field()` but `trainable=False` and `axes=`."""
     option = "axes=..." if AXES in f.metadata else "trainable=False" if f.metadata.get(TRAINABLE) is False else None
     if option is not None:
         why = _WHY_REFUSED[option]
@@ -233,8 +217,7 @@ def _is_classvar(annotation: object) -> bool:
 
 
 def _check_defaults(cls: type) -> Callable[[], None]:
-    """Checks static defaults as static values, refuses mutable dynamic ones naming the
-    field, hides `jax.Array` ones; returns what puts the arrays back afterwards."""
+    """Checks static and mutable defaults, hides `jax.Array` ones; returns what restores them."""
     for name, annotation in inspect.get_annotations(cls).items():
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None
