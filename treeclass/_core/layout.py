@@ -31,10 +31,8 @@ JAX flattens the values it was built with. Build a changed copy instead:
 
 
 class Guard:
-    """On the class, one per field: `object.__setattr__(obj, "w", x)` comes here and is
-    refused once the flatten cache is written, so `obj.w` and JAX's leaf never disagree.
-    No `__get__`: reads find the instance `__dict__` (docs/how-it-works.md, the cost).
-    `default` is the plain default, which dataclasses kept as the class attribute."""
+    """One per field, on the class: refuses `object.__setattr__` once the flatten cache is
+    written. No `__get__`: reads find the instance `__dict__`. `default`: the plain default."""
 
     __slots__ = ("default", "name")
 

@@ -1,9 +1,7 @@
 """`replace()`, generated per class with one keyword per field, so converters and static
-checks run on changed values only; then `codegen.finish` (`__post_init__`, the flatten
-cache). A hand-written `__init__` is not run again: it may take arguments that are no fields.
-
-A dict merge (`new.__dict__.update(self.__dict__); .update(changes)`) was measured
-slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
+checks run on changed values only; then `codegen.finish`. A hand-written `__init__` is not
+run again: it may take arguments that are no fields. A dict merge was measured slower for
+small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 

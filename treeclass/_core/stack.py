@@ -177,8 +177,7 @@ def _explain(first: Any, other: Any, i: int) -> None:
             or (a.path, a.kind) != (b.path, b.kind)
             or (a.kind == "node" and type(a.value) is not type(b.value))
         ):
-            # The node that differs (leaf types may: numpy and jax arrays stack): the one
-            # both visits name, or the parent of the deeper one (a key only one dict has).
+            # Where they differ (leaf types may): the node both name, or the deeper one's parent.
             paths = sorted((v.path for v in (a, b) if v is not None), key=len)
             at = paths[0] if len(paths) == 2 and paths[0] == paths[1] else paths[-1][:-1]
             shown = [short_repr(values[at]) for values in seen]
@@ -194,7 +193,6 @@ def _explain(first: Any, other: Any, i: int) -> None:
         if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
             raise ValueError(_MSG_LEAF.format(i=i, what=what, where=where, a=specs[0], b=specs[1]))
-    # The walks agree but JAX's treedefs do not: another library's node whose
-    # metadata walk() cannot see.
+    # The walks agree but JAX's treedefs do not: another library's node's metadata.
     shown = [str(jax.tree.structure(first)), str(jax.tree.structure(other))]
     raise ValueError(_MSG_STRUCTURE.format(i=i, where=root, a=shown[0], b=shown[1]))

@@ -26,8 +26,7 @@ def path_str(root: str, path: KeyPath) -> str:
 
 def is_array(x: object) -> bool:
     """`jax.Array` (tracers too), numpy arrays and scalars; not Python numbers, ShapeDtypeStruct."""
-    # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
-    # every later `.shape` partially unknown to the type checker.
+    # Not a TypeGuard: narrowing `Any` to numpy generics makes later `.shape` partially unknown.
     return isinstance(x, ARRAY_TYPES)
 
 
@@ -98,10 +97,8 @@ def walk(
     name: str | None = None,
     trainable: bool = True,
 ) -> Iterator[Visit]:
-    """Every node, leaf and static field value of `tree`, parents first, leaves in
-    `jax.tree.leaves` order; `path` prefixes every path (`owner`, `name` and `trainable`:
-    the field being walked, in the recursion). Lazy: nothing below the visits made so far
-    is flattened."""
+    """Every node, leaf and static field value of `tree`, lazily, parents first, leaves in
+    `jax.tree.leaves` order; `path` prefixes every path (the rest: the field, in recursion)."""
     layout = instance_layout(tree)
     if layout is not None:
         yield Visit(path, tree, owner, name, "node", trainable)
