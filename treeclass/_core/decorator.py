@@ -229,9 +229,8 @@ def treeclass(
 
     **Raises**
 
-    `TypeError` for a static default that is an array or unhashable, a reserved field or
-    method name (`replace`, `tree_flatten`, ...), an unresolvable string annotation, and
-    the dataclass errors; `ValueError` for a mutable default of a dynamic field.
+    `TypeError` for an array or unhashable static default, a reserved name (`replace`, ...),
+    an unresolvable string annotation, the dataclass errors; `ValueError` for a mutable default.
 
     **Example**
 

@@ -17,8 +17,6 @@ TRAINABLE: Final = "trainable"
 
 
 class _StaticMarker:
-    """The `Annotated` metadata that marks a field as static."""
-
     def __repr__(self) -> str:
         return "treeclass.STATIC"
 
@@ -60,8 +58,6 @@ _MSG_AXES: Final = (
 
 
 class _StaticOptions(TypedDict, total=False):
-    """`static()`'s options besides the default."""
-
     init: bool
     repr: bool
     kw_only: bool
@@ -69,8 +65,6 @@ class _StaticOptions(TypedDict, total=False):
 
 
 class _Options(_StaticOptions, total=False):
-    """`field()`'s options besides the default and converter."""
-
     static: bool
     trainable: bool
     axes: tuple[str | None, ...] | None
@@ -202,9 +196,8 @@ def static(
 
     **Raises**
 
-    `ValueError` for both `default` and `default_factory`; at class definition,
-    `TypeError` for a default that is an array or unhashable, and for `axes` or
-    `trainable` (the message `field(static=True, ...)` gets), naming the field.
+    `ValueError` for both `default` and `default_factory`; at class definition, naming the
+    field, `TypeError` for an array or unhashable default, and for `axes` or `trainable`.
 
     **Example**
 

@@ -104,8 +104,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
 
     **Raises**
 
-    `TypeError` when `obj` is not a treeclass instance, or for a name that is not a
-    dynamic field (naming the closest one).
+    `TypeError` for a non-treeclass `obj` or a name that is no dynamic field (naming the closest).
 
     **Example**
 

@@ -34,7 +34,6 @@ def _not_set(layout: Layout, name: str) -> None:
 
 
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
     not_set = functools.partial(_not_set, layout)
     return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
 

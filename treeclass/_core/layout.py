@@ -52,8 +52,6 @@ class Guard:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """The per-class analysis that drives code generation."""
-
     cls: type
     fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]

@@ -128,7 +128,8 @@ class _Finder:
             return False
         if origin in _UNIONS:
             return any([self.find(x, outer, seen) for x in typing.get_args(a)])  # every arm checked
-        inner = outer or _type_name(a)
+        shown = origin or a
+        inner = outer or f"{getattr(shown, '__name__', None) or repr(shown)}[...]"
         for arg in typing.get_args(a):
             for x in arg if isinstance(arg, list) else (arg,):  # Callable[[A, B], C]
                 self.find(x, inner, seen)
@@ -148,11 +149,6 @@ def _unresolved(error: str, outer: str | None) -> bool:
     if outer is not None:
         return False
     raise _Unresolved(error)
-
-
-def _type_name(a: Any) -> str:
-    origin = typing.get_origin(a) or a
-    return f"{getattr(origin, '__name__', None) or repr(origin)}[...]"
 
 
 def _check_options(cls: type, name: str, f: dataclasses.Field[Any]) -> None:

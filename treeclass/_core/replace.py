@@ -42,7 +42,6 @@ def _overwritten(cls: type, name: str) -> None:
 
 
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `replace` calls."""
     raisers = {"_tc_missing_initvar": _missing_initvar, "_tc_overwritten": _overwritten}
     return {"_tc_raise_unknown": functools.partial(_raise_unknown, layout), **raisers}
 

@@ -37,8 +37,6 @@ def describe(value: object, *, shape: bool = True) -> str:
 
 
 class Sentinel:
-    """A marker shown as its name: `<factory>` in a signature, `<unset>` in a repr."""
-
     def __init__(self, name: str) -> None:
         self._name = name
 

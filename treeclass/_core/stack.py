@@ -1,7 +1,6 @@
 """`tc.stack()`, `tc.unstack()`: instances of one structure as one whose leaves carry a leading
-axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(lambda *xs:
-jnp.stack(xs), *instances)`: where instances differ it names no field ("different pytree
-metadata at key path"); here they are walked side by side and the message names the field."""
+axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(jnp.stack)`: where
+instances differ it names no field; here they are walked side by side, naming the field."""
 
 from __future__ import annotations
 
@@ -53,13 +52,11 @@ def stack(instances: Sequence[T]) -> T:
 
     **Arguments**
 
-    - `instances`: a non-empty sequence of pytrees of one structure (treeclass
-      instances or containers of them) whose leaves are arrays or Python numbers.
+    - `instances`: a non-empty sequence of pytrees of one structure, leaves arrays or numbers.
 
     **Returns**
 
-    One pytree of that structure whose every leaf is `jnp.stack` of the instances'
-    leaves at that place; `np.stack` where they are all numpy arrays.
+    One pytree of that structure, each leaf `jnp.stack` of theirs (`np.stack` for numpy ones).
 
     **Raises**
 
@@ -105,8 +102,7 @@ def unstack(stacked: T) -> list[T]:
 
     **Arguments**
 
-    - `stacked`: a pytree whose every leaf is an array with the same leading axis,
-      such as `tc.stack()` or `jax.vmap(init)(keys)` returns.
+    - `stacked`: a pytree whose leaves share a leading axis (`tc.stack()`, `jax.vmap(init)(keys)`).
 
     **Returns**
 
@@ -114,8 +110,7 @@ def unstack(stacked: T) -> list[T]:
 
     **Raises**
 
-    `ValueError`: there are no leaves, a leaf has no leading axis, or the leading axes
-    differ (naming the field).
+    `ValueError`: no leaves, a leaf without a leading axis, or leading axes differ (naming it).
 
     **Example**
 

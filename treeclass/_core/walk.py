@@ -76,13 +76,10 @@ class Visit(NamedTuple):
 
     path: KeyPath
     value: Any
-    owner: type | None
-    """The innermost treeclass whose field holds `value`; None outside every field."""
+    owner: type | None  # the innermost treeclass whose field holds `value`; None outside any
     name: str | None
-    kind: Literal["node", "leaf", "static"]
-    """`"node"` (a treeclass or container), `"leaf"`, or `"static"` (a static value)."""
-    trainable: bool
-    """False at and below a field declared `trainable=False`."""
+    kind: Literal["node", "leaf", "static"]  # "node": a treeclass or container
+    trainable: bool  # False at and below a field declared `trainable=False`
 
     @property
     def field(self) -> str:
