@@ -1,6 +1,5 @@
-"""Generated class code: each class's sources compiled once, in one namespace, under one
-`linecache` filename. The code reaches everything (builtins too) through `_tc_` names, which
-no field may take, so a field may be called `type`, `object` or `self`."""
+"""Each class's generated sources, compiled once in one namespace under one `linecache` name.
+The code reaches everything through `_tc_` names, so a field may be called `type` or `self`."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
-    """The end of every construction, as source lines: `__post_init__`, the flatten cache.
-    After `__post_init__` or with `read_back`, fields are read back from `_tc_d` and checked."""
+    """The end of every construction as source: `__post_init__`, read back and checks, the cache."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")

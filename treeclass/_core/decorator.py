@@ -131,8 +131,7 @@ def _inherited_defaults(cls: type) -> None:
 
 
 def _mark_abstract(cls: type) -> None:
-    """Sets `__abstractmethods__` as `abc.ABCMeta` does. On CPython 3.13+ a warm `Cls(...)`
-    skips `object.__new__`'s abstract check, so the class's own `__init__` repeats it."""
+    """Sets `__abstractmethods__` as `abc.ABCMeta` does; `__init__` repeats the check 3.13 skips."""
     names = {name for k in cls.__mro__ for name in vars(k)}
     abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
     if not abstract:

@@ -35,8 +35,7 @@ _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this pro
 
 
 class Registration:
-    """`__tc_registration__`: the generated unflatten; unpickled, it registers the class
-    with JAX, where cloudpickle rebuilds a class by value."""
+    """`__tc_registration__`: the unflatten; unpickled, it registers a class cloudpickle rebuilt."""
 
     __slots__ = ("layout", "unflatten")
 

@@ -1,6 +1,4 @@
-"""The generated `__init__` (it and `replace` alone run converters, `__post_init__` and
-checks), or the wrapper of a hand-written `__init__` and its `_tc_finalize`.
-
+"""The generated `__init__`, or the wrapper of a hand-written `__init__` and its `_tc_finalize`.
 No "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`: catching the keyword slowed every
 construction (benchmarks/RESULTS.md, "Design measurements"); Python 3.13 adds the hint."""
 
@@ -113,8 +111,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
 
 
 def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
-    """`f.type`, a string evaluated in the declaring class's module (as dataclasses has it), for
-    jaxtyping and beartype; a name not defined yet stays a string."""
+    """`f.type`, a string evaluated in its class's module (for jaxtyping, beartype), else as is."""
     if not isinstance(f.type, str):
         return f.type
     owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)

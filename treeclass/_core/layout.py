@@ -1,6 +1,5 @@
-"""`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
-the hooks construction runs; computed once at decoration, it drives all generated code.
-`Guard`: what keeps a field and its leaf in the flatten cache one value."""
+"""`Layout`: one class's fields split into children and treedef, and its hooks: it drives all
+generated code. `Guard`: what keeps a field and its leaf in the flatten cache one value."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ JAX flattens the values it was built with. Build a changed copy instead:
 
 
 class Guard:
-    """One per field, on the class: refuses `object.__setattr__` once the flatten cache is
-    written. No `__get__`: reads find the instance `__dict__`. `default`: the plain default."""
+    """Per field, on the class: refuses `object.__setattr__` on a built instance; no `__get__`."""
 
     __slots__ = ("default", "name")
 

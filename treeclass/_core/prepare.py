@@ -69,8 +69,7 @@ class _Nested(Exception):  # noqa: N818 - a signal inside this module, never rai
 
 
 class _Undefined:
-    """A name not defined yet, in a string annotation: `tc.Static[Later]` is still static,
-    `tuple[Later, ...]` dynamic; `Later | None` (an alias of Static?) raises naming the field."""
+    """A name not defined yet: `Static[Later]` is static, `Later | None` refused naming it."""
 
     def __class_getitem__(cls, item: object) -> type:
         return cls
@@ -82,8 +81,7 @@ class _Names(collections.ChainMap[str, Any]):
 
 
 def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
-    """The globals and locals `cls`'s string annotations were written in. Frames are read: only
-    they hold a function-local `Hyper = tc.Static[float]` (tests/test_static_annotations.py)."""
+    """The scopes of `cls`'s string annotations; frames too, for a function-local `Hyper` alias."""
     stack = traceback.walk_stack(sys._getframe(1))  # where the class statement runs, or above
     core = "treeclass._core"
     frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
@@ -95,8 +93,7 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
 
 
 class _Finder:
-    """Finds `Static` at the top, in unions, `Annotated` and behind aliases. `outer` is the type
-    being looked into (`list[...]`: `_Nested`), None where Static may stand."""
+    """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into."""
 
     def __init__(self, cls: type) -> None:
         self.cls = cls

@@ -1,7 +1,6 @@
-"""`replace()`, generated per class with one keyword per field, so converters and static
-checks run on changed values only; then `codegen.finish`. A hand-written `__init__` is not
-run again: it may take arguments that are no fields. A dict merge was measured slower for
-small classes (benchmarks/RESULTS.md, "Design measurements")."""
+"""`replace()`, generated with one keyword per field: converters and checks run on changed
+values only; a hand-written `__init__` is not run again (it may take other arguments). A dict
+merge was measured slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 

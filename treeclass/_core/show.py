@@ -48,8 +48,7 @@ _UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__pos
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None. Not `walk`: a repr
-    keeps declaration and insertion order."""
+    """(open, close, separator, [(label, value)]) of a container in its own order, else None."""
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
@@ -109,8 +108,7 @@ def tree_repr(self: Any) -> str:
 
 
 def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
-    """`__treescope_repr__`: treescope's constructor form, each static field marked `# static`.
-    Only treescope calls it (treeclass never imports treescope)."""
+    """`__treescope_repr__`: the constructor form, statics marked `# static`; treescope calls it."""
     from treescope import rendering_parts as parts
 
     layout = instance_layout(self)

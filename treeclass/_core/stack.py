@@ -86,14 +86,13 @@ def stack(instances: Sequence[T]) -> T:
         if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
-    columns = [[leaf] for leaf in leaves]
+    rows = [leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
         if other_def != treedef or specs != list(map(_spec, other_leaves)):
             _explain(first, other, i)  # raises, naming the field
-        for column, leaf in zip(columns, other_leaves, strict=True):
-            column.append(leaf)
-    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in columns])
+        rows.append(other_leaves)
+    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in zip(*rows, strict=True)])
     return stacked
 
 
@@ -140,7 +139,7 @@ def unstack(stacked: T) -> list[T]:
     return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(len(slices[0]))]
 
 
-def _stack(column: list[Any]) -> Any:
+def _stack(column: tuple[Any, ...]) -> Any:
     """numpy leaves stack as numpy (keeping float64); all else as a jax.Array."""
     if all(isinstance(x, np.ndarray | np.generic) for x in column):
         return np.stack(column)

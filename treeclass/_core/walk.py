@@ -1,6 +1,5 @@
-"""`walk(tree)`: every node, leaf and static field value of any pytree, with its key path
-and `Class.field`; also `is_array`, `path_str` (the one path format, `MLP.layers[1].w`)
-and the `f32[100,3]` array names that repr, errors and retrace reasons share."""
+"""`walk(tree)`: every node, leaf and static value of any pytree, with its key path and
+`Class.field`; `path_str` (`MLP.layers[1].w`), `is_array` and the `f32[100,3]` names."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def walk(
     name: str | None = None,
     trainable: bool = True,
 ) -> Iterator[Visit]:
-    """Every node, leaf and static field value of `tree`, lazily, parents first, leaves in
-    `jax.tree.leaves` order; `path` prefixes every path (the rest: the field, in recursion)."""
+    """Every node, leaf and static value of `tree`, lazily, parents first, leaves in JAX's order."""
     layout = instance_layout(tree)
     if layout is not None:
         yield Visit(path, tree, owner, name, "node", trainable)
