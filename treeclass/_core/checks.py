@@ -156,9 +156,8 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
     return None
 
 
-# Never a pytree node nor an array: the deep check stops here without asking JAX.
-# (`jax.jit(f)` is a PjitFunction, `jax.nn.relu` a custom_jvp: activations often stand here.)
-# Not functools.partial: jax.tree_util.Partial is one, and a pytree whose arguments are leaves.
+# Never a pytree node nor an array (activations often stand here: `jax.nn.relu` is a custom_jvp).
+# Not functools.partial: jax.tree_util.Partial is one, a pytree whose arguments are leaves.
 _OPAQUE: Final = (
     type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum,
     jax.custom_jvp, jax.custom_vjp, type(jax.jit(abs)),
@@ -166,21 +165,18 @@ _OPAQUE: Final = (
 
 
 def _array_in(value: object) -> tuple[KeyPath, object] | None:
-    """The first array in `value` (tuples, lists, dicts, frozensets, NamedTuples,
-    treeclasses and any pytree JAX flattens), with its key path; None if there is none.
-    Keys are made only for the path found: the check runs at every construction."""
+    """The first array in any pytree, with its key path (keys made only for the path found)."""
     below: Iterable[tuple[Any, object]]
     if isinstance(value, _OPAQUE):
         return None
     if isinstance(value, _ARRAY_TYPES):
         return (), value
-    if isinstance(value, tuple | list | frozenset):
-        if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
-            below = ((None, item) for item in value)
-        elif names := getattr(value, "_fields", None):  # a NamedTuple: JAX's key is the name
-            below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))
-        else:
-            below = ((i, item) for i, item in enumerate(value))
+    if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
+        below = ((None, item) for item in value)
+    elif isinstance(value, tuple) and (names := getattr(value, "_fields", None)):  # a NamedTuple
+        below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))
+    elif isinstance(value, tuple | list):
+        below = enumerate(value)
     elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
         below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
     elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
@@ -200,8 +196,7 @@ def _array_in(value: object) -> tuple[KeyPath, object] | None:
 
 
 def check_static(cls: type, name: str, value: object) -> None:
-    """Raises `TypeError` if `value` cannot be a static value: an array anywhere in it
-    (named by path), or unhashable; warns once if it or an item compares by identity."""
+    """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
     found = _array_in(value)

@@ -1,6 +1,5 @@
-"""Generated class code: each class's sources compiled once, in one namespace, under one
-`linecache` filename. The code reaches everything (builtins too) through `_tc_` names, which
-no field may take, so a field may be called `type`, `object` or `self`."""
+"""Each class's generated sources, compiled once in one namespace under one `linecache` name.
+The code reaches everything through `_tc_` names, so a field may be called `type` or `self`."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ _counters: dict[str, itertools.count[int]] = {}
 
 
 def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles `sources` in one namespace (returned, `helpers` in it), named
-    `Neuron.__init__` in tracebacks."""
+    """Compiles `sources` in one namespace (returned, `helpers` in it)."""
     source = "\n".join(sources)
     base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
     n = next(_counters.setdefault(base, itertools.count(1)))
@@ -54,9 +52,7 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
-    """The end of every construction route, as source lines: `__post_init__`, the flat cache.
-    Fields are in locals and `_tc_d` (`obj`'s dict); after `__post_init__` or with `read_back`
-    they are read back from `_tc_d` and the statics checked (else the caller checked them)."""
+    """The end of every construction as source: `__post_init__`, read back and checks, the cache."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
@@ -72,9 +68,7 @@ def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
 
 
 def seal(children: str, statics: str) -> str:
-    """The one line that writes the flatten cache, which JAX's flatten reads: the tuples
-    whose items the fields of `_tc_d` (the instance dict) hold. After it, `layout.Guard`
-    refuses `object.__setattr__`, so the two never disagree."""
+    """The one line that writes the flatten cache; `layout.Guard` then refuses changes."""
     return f"_tc_d[{FLAT!r}] = ({children}, {statics})"
 
 

@@ -95,8 +95,7 @@ def _delattr(self: Any, name: str) -> None:
 
 
 def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
-    """Installs `__repr__`, `__eq__`, `__hash__` where the body defines none, as dataclasses
-    does; a body `__eq__` without `__hash__` gets ours, a bare `__hash__ = None` is kept."""
+    """As dataclasses does, where the body has none (`__eq__` alone sets `__hash__ = None`)."""
     own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
     if repr and "__repr__" not in own:
         _install(cls, __repr__=show.tree_repr)
@@ -109,8 +108,7 @@ def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
 
 
 def _install(cls: type, **methods: object) -> None:
-    # setattr, not `cls.__eq__ = ...`: checkers read that as assigning a method of `type`
-    # (or an attribute `type` lacks), a suppression per line in each checker's dialect.
+    # setattr: checkers read `cls.__eq__ = ...` as assigning to `type`, an error per line.
     for name, method in methods.items():
         setattr(cls, name, method)
 
@@ -125,9 +123,7 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
 
 
 def _inherited_defaults(cls: type) -> None:
-    """A field annotated again in a subclass body takes, as with dataclasses, the parent's
-    plain default (which dataclasses reads from the class attribute, here the parent's
-    `Guard`), else none."""
+    """A field annotated again in a subclass takes the parent's plain default (its `Guard`'s)."""
     for name in inspect.get_annotations(cls):
         guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
         if isinstance(guard, Guard):
@@ -135,12 +131,7 @@ def _inherited_defaults(cls: type) -> None:
 
 
 def _mark_abstract(cls: type) -> None:
-    """Sets `__abstractmethods__` as `abc.ABCMeta` does, also without an `abc.ABC` base.
-
-    The flag alone is not enough on CPython 3.13+: `Cls(...)` on a plain class (metaclass
-    `type`, `object.__new__`) is specialised, once warm, into an allocation that skips
-    `object.__new__`'s abstract check. So the abstract class's own `__init__` repeats it;
-    subclasses get their own `__init__` and never run this one on their instances."""
+    """Sets `__abstractmethods__` as `abc.ABCMeta` does; `__init__` repeats the check 3.13 skips."""
     names = {name for k in cls.__mro__ for name in vars(k)}
     abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
     if not abstract:
@@ -158,8 +149,7 @@ def _mark_abstract(cls: type) -> None:
 
 
 def _rebuilt_by_cloudpickle() -> bool:
-    """True while cloudpickle rebuilds a class pickled by value: it creates it empty
-    (running `__init_subclass__`), then sets the processed class's attributes."""
+    """True while cloudpickle creates a class empty, to set the processed one's attributes."""
     frame = sys._getframe(2)  # the caller of `__init_subclass__`: types.new_class
     return frame.f_back is not None and frame.f_back.f_code.co_name == "_make_skeleton_class"
 
@@ -170,8 +160,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     _check_names(cls)
     _inherited_defaults(cls)
     restore = prepare(cls)
-    # eq/repr=False: we install our own below. dataclass(init=True) still validates the
-    # argument order and keeps a hand-written __init__ (we then wrap that one).
+    # eq/repr=False: ours are installed below; init=True still checks the argument order.
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
     restore()
     _check_fields(cls)
@@ -230,10 +219,8 @@ def treeclass(
     - `cls`: the class; omit it to pass options (`@tc.treeclass(kw_only=True)`).
     - `kw_only`: make every field keyword-only in `__init__`.
     - `repr`: install the array-summarising `__repr__` (unless the body defines one).
-    - `eq`: install `__eq__` (`tree_equal`) and `__hash__` (type and static values),
-      each unless the body defines it, as `dataclasses` does.
-    - `frozen`: for type checkers only: `False` lets a hand-written `__init__` assign
-      fields (`self.w = ...`) without a checker error; at runtime instances stay frozen.
+    - `eq`: install `__eq__` (`tree_equal`) and `__hash__`, each unless the body defines it.
+    - `frozen`: for type checkers only: `False` lets a hand-written `__init__` assign fields.
 
     **Returns**
 
@@ -241,9 +228,8 @@ def treeclass(
 
     **Raises**
 
-    `TypeError` for a static default that is an array or unhashable, a reserved field or
-    method name (`replace`, `tree_flatten`, ...), an unresolvable string annotation, and
-    the dataclass errors; `ValueError` for a mutable default of a dynamic field.
+    `TypeError` for an array or unhashable static default, a reserved name (`replace`, ...),
+    an unresolvable string annotation, the dataclass errors; `ValueError` for a mutable default.
 
     **Example**
 
@@ -266,7 +252,6 @@ def treeclass(
             raise TypeError(msg)
         layout = layout_of(c)
         if layout is not None:
-            # Decorating twice is a no-op; other options would silently not apply: an error.
             options = {"kw_only": kw_only, "repr": repr, "eq": eq}
             if options in ({"kw_only": False, "repr": True, "eq": True}, layout.options):
                 return c
@@ -279,8 +264,7 @@ def treeclass(
     return wrap if cls is None else wrap(cls)
 
 
-# frozen_default=True: checkers flag `obj.x = ...` as at runtime (equinox leaves it off,
-# as checkers cannot tell __init__ from other methods; here such a class says frozen=False).
+# frozen_default=True: checkers flag `obj.x = ...`; a class whose __init__ assigns it: frozen=False.
 @dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 class TreeClass:
     """A base class that makes every subclass a treeclass, as `@tc.treeclass` does.
@@ -328,8 +312,7 @@ class TreeClass:
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:
-        # For type checkers only: each subclass gets its own generated `replace`; one
-        # defined here at runtime would make `TreeClass` look like it had one.
+        # Each subclass gets its own generated `replace`; TreeClass has none at runtime.
         def replace(self, /, **changes: Any) -> Self:
             """Returns a copy with the given fields changed (see `treeclass.replace`)."""
             ...

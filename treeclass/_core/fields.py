@@ -17,8 +17,6 @@ TRAINABLE: Final = "trainable"
 
 
 class _StaticMarker:
-    """The `Annotated` metadata that marks a field as static."""
-
     def __repr__(self) -> str:
         return "treeclass.STATIC"
 
@@ -41,9 +39,8 @@ compare by value. Changing it recompiles.
 
 **Raises**
 
-`@treeclass` raises `TypeError` for a `Static[T]` field with `axes=` or
-`trainable=False` (as for `static()` and `field(static=True)`), and for a `Static`
-nested inside another type (`list[Static[int]]`), naming the field.
+`@treeclass` raises `TypeError` for a `Static[T]` field with `axes=` or `trainable=False`,
+and for a `Static` nested inside another type (`list[Static[int]]`), naming the field.
 
 **Example**
 
@@ -61,8 +58,6 @@ _MSG_AXES: Final = (
 
 
 class _StaticOptions(TypedDict, total=False):
-    """`static()`'s options besides the default."""
-
     init: bool
     repr: bool
     kw_only: bool
@@ -70,16 +65,13 @@ class _StaticOptions(TypedDict, total=False):
 
 
 class _Options(_StaticOptions, total=False):
-    """`field()`'s options besides the default and converter."""
-
     static: bool
     trainable: bool
     axes: tuple[str | None, ...] | None
 
 
 # The overloads mirror typeshed's `dataclasses.field`. With a converter the field holds
-# what it returns (`_T`) and the default is one of its inputs (`_S`); pyright then reads
-# the converter's parameter type as `__init__`'s, mypy keeps the annotation (docs/faq.md).
+# what it returns (`_T`) and the default is one of its inputs (`_S`) (docs/faq.md).
 @overload
 def field(*, default: _S, converter: Callable[[_S], _T], **options: Unpack[_Options]) -> _T: ...
 @overload
@@ -110,15 +102,11 @@ def field(
     **Arguments**
 
     - `static`: if True the value goes into the treedef instead of being a pytree child.
-    - `trainable`: False marks a dynamic field, and everything under it, as state, not
-      parameters: traced like any dynamic field, but never differentiated by `tc.grad`
-      nor updated by `tc.apply_updates` (BatchNorm statistics, a frozen encoder).
-    - `default`, `default_factory`, `init`, `repr`, `kw_only`, `metadata`: as in
-      `dataclasses.field`.
-    - `converter`: applied to the value at construction and in `replace()`, before
-      `__post_init__`; never when JAX rebuilds an instance.
-    - `axes`: logical axis names of a dynamic array field, one per dimension (`None` for
-      an unnamed one), used by `treeclass.shardings()`.
+    - `trainable`: False marks a dynamic field's leaves as state: traced, but never
+      differentiated by `tc.grad` nor updated by `tc.apply_updates` (BatchNorm statistics).
+    - `default`, `default_factory`, `init`, `repr`, `kw_only`, `metadata`: as `dataclasses.field`.
+    - `converter`: applied at construction and `replace()`, before `__post_init__`; never by JAX.
+    - `axes`: a dynamic array's axis names (or None), one per dimension, for `tc.shardings()`.
 
     **Returns**
 
@@ -142,7 +130,7 @@ def field(
     >>> tc.grad(lambda m: jnp.sum(m.w) + jnp.sum(m.mean))(layer).mean is None  # state
     True
     """
-    # The annotation says Mapping; untyped callers pass anything.
+    # Untyped callers pass anything.
     if metadata is not None and not isinstance(metadata, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
         msg = f"field(metadata=...) takes a mapping (a dict) or None; got {metadata!r}."
         raise TypeError(msg)
@@ -158,8 +146,7 @@ def field(
             raise TypeError(msg)
         meta[CONVERTER] = converter
     if axes is not None:
-        # On a static field, @treeclass refuses it naming the field, as for every spelling.
-        # The annotation says tuple[str | None, ...]; untyped callers pass anything.
+        # Untyped callers pass anything; @treeclass refuses axes on a static field, naming it.
         if not isinstance(axes, tuple) or not all(a is None or isinstance(a, str) for a in axes):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(_MSG_AXES.format(axes=axes))
         meta[AXES] = axes
@@ -200,8 +187,7 @@ def static(
 
     **Arguments**
 
-    As `field()`, without `axes` and `trainable`, which no static field takes. A
-    `converter` runs at construction and `replace()`; what it returns is checked as a
+    As `field()`, without `axes` and `trainable`. A `converter`'s result is checked as a
     static value.
 
     **Returns**
@@ -210,9 +196,8 @@ def static(
 
     **Raises**
 
-    `ValueError` for both `default` and `default_factory`; at class definition,
-    `TypeError` for a default that is an array or unhashable, and for `axes` or
-    `trainable` (the message `field(static=True, ...)` gets), naming the field.
+    `ValueError` for both `default` and `default_factory`; at class definition, naming the
+    field, `TypeError` for an array or unhashable default, and for `axes` or `trainable`.
 
     **Example**
 
@@ -224,8 +209,7 @@ def static(
     >>> len(leaves), treedef.unflatten(leaves).tau, Neuron(jnp.zeros(2), shape=[2, 3]).shape
     (1, 20.0, (2, 3))
     """
-    # `axes=` and `trainable=` are no parameters here, so type checkers flag them; at run
-    # time they reach field() and @treeclass refuses them with every spelling's message.
+    # Type checkers flag `axes=`, `trainable=`; @treeclass refuses them with field()'s message.
     unknown = sorted(refused.keys() - {"axes", "trainable"})
     if unknown:
         msg = f"static() got an unexpected keyword argument {unknown[0]!r}"

@@ -1,14 +1,7 @@
-"""Pytree registration for one class: flatten, flatten with keys, unflatten.
-
-Why not `jax.tree_util.register_dataclass`? It rebuilds with `cls(**fields)`, which runs
-`__init__`, so `__post_init__` and the converters, on tracers, `None` or `object()`:
-
-    def __post_init__(self):
-        if (self.x < 0).any(): raise ValueError   # fails on a tracer inside jit
-
-and the keyword call is slow (benchmarks/RESULTS.md, "unflatten"). Instead flatten reads the
-`(children, statics)` cached at construction (`operator.attrgetter`: C-level), and the generated
-unflatten allocates with `object.__new__` and writes `__dict__`: no user code runs."""
+"""Pytree registration for one class: flatten reads the `(children, statics)` cached at
+construction (`operator.attrgetter`: C-level); the generated unflatten writes `__dict__`, so
+no user code runs. Not `register_dataclass`: its `cls(**fields)` runs `__post_init__` and the
+converters on tracers, and is slow (docs/how-it-works.md)."""
 
 from __future__ import annotations
 
@@ -42,9 +35,7 @@ _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this pro
 
 
 class Registration:
-    """`__tc_registration__`: the class's generated unflatten; unpickled, it registers the
-    class with JAX, where cloudpickle rebuilds a class by value (from `__main__`, a
-    notebook) and nothing else would."""
+    """`__tc_registration__`: the unflatten; unpickled, it registers a class cloudpickle rebuilt."""
 
     __slots__ = ("layout", "unflatten")
 
@@ -112,8 +103,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
 
     **Raises**
 
-    `TypeError` when `obj` is not a treeclass instance, or for a name that is not a
-    dynamic field (naming the closest one).
+    `TypeError` for a non-treeclass `obj` or a name that is no dynamic field (naming the closest).
 
     **Example**
 

@@ -1,10 +1,6 @@
-"""The generated `__init__` (it and `replace` alone run converters, `__post_init__` and
-checks), or the wrapper of a hand-written `__init__` and its `_tc_finalize`.
-
-Why no "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`? Python rejects the keyword
-before our code runs; catching it (every parameter defaulting to a sentinel, plus
-`**_tc_unknown`) made every construction measurably slower (benchmarks/RESULTS.md,
-"Design measurements"); Python 3.13 adds the hint itself."""
+"""The generated `__init__`, or the wrapper of a hand-written `__init__` and its `_tc_finalize`.
+No "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`: catching the keyword slowed every
+construction (benchmarks/RESULTS.md, "Design measurements"); Python 3.13 adds the hint."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ from treeclass._core.layout import INIT, Layout, layout_of
 
 
 def _subclass_check(self: object) -> bool:
-    """Refuses an undecorated subclass; True while a subclass's own `__init__` runs (the
-    generated one then only stores the fields: the subclass's finalize runs the hooks)."""
+    """Refuses an undecorated subclass; True while a subclass's own `__init__` runs."""
     cls = type(self)
     if layout_of(cls) is None:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
@@ -37,14 +32,12 @@ def _not_set(layout: Layout, name: str) -> None:
 
 
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `__init__`, `_tc_finalize` and `replace` call."""
     not_set = functools.partial(_not_set, layout)
     return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`, after a hand-written `__init__`: factories, converters, `finish`
-    (plain defaults are in `__dict__` already: the `__init__` may read them)."""
+    """`_tc_finalize(self)`, after a hand-written `__init__` (plain defaults are set already)."""
     lines = ["_tc_d = _tc_self.__dict__"]
     for f in layout.fields:
         n = f.name
@@ -65,8 +58,7 @@ def _param(f: dataclasses.Field[Any]) -> str:
 
 
 def init_source(layout: Layout) -> str:
-    """The generated `__init__`. Called by a subclass's own `__init__` (`super().__init__(a)`)
-    it only stores the values: the subclass's end converts and checks them, once."""
+    """The generated `__init__`; from a subclass's own `__init__` it only stores the values."""
     body = ["_tc_nested = _tc_type(_tc_self) is not _tc_cls and _tc_subclass_check(_tc_self)"]
     assigned: list[str] = []
     checked: list[str] = []  # converters and static checks: skipped when nested
@@ -119,10 +111,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
 
 
 def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
-    """`f.type`; a string (`from __future__ import annotations`) evaluated in the module of
-    the class declaring it, as a dataclass's `__init__` has it in its globals: ours are the
-    generated code's, where jaxtyping and beartype would resolve nothing and check nothing.
-    A name not defined yet stays a string."""
+    """`f.type`, a string evaluated in its class's module (for jaxtyping, beartype), else as is."""
     if not isinstance(f.type, str):
         return f.type
     owner = next((k for k in cls.__mro__ if f.name in inspect.get_annotations(k)), cls)
@@ -136,12 +125,10 @@ def _resolved(cls: type, f: dataclasses.Field[Any]) -> Any:
 def _wrap_user_init(
     layout: Layout, user_init: Callable[..., None], finalize: Callable[[Any], None]
 ) -> Callable[..., None]:
-    """The hand-written `__init__`, run with the instance open to `self.w = ...` (the `INIT`
-    mark in its own `__dict__`: other instances, in any thread, stay frozen), then finalized."""
+    """The hand-written `__init__`, run with this instance (only) open to `self.w = ...`."""
     cls, post_init = layout.cls, layout.post_init
     names = frozenset((*layout.names, *(f.name for f in layout.initvars)))
-    # The INIT mark, and the plain defaults, which `__init__` may read before it sets them
-    # (as it read dataclasses' class attributes).
+    # The plain defaults, which `__init__` may read (as dataclasses' class attributes).
     start = {INIT: names} | {f.name: f.default for f in layout.fields if f.default is not dataclasses.MISSING}
     initvars = tuple(f.name for f in layout.initvars)
 
@@ -155,9 +142,8 @@ def _wrap_user_init(
             _subclass_check(self)
         d |= start  # `|=`, not d.update(): no method call, 40 ns less
         if post_init:
-            # `self.__post_init__()` in `__init__` (the dataclasses idiom) is kept for the
-            # end, where it runs once, after the converters. An instance attribute hides
-            # the method (a function is a non-data descriptor); its InitVars are kept.
+            # `self.__post_init__()` in `__init__` waits for the end (once, after the
+            # converters): an instance attribute hides the method; its InitVars are kept.
             d["__post_init__"] = lambda *a, **kw: d.update(zip(initvars, a, strict=False), **kw)
         try:
             user_init(self, *args, **kwargs)

@@ -1,6 +1,5 @@
-"""`Layout`: one class's fields, split into children (dynamic) and treedef (static), and
-the hooks construction runs; computed once at decoration, it drives all generated code.
-`Guard`: what keeps a field and its leaf in the flatten cache one value."""
+"""`Layout`: one class's fields split into children and treedef, and its hooks: it drives all
+generated code. `Guard`: what keeps a field and its leaf in the flatten cache one value."""
 
 from __future__ import annotations
 
@@ -31,10 +30,7 @@ JAX flattens the values it was built with. Build a changed copy instead:
 
 
 class Guard:
-    """On the class, one per field: `object.__setattr__(obj, "w", x)` comes here and is
-    refused once the flatten cache is written, so `obj.w` and JAX's leaf never disagree.
-    No `__get__`: reads find the instance `__dict__` (docs/how-it-works.md, the cost).
-    `default` is the plain default, which dataclasses kept as the class attribute."""
+    """Per field, on the class: refuses `object.__setattr__` on a built instance; no `__get__`."""
 
     __slots__ = ("default", "name")
 
@@ -54,8 +50,6 @@ class Guard:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """The per-class analysis that drives code generation."""
-
     cls: type
     fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]

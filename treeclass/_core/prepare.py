@@ -1,6 +1,5 @@
-"""The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased,
-also as strings) become static fields, the one rule for static fields' options is
-applied, and defaults are checked, naming `Class.field`."""
+"""The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased, also as
+strings) become static fields, static fields' options and defaults are checked."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ import typing_extensions
 from treeclass._core import checks
 from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
 
-# One message per option a static field refuses, whichever spelling declared it
-# (`tc.static()`, `tc.field(static=True)`, `Static[T]` alone or `= tc.field(...)`).
+# One message per option a static field refuses, whichever spelling declared it.
 _MSG_STATIC_OPTION: Final = """\
 {cls}.{name} is static and declared {option}. {why} Drop {option}, or make the field dynamic:
 
@@ -71,10 +69,7 @@ class _Nested(Exception):  # noqa: N818 - a signal inside this module, never rai
 
 
 class _Undefined:
-    """What a name not defined yet stands for while a string annotation is evaluated (as
-    Python 3.14's annotationlib does for forward references), so the rest still decides:
-    `tc.Static[Later]` is static, `tuple[Later, ...]` dynamic; where the name itself would
-    decide (`Later | None`: an alias of Static?), `_Finder.find` raises naming the field."""
+    """A name not defined yet: `Static[Later]` is static, `Later | None` refused naming it."""
 
     def __class_getitem__(cls, item: object) -> type:
         return cls
@@ -86,14 +81,7 @@ class _Names(collections.ChainMap[str, Any]):
 
 
 def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
-    """The globals and locals the string annotations of `cls` were written in: those of
-    the code running the class statement, then the class, its namespace, the locals of
-    every frame on the stack in those globals (innermost first), and the module's.
-
-    The frames are read because nothing else holds a function's locals once the class
-    statement has run: under `from __future__ import annotations`, `h: Hyper` with
-    `Hyper = tc.Static[float]` local to the function defining the class names a
-    variable only that frame has (tests/test_static_annotations.py fails if this breaks)."""
+    """The scopes of `cls`'s string annotations; frames too, for a function-local `Hyper` alias."""
     stack = traceback.walk_stack(sys._getframe(1))  # where the class statement runs, or above
     core = "treeclass._core"
     frames = [f for f, _ in stack if not str(f.f_globals.get("__name__", "")).startswith(core)]
@@ -105,10 +93,7 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
 
 
 class _Finder:
-    """Finds `Static` in one class's annotations: at the top, in unions, `Annotated` and
-    behind aliases (`Hyper = tc.Static[float]`, `TypeAliasType`, PEP 695 `type`); raises
-    `_Nested` for one inside another type, `_Unresolved` where a name it needs is unknown.
-    `outer` is the type being looked into (`list[...]`), None where Static may stand."""
+    """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into."""
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
@@ -140,14 +125,14 @@ class _Finder:
             return False
         if origin in _UNIONS:
             return any([self.find(x, outer, seen) for x in typing.get_args(a)])  # every arm checked
-        inner = outer or _type_name(a)
+        shown = origin or a
+        inner = outer or f"{getattr(shown, '__name__', None) or repr(shown)}[...]"
         for arg in typing.get_args(a):
             for x in arg if isinstance(arg, list) else (arg,):  # Callable[[A, B], C]
                 self.find(x, inner, seen)
         return False
 
     def _eval(self, text: str, outer: str | None) -> Any:
-        """An annotation written as a string, evaluated where the class was written."""
         if self.scopes is None:
             self.scopes = _scopes(self.cls)
         try:
@@ -157,22 +142,14 @@ class _Finder:
 
 
 def _unresolved(error: str, outer: str | None) -> bool:
-    # Where Static would be refused anyway (`list[Later]`), an unknown name is a forward
-    # reference like any other: the field is dynamic.
+    # Inside `list[Later]`, where Static would be refused anyway, the field is dynamic.
     if outer is not None:
         return False
     raise _Unresolved(error)
 
 
-def _type_name(a: Any) -> str:
-    origin = typing.get_origin(a) or a
-    return f"{getattr(origin, '__name__', None) or repr(origin)}[...]"
-
-
 def _check_options(cls: type, name: str, f: dataclasses.Field[Any]) -> None:
-    """The one rule of a static field, however declared: every option of `field()` but
-    `trainable=False` and `axes=` (converters included: their result is checked as a
-    static value)."""
+    """A static field takes every option of `field()` but `trainable=False` and `axes=`."""
     option = "axes=..." if AXES in f.metadata else "trainable=False" if f.metadata.get(TRAINABLE) is False else None
     if option is not None:
         why = _WHY_REFUSED[option]
@@ -233,8 +210,7 @@ def _is_classvar(annotation: object) -> bool:
 
 
 def _check_defaults(cls: type) -> Callable[[], None]:
-    """Checks static defaults as static values, refuses mutable dynamic ones naming the
-    field, hides `jax.Array` ones; returns what puts the arrays back afterwards."""
+    """Checks static and mutable defaults, hides `jax.Array` ones; returns what restores them."""
     for name, annotation in inspect.get_annotations(cls).items():
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None

@@ -1,9 +1,6 @@
-"""`replace()`, generated per class with one keyword per field, so converters and static
-checks run on changed values only; then `codegen.finish` (`__post_init__`, the flatten
-cache). A hand-written `__init__` is not run again: it may take arguments that are no fields.
-
-A dict merge (`new.__dict__.update(self.__dict__); .update(changes)`) was measured
-slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
+"""`replace()`, generated with one keyword per field: converters and checks run on changed
+values only; a hand-written `__init__` is not run again (it may take other arguments). A dict
+merge was measured slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 
@@ -44,7 +41,6 @@ def _overwritten(cls: type, name: str) -> None:
 
 
 def helpers(layout: Layout) -> dict[str, Any]:
-    """The functions the generated `replace` calls."""
     raisers = {"_tc_missing_initvar": _missing_initvar, "_tc_overwritten": _overwritten}
     return {"_tc_raise_unknown": functools.partial(_raise_unknown, layout), **raisers}
 

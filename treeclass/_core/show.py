@@ -37,8 +37,6 @@ def describe(value: object, *, shape: bool = True) -> str:
 
 
 class Sentinel:
-    """A marker shown as its name: `<factory>` in a signature, `<unset>` in a repr."""
-
     def __init__(self, name: str) -> None:
         self._name = name
 
@@ -50,8 +48,7 @@ _UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__pos
 
 
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) for a container, else None. Not `walk`: a repr
-    shows fields in declaration order, dicts in insertion order, other nodes as they repr."""
+    """(open, close, separator, [(label, value)]) of a container in its own order, else None."""
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
@@ -70,9 +67,7 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
 
 
 def _repr(x: Any, indent: str, recursion: set[int]) -> str:
-    # `recursion` (the containers being shown) makes a list that holds itself print
-    # `[...]`; a value whose own __repr__ shows the instance again starts a new
-    # tree_repr, which `reprlib.recursive_repr` on tree_repr stops.
+    # `recursion`: the containers being shown (a list that holds itself prints `[...]`).
     if is_array(x):
         numpy = isinstance(x, np.ndarray | np.generic)
         tag = "(numpy)" if numpy else "(traced)" if isinstance(x, jax.core.Tracer) else ""
@@ -100,10 +95,8 @@ _showing = threading.local()  # ids of the instances this thread's tree_repr cal
 
 
 def tree_repr(self: Any) -> str:
-    # Not `reprlib.recursive_repr`: rich takes a `__repr__` whose code lives in reprlib for
-    # dataclasses' own and prints every field itself (full arrays), and beartype cannot
-    # resolve the wrapper's annotations in reprlib's namespace. Its guard, kept: a static
-    # whose own __repr__ shows this instance again starts a new call, which sees `showing`.
+    # Not `reprlib.recursive_repr`: rich takes a reprlib `__repr__` for dataclasses' own and
+    # prints full arrays. A static whose __repr__ shows this instance again sees `showing`.
     showing: set[int] = _showing.__dict__.setdefault("ids", set())
     if id(self) in showing:
         return "..."
@@ -115,9 +108,7 @@ def tree_repr(self: Any) -> str:
 
 
 def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
-    """`__treescope_repr__`: treescope's constructor form, each static field marked `# static`
-    (treescope's dataclass fallback shows no difference). Only treescope calls it: treeclass
-    never imports treescope, and treescope ships no type information."""
+    """`__treescope_repr__`: the constructor form, statics marked `# static`; treescope calls it."""
     from treescope import rendering_parts as parts
 
     layout = instance_layout(self)
@@ -135,8 +126,7 @@ def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
         mark = parts.fold_condition(expanded=parts.comment_color(parts.text(static)))
         field = parts.siblings_with_annotations(f"{name}=", value)
         lines.append(parts.build_full_line_with_annotations(field, comma, mark))
-    # Roundtrip mode shows `<MLP(...)>` where calling the class with the fields would not
-    # rebuild the instance: a hand-written `__init__`, or a field that `__init__` does not take.
+    # `<MLP(...)>` in roundtrip mode where `MLP(**fields)` would not rebuild the instance.
     exact = layout.user_init is None and all(f.init for f in layout.fields)
     around = ("", "") if exact else ("<", ">")
     return parts.build_foldable_tree_node_from_children(

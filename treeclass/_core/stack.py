@@ -1,7 +1,6 @@
 """`tc.stack()`, `tc.unstack()`: instances of one structure as one whose leaves carry a leading
-axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(lambda *xs:
-jnp.stack(xs), *instances)`: where instances differ it names no field ("different pytree
-metadata at key path"); here they are walked side by side and the message names the field."""
+axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(jnp.stack)`: where
+instances differ it names no field; here they are walked side by side, naming the field."""
 
 from __future__ import annotations
 
@@ -53,13 +52,11 @@ def stack(instances: Sequence[T]) -> T:
 
     **Arguments**
 
-    - `instances`: a non-empty sequence of pytrees of one structure (treeclass
-      instances or containers of them) whose leaves are arrays or Python numbers.
+    - `instances`: a non-empty sequence of pytrees of one structure, leaves arrays or numbers.
 
     **Returns**
 
-    One pytree of that structure whose every leaf is `jnp.stack` of the instances'
-    leaves at that place; `np.stack` where they are all numpy arrays.
+    One pytree of that structure, each leaf `jnp.stack` of theirs (`np.stack` for numpy ones).
 
     **Raises**
 
@@ -89,14 +86,13 @@ def stack(instances: Sequence[T]) -> T:
         if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
-    columns = [[leaf] for leaf in leaves]
+    rows = [leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
         if other_def != treedef or specs != list(map(_spec, other_leaves)):
             _explain(first, other, i)  # raises, naming the field
-        for column, leaf in zip(columns, other_leaves, strict=True):
-            column.append(leaf)
-    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in columns])
+        rows.append(other_leaves)
+    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in zip(*rows, strict=True)])
     return stacked
 
 
@@ -105,8 +101,7 @@ def unstack(stacked: T) -> list[T]:
 
     **Arguments**
 
-    - `stacked`: a pytree whose every leaf is an array with the same leading axis,
-      such as `tc.stack()` or `jax.vmap(init)(keys)` returns.
+    - `stacked`: a pytree whose leaves share a leading axis (`tc.stack()`, `jax.vmap(init)(keys)`).
 
     **Returns**
 
@@ -114,8 +109,7 @@ def unstack(stacked: T) -> list[T]:
 
     **Raises**
 
-    `ValueError`: there are no leaves, a leaf has no leading axis, or the leading axes
-    differ (naming the field).
+    `ValueError`: no leaves, a leaf without a leading axis, or leading axes differ (naming it).
 
     **Example**
 
@@ -145,7 +139,7 @@ def unstack(stacked: T) -> list[T]:
     return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(len(slices[0]))]
 
 
-def _stack(column: list[Any]) -> Any:
+def _stack(column: tuple[Any, ...]) -> Any:
     """numpy leaves stack as numpy (keeping float64); all else as a jax.Array."""
     if all(isinstance(x, np.ndarray | np.generic) for x in column):
         return np.stack(column)
@@ -177,8 +171,7 @@ def _explain(first: Any, other: Any, i: int) -> None:
             or (a.path, a.kind) != (b.path, b.kind)
             or (a.kind == "node" and type(a.value) is not type(b.value))
         ):
-            # The node that differs (leaf types may: numpy and jax arrays stack): the one
-            # both visits name, or the parent of the deeper one (a key only one dict has).
+            # Where they differ (leaf types may): the node both name, or the deeper one's parent.
             paths = sorted((v.path for v in (a, b) if v is not None), key=len)
             at = paths[0] if len(paths) == 2 and paths[0] == paths[1] else paths[-1][:-1]
             shown = [short_repr(values[at]) for values in seen]
@@ -194,7 +187,6 @@ def _explain(first: Any, other: Any, i: int) -> None:
         if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
             raise ValueError(_MSG_LEAF.format(i=i, what=what, where=where, a=specs[0], b=specs[1]))
-    # The walks agree but JAX's treedefs do not: another library's node whose
-    # metadata walk() cannot see.
+    # The walks agree but JAX's treedefs do not: another library's node's metadata.
     shown = [str(jax.tree.structure(first)), str(jax.tree.structure(other))]
     raise ValueError(_MSG_STRUCTURE.format(i=i, where=root, a=shown[0], b=shown[1]))

@@ -68,8 +68,7 @@ def fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
     if layout is None:
         msg = f"treeclass.fields() takes a treeclass or an instance of one; got {cls_or_obj!r}."
         raise TypeError(msg)
-    # Not dataclasses.fields(): a subclass may turn an inherited init=False field into a
-    # property, which is then no field.
+    # Not dataclasses.fields(): a subclass may turn an inherited field into a property.
     return layout.fields
 
 

@@ -1,6 +1,5 @@
-"""`walk(tree)`: every node, leaf and static field value of any pytree, with its key path
-and `Class.field`; also `is_array`, `path_str` (the one path format, `MLP.layers[1].w`)
-and the `f32[100,3]` array names that repr, errors and retrace reasons share."""
+"""`walk(tree)`: every node, leaf and static value of any pytree, with its key path and
+`Class.field`; `path_str` (`MLP.layers[1].w`), `is_array` and the `f32[100,3]` names."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def path_str(root: str, path: KeyPath) -> str:
 
 def is_array(x: object) -> bool:
     """`jax.Array` (tracers too), numpy arrays and scalars; not Python numbers, ShapeDtypeStruct."""
-    # A plain bool, not a TypeGuard: narrowing `Any` to the numpy generics would make
-    # every later `.shape` partially unknown to the type checker.
+    # Not a TypeGuard: narrowing `Any` to numpy generics makes later `.shape` partially unknown.
     return isinstance(x, ARRAY_TYPES)
 
 
@@ -77,13 +75,10 @@ class Visit(NamedTuple):
 
     path: KeyPath
     value: Any
-    owner: type | None
-    """The innermost treeclass whose field holds `value`; None outside every field."""
+    owner: type | None  # the innermost treeclass whose field holds `value`; None outside any
     name: str | None
-    kind: Literal["node", "leaf", "static"]
-    """`"node"` (a treeclass or container), `"leaf"`, or `"static"` (a static value)."""
-    trainable: bool
-    """False at and below a field declared `trainable=False`."""
+    kind: Literal["node", "leaf", "static"]  # "node": a treeclass or container
+    trainable: bool  # False at and below a field declared `trainable=False`
 
     @property
     def field(self) -> str:
@@ -98,10 +93,7 @@ def walk(
     name: str | None = None,
     trainable: bool = True,
 ) -> Iterator[Visit]:
-    """Every node, leaf and static field value of `tree`, parents first, leaves in
-    `jax.tree.leaves` order; `path` prefixes every path (`owner`, `name` and `trainable`:
-    the field being walked, in the recursion). Lazy: nothing below the visits made so far
-    is flattened."""
+    """Every node, leaf and static value of `tree`, lazily, parents first, leaves in JAX's order."""
     layout = instance_layout(tree)
     if layout is not None:
         yield Visit(path, tree, owner, name, "node", trainable)
