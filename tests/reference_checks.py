@@ -14,6 +14,7 @@ import copy
 import pickle
 import re
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -287,7 +288,12 @@ def check_partition(case: Case) -> None:
         where = _where((under[1:],)) if under else None
         want = ref.selected(b.ref, under)
         try:
-            chosen, rest = tc.partition(b.obj, where=where)
+            with warnings.catch_warnings():
+                # A derived array (DERIVED_ARRAY, one module constant) sits at two paths of
+                # nested instances: one object, rightly reported; tests/test_partition.py pins
+                # the warning, and this check compares the selection.
+                warnings.simplefilter("ignore", tc.SharedArrayWarning)
+                chosen, rest = tc.partition(b.obj, where=where)
         except ValueError as e:  # a `where` that selects nothing trainable is refused
             if want or f"{case.module.target.name}{under}" not in str(e):
                 b.fail(f"partition raised {kind_of(e)}")
