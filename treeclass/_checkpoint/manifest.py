@@ -132,9 +132,8 @@ def _name(t: Any) -> str:
 
 
 def encode_static(value: Any) -> Any:
-    """`value` as JSON load() compares, the same in every process: sets and dicts sorted (a repr
-    follows PYTHONHASHSEED), functions, classes and enum members by name, else a repr without
-    addresses."""
+    """`value` as JSON, the same in every process: sets and dicts sorted (a repr follows
+    PYTHONHASHSEED), functions, classes and enum members by name, else a repr sans addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
