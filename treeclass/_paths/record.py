@@ -1,9 +1,6 @@
-"""Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read
-(on every call: a path may depend on a closure); `follow(obj, path, root)` reads it through the
-nodes JAX flattens, giving each step's parent, kind and key. A node of another library (an
-equinox Module, a flax.struct) is entered through the key paths JAX flattens it with and is
-rebuilt by its own unflatten; what JAX takes for a leaf (a dict subclass), or flattens
-without key paths, is replaced whole: a rebuilt copy might not keep its type."""
+"""Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read;
+`follow(obj, path, root)` reads it through the nodes JAX flattens (another library's through its
+key paths), giving each step's parent, kind and key. See docs/how-it-works.md."""
 
 from __future__ import annotations
 
@@ -223,19 +220,17 @@ def follow(
             cls = type(node)
             layout = None if item else cls.__dict__.get(LAYOUT)  # layout_of(), inline
             kind = _KINDS.get(cls) if item else TREECLASS if layout is not None else None
-            stored: Any = key
+            parent, stored = node, key
             if kind is None or (kind == DICT and key not in node):
-                kind, stored, child = _other(node, key, item, fix)
-                parents.append((node, kind, stored))
-                node = child
-                continue
-            if layout is not None:
+                kind, stored, node = _other(node, key, item, fix)
+            elif layout is not None:
                 if key not in layout.names:
                     _no_field(node, key, layout.names)
-            elif kind != DICT:
-                stored = _index(node, key)
-            parents.append((node, kind, stored))
-            node = getattr(node, stored) if kind == TREECLASS else node[stored]
+                node = getattr(node, key)
+            else:
+                stored = key if kind == DICT else _index(node, key)
+                node = node[stored]
+            parents.append((parent, kind, stored))
     except _NoNode as bad:
         at = show(root, path[:depth])
         msg = f"{show(root, path[: depth + 1])}: {bad.reason(at).replace('{at}', at)}"

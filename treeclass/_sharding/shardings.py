@@ -32,9 +32,8 @@ def _spec_leaves(
     specs: list[PartitionSpec] = []
     for v in walk(obj):
         layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
-        axes: Axes = (
-            None if layout is None else layout.fields[layout.names.index(v.name)].metadata.get(AXES)
-        )
+        field = None if layout is None else layout.fields[layout.names.index(v.name)]
+        axes: Axes = None if field is None else field.metadata.get(AXES)
         if axes is None:
             if v.kind == "leaf":
                 specs.append(partition_spec())
