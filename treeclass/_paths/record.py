@@ -187,20 +187,13 @@ def _other(node: Any, key: Any, item: bool, fix: tuple[str, str]) -> tuple[int, 
     if pairs is None:  # a leaf to JAX
         rest = _MSG_NOT_ENTERED.format(what=what, did=did, fix=fix[array])
         raise _NoNode(TypeError, lambda at: f"{at} {rest}")
-    return (FOREIGN, *_child(node, pairs, key, item, fix))
-
-
-def _child(
-    node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: tuple[str, str]
-) -> tuple[Any, Any]:
-    """The key entry and child of a node of another library that `key` reads."""
     want = (SequenceKey(key) if type(key) is int else DictKey(key)) if item else GetAttrKey(key)
-    for entry, child in pairs:
+    for entry, child in pairs:  # another library's node
         if entry == want:
-            return entry, child
+            return FOREIGN, entry, child
     names = [e.name for e, _ in pairs if type(e) is GetAttrKey]
     if len(names) < len(pairs) and not any(type(e) in (SequenceKey, DictKey) for e, _ in pairs):
-        rest = _MSG_NO_KEYS.format(what=describe(node, shape=False), fix=fix[0])
+        rest = _MSG_NO_KEYS.format(what=what, fix=fix[0])
         raise _NoNode(TypeError, lambda at: f"{at} {rest}")
     if item:
         keys = ", ".join(jax.tree_util.keystr((e,)) for e, _ in pairs) or "none"
