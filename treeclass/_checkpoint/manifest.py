@@ -117,8 +117,7 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
 
 
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` (as written: raw bits for ml_dtypes, key data for keys) in the template's
-    dtype, as a leaf of its kind (`as_template`, which `from_state_dict` shares)."""
+    """`stored` (raw bits for ml_dtypes, key data for keys) as a leaf of the template's kind."""
     if not is_key(template) and type(template) not in PYTHON_SCALARS:
         dtype = np.dtype(template.dtype)
         same = stored.dtype.kind == dtype.kind
