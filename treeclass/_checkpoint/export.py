@@ -1,9 +1,7 @@
-"""Treeclasses in `jax.export`: every class is registered for serialization when it is created
-(`ON_CLASS`), so `Exported.serialize()` and `jax.export.deserialize` take functions whose
-arguments or results are treeclasses. A class travels as `module.qualname`, its static values
-in the JSON form checkpoints write (`manifest.encode_static`), read back without running code:
-functions, classes, enum members and dataclasses are looked up by name among the modules
-already imported, and no class but a container is called."""
+"""Treeclasses in `jax.export`: each class is registered for serialization when created
+(`ON_CLASS`). A class travels as `module.qualname`, its statics as checkpoints encode them
+(`manifest.encode_static`), read back without running code: functions, classes, enum members
+and dataclasses are looked up by name in modules already imported; only containers are called."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
@@ -44,8 +42,7 @@ with this definition of {cls}, or deserialize it where the class is defined as i
 _CONTAINERS: Final = (tuple, list, set, frozenset, dict)
 _BUILTIN: Final = {t.__name__: t for t in _CONTAINERS}
 
-# The latest class of each serialized name: deserializing builds this one.
-_classes: dict[str, type] = {}
+_layouts: dict[str, Layout] = {}  # of the latest class of each serialized name: it is built
 _MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
 
 
@@ -62,15 +59,8 @@ def _lookup(name: str) -> Any:
     return _MISSING
 
 
-def _decoded(encoded: Iterable[Any]) -> list[Any] | None:
-    """Each value decoded; None if one cannot be rebuilt."""
-    values = [decode_static(v) for v in encoded]
-    return None if any(v is _MISSING for v in values) else values
-
-
 def decode_static(encoded: Any) -> Any:
-    """The value `encode_static` wrote `encoded` for; `_MISSING` where it cannot be rebuilt.
-    The only classes called are containers (tuple, list, set, dict, a NamedTuple's `_make`)."""
+    """The value `encode_static` wrote `encoded` for, calling only containers; else `_MISSING`."""
     if isinstance(encoded, list):
         encoded = {"tuple": encoded}
     if not isinstance(encoded, dict):
@@ -90,8 +80,8 @@ def decode_static(encoded: Any) -> Any:
     cls = _BUILTIN.get(tag) or _lookup(tag)
     if not isinstance(cls, type) or not isinstance(inner, dict | list):
         return _MISSING
-    values = _decoded(inner.values() if isinstance(inner, dict) else inner)
-    if values is None:
+    values = [decode_static(v) for v in (inner.values() if isinstance(inner, dict) else inner)]
+    if any(v is _MISSING for v in values):
         return _MISSING
     if isinstance(inner, dict) and dataclasses.is_dataclass(cls):
         if sorted(inner) != sorted(f.name for f in dataclasses.fields(cls)):
@@ -128,8 +118,7 @@ def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
 
 
 def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
-    layout = layout_of(_classes[name])
-    assert layout is not None  # registered treeclasses only
+    layout = _layouts[name]
     encoded = json.loads(data)
     if sorted(encoded) != sorted(layout.static):
         saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
@@ -147,14 +136,12 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
 
 def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
     """An instance of the latest class of that name, built by its unflatten (no user code)."""
-    cls = _classes[name]
-    layout = layout_of(cls)
-    assert layout is not None  # registered treeclasses only
+    layout = _layouts[name]
     kids = tuple(children)
     if len(kids) != len(layout.dynamic):
         saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    return vars(cls)["__tc_registration__"].unflatten(aux_data, kids)
+    return vars(layout.cls)["__tc_registration__"].unflatten(aux_data, kids)
 
 
 def register(cls: type) -> None:
@@ -162,8 +149,8 @@ def register(cls: type) -> None:
     assert layout is not None  # called with new treeclasses only
     name = f"{cls.__module__}.{cls.__qualname__}"
     serialize = functools.partial(_serialize, layout)
-    known = name in _classes
-    _classes[name] = cls  # the latest class of a name wins
+    known = name in _layouts
+    _layouts[name] = layout  # the latest class of a name wins
     if not known:
         jax.export.register_pytree_node_serialization(
             cls,
@@ -173,9 +160,8 @@ def register(cls: type) -> None:
             from_children=functools.partial(_build, name),
         )
     elif _jax_export is not None:
-        # A class defined again under the same name (a notebook cell run twice): jax refuses
-        # a second registration of a name and offers no way to replace one, so the new
-        # class is added to its table of serializers as the public call would.
+        # A class defined again (a notebook cell run twice): jax refuses a second registration
+        # of a name, so the new class goes into its table as the public call would put it.
         _jax_export.serialization_registry[cls] = (name, serialize)
 
 

@@ -27,7 +27,7 @@ def _to_state_dict(x: Any) -> dict[str, Any]:
 
 
 def _from_state_dict(x: Any, state: Any) -> Any:
-    """Each field restored by flax; rebuilt as JAX rebuilds pytrees (no user code)."""
+    """Each field restored by flax, rebuilt by unflatten (no user code)."""
     flax, pairs = sys.modules[FLAX], keyed(x, lambda: "") or []
     differ: str | None = f"a state dict expected, got a {type(state).__name__}"
     if isinstance(state, Mapping):

@@ -117,8 +117,7 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
 
 
 def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` (as written: raw bits for ml_dtypes, key data for keys) in the template's
-    dtype, as a leaf of its kind (`as_template`, which `from_state_dict` shares)."""
+    """`stored` (raw bits for ml_dtypes, key data for keys) as a leaf of the template's kind."""
     if not is_key(template) and type(template) not in PYTHON_SCALARS:
         dtype = np.dtype(template.dtype)
         same = stored.dtype.kind == dtype.kind
@@ -132,9 +131,8 @@ def _name(t: Any) -> str:
 
 
 def encode_static(value: Any) -> Any:
-    """`value` as JSON load() compares, the same in every process: sets and dicts sorted (a repr
-    follows PYTHONHASHSEED), functions, classes and enum members by name, else a repr without
-    addresses."""
+    """`value` as JSON, the same in every process: sets and dicts sorted (a repr follows
+    PYTHONHASHSEED), functions, classes and enum members by name, else a repr sans addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:

@@ -64,8 +64,8 @@ def write_atomic(path: str, write_to: Callable[[IO[bytes]], None]) -> None:
 
 
 def _temporary(directory: str, base: str) -> str:
-    """`.{base}.{host}.{pid}.{random}.tmp`, once those of killed processes (SIGKILL) are
-    removed; POSIX only: on Windows, `os.kill(pid, 0)` would end the process."""
+    """`.{base}.{host}.{pid}.{random}.tmp`, once those of killed processes are removed (POSIX
+    only: on Windows, `os.kill(pid, 0)` would end the process)."""
     prefix = f".{base}.{zlib.crc32(socket.gethostname().encode()):08x}."
     for name in os.listdir(directory) if os.name == "posix" else ():
         pid = name.removeprefix(prefix).partition(".")[0]
@@ -82,8 +82,7 @@ _HEADER = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it
 
 
 class _Capped:
-    """A member that gives at most `left` bytes, plus one (for zipfile's CRC-32 check at
-    the end): zipfile inflates as much as it is asked for."""
+    """A member giving at most `left` bytes, plus one: zipfile inflates all it is asked for."""
 
     def __init__(self, fp: IO[bytes], left: int) -> None:
         self.fp, self.left = fp, left + 1
@@ -130,8 +129,7 @@ class Reader:
         return cast("dict[str, Any]", tree)
 
     def read(self, member: str, expect: _Expect, where: str, crc: int | None = None) -> _Array:
-        """The member's array; with `expect`, of that dtype (in native byte order) and shape,
-        checked before the data is read; with `crc`, bytes zipfile checks against it."""
+        """The member's array; `expect`ed dtype and shape checked before reading, `crc` by zipfile."""
         name = member + ".npy"
         try:
             info = self.zf.getinfo(name)
@@ -139,9 +137,8 @@ class Reader:
             self.fail(f"{where}: the file has no member {name!r}")
         if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
-        # At most the bytes this member may hold, whatever its header claims (a zip bomb is
-        # refused there); the manifest, stored uncompressed, within the file's size.
-        bound = self.size + 2**20
+        # At most the bytes this member may hold, whatever its header claims (a zip bomb).
+        bound = self.size + 2**20  # the manifest, stored uncompressed
         if expect is not None:
             bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
         try:
@@ -182,8 +179,8 @@ def _fspath(path: object, fn: str) -> str:
 def save(path: str | os.PathLike[str], obj: Any) -> None:
     """Writes `obj`'s dynamic leaves, structure and static values to a `.npz` file.
 
-    Arrays are members named by their state-dict paths (`layers.0.w`). The file is written
-    under a temporary name, then renamed over `path`: it never holds half a checkpoint.
+    Arrays are members named by their state-dict paths (`layers.0.w`). The file is renamed
+    over `path` once written: it never holds half a checkpoint.
 
     **Arguments**
 
@@ -196,9 +193,9 @@ def save(path: str | os.PathLike[str], obj: Any) -> None:
 
     **Raises**
 
-    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold (a
-    string, a tracer), or for a non-container `obj`; `ValueError` if two leaves would share
-    a name; `CheckpointError` for an array spread over processes. `OSError` from the disk.
+    Before writing: `TypeError` naming the field for a leaf a checkpoint cannot hold, or for
+    a non-container `obj`; `ValueError` if two leaves would share a name; `CheckpointError`
+    for an array spread over processes. `OSError` from the disk.
 
     **Example**
 

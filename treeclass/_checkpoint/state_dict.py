@@ -94,8 +94,7 @@ def fits(value: Any, dtype: Any) -> bool:
 
 
 def key_impl(template: Any) -> Any:
-    """The PRNG implementation of a typed key template, a `jax.ShapeDtypeStruct` too
-    (which `jax.random.key_impl` does not take: it is read while tracing one)."""
+    """The PRNG implementation of a typed key template, read by tracing a `ShapeDtypeStruct`."""
     if not isinstance(template, jax.ShapeDtypeStruct):
         return jax.random.key_impl(template)
     found: list[Any] = []
@@ -104,10 +103,8 @@ def key_impl(template: Any) -> Any:
 
 
 def as_template(template: Any, value: Any) -> Any:
-    """`value`, checked against the template leaf, as a leaf of the template's kind: a
-    Python number, a numpy array or scalar, or a `jax.Array` with the template's weak type
-    and, where it was placed explicitly (committed), its sharding. The one conversion of
-    `from_state_dict` and `load`; a value already of that kind is returned as it is."""
+    """`value` as a leaf of the template's kind (a `jax.Array` with its weak type and committed
+    sharding); the one conversion of `from_state_dict` and `load`."""
     if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
         return value
     if type(template) in PYTHON_SCALARS:
@@ -169,7 +166,7 @@ ShapeDtype = tuple[tuple[int, ...], str]  # an array leaf's shape and dtype name
 
 
 class Source:
-    """The saved side of `restore()`: a state dict (`FileSource`: a file)."""
+    """The saved side of `restore()`: a state dict."""
 
     name = "state dict"
 
@@ -192,8 +189,7 @@ class Source:
                 f"a typed PRNG key ({d})" if d.startswith("key<") else f"a {d} array"
                 for d in (saved[1], template[1])
             )
-            msg = _MSG_KEYS.format(saved=were, template=are, source=self.name)
-            raise self.error(path, msg)
+            raise self.error(path, _MSG_KEYS.format(saved=were, template=are, source=self.name))
         for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
             if theirs != ours:
                 msg = f"{what} {theirs} in the {self.name}, {ours} in the template"
@@ -201,7 +197,7 @@ class Source:
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if type(saved) in (list, tuple):
-            # What orbax restores without a target: sequences as lists, not {"0": ...}.
+            # orbax restores sequences as lists without a target
             return {str(i): item for i, item in enumerate(saved)}
         if not isinstance(saved, Mapping):
             raise self.mismatch(path, template, saved)
@@ -212,10 +208,8 @@ class Source:
         if not fits(value, template.dtype):
             kind, dtype = type(value).__name__, dtype_str(template.dtype)
             become = "wrap around" if kind == "int" else "become inf"
-            msg = _MSG_FITS.format(
-                kind=kind, value=value, source=self.name, dtype=dtype, become=become
-            )
-            raise self.error(path, msg)
+            what = dict(kind=kind, value=value, source=self.name, dtype=dtype, become=become)
+            raise self.error(path, _MSG_FITS.format(**what))
         return value
 
     def leaf(self, template: Any, saved: Any, path: KeyPath) -> Any:
@@ -271,8 +265,8 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
 def to_state_dict(obj: Any) -> dict[str, Any]:
     """Returns the state of `obj`: nested dicts of its dynamic leaves, as they are.
 
-    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ...}`, a dict `{str(key):
-    ...}` (as in `flax.serialization`), `None` stays `None`; statics are left out.
+    A treeclass becomes `{field: ...}`, a list or tuple `{"0": ...}`, a dict `{str(key): ...}`
+    (as in `flax.serialization`), `None` stays `None`; statics are left out.
 
     **Arguments**
 
@@ -284,8 +278,8 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
 
     **Raises**
 
-    `TypeError` if `obj` is a leaf, `None` or a class; `ValueError` if two keys of a
-    dict have the same `str()` (`1` and `"1"`).
+    `TypeError` if `obj` is a leaf, `None` or a class; `ValueError` if two keys of a dict
+    have the same `str()` (`1` and `"1"`).
 
     **Example**
 
@@ -323,8 +317,8 @@ def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:
 
     **Raises**
 
-    `CheckpointError` naming the field path for any mismatch; `TypeError` if
-    `template` is not a container or `state` not a mapping.
+    `CheckpointError` naming the field path for any mismatch; `TypeError` if `template` is
+    not a container or `state` not a mapping.
 
     **Example**
 

@@ -1,9 +1,6 @@
-"""Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read
-(on every call: a path may depend on a closure); `follow(obj, path, root)` reads it through the
-nodes JAX flattens, giving each step's parent, kind and key. A node of another library (an
-equinox Module, a flax.struct) is entered through the key paths JAX flattens it with and is
-rebuilt by its own unflatten; what JAX takes for a leaf (a dict subclass), or flattens
-without key paths, is replaced whole: a rebuilt copy might not keep its type."""
+"""Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read;
+`follow(obj, path, root)` reads it through the nodes JAX flattens (another library's through its
+key paths), giving each step's parent, kind and key. See docs/how-it-works.md."""
 
 from __future__ import annotations
 
@@ -73,8 +70,7 @@ def show(root: str, path: Path) -> str:
 
 
 class _Read:
-    """The node at `_tc_path`; `_tc_last` holds the recording's latest path. Anything but
-    a read raises TypeError (`==`, `bool()`, `hash()`, iteration, `__array__` are None)."""
+    """The node at `_tc_path`; `_tc_last` holds the recording's latest path; all but reads raise."""
 
     __slots__ = ("_tc_last", "_tc_path")
     _tc_last: list[Path]
@@ -82,10 +78,8 @@ class _Read:
     __eq__ = __bool__ = __iter__ = __array__ = __hash__ = None  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
 
     def __getattr__(self, name: str) -> _Read:
-        # Runs after the normal lookup fails, most of a read's cost on Python 3.11: so
-        # the first read of a name makes it a property, which later reads find. Up to
-        # _PROPERTIES names: a program reads a few dozen field names, and a typo or a
-        # generated name past the limit costs a slower read, never memory without end.
+        # The failed normal lookup is most of a read's cost on 3.11: the first read of a name
+        # makes it a property (up to _PROPERTIES names, so memory stays bounded).
         if name[:2] == "__" == name[-2:] or name[:4] == "_tc_":  # `__array_interface__`
             raise AttributeError(name, name=name, obj=self)  # and other probes, our slots
         if len(_INSTALLED) < _PROPERTIES:
@@ -119,8 +113,7 @@ def record(
     replacing: bool = True,
     last: list[Path] | None = None,
 ) -> Path | list[Path]:
-    """The path `where` reads, or a list of paths when it returns a tuple or list of nodes.
-    `replacing`: errors advise replace_at's `fn=`; `last` (`[()]`) receives the latest path read."""
+    """The path(s) `where` reads; `replacing`: errors advise `fn=`; `last` gets the latest read."""
     if not callable(where):  # `replace_at(m, "w", ...)`: not "did more than read"
         did = f"is {describe(where, shape=False)}, not a function"
         raise TypeError(_MSG_RETURN.format(did=did))
@@ -148,9 +141,7 @@ def record(
     return [s._tc_path for s in selected]
 
 
-class _NoNode(Exception):  # noqa: N818 - internal: carries the reason up to follow()
-    """Raised where a step has no node; `reason(at)` words it given the parent's path."""
-
+class _NoNode(Exception):  # noqa: N818 - a step has no node; `reason(at)` words it for follow()
     def __init__(self, error: type[Exception], reason: Callable[[str], str]) -> None:
         self.error, self.reason = error, reason
 
@@ -175,8 +166,7 @@ def _index(node: Any, key: Any) -> int:
 
 
 def _other(node: Any, key: Any, item: bool, fix: tuple[str, str]) -> tuple[int, Any, Any]:
-    """`(kind, key as stored, child)` for a NamedTuple or a node JAX flattens with key paths,
-    else `_NoNode`; asks only the node's type and JAX's flatten."""
+    """`(kind, key as stored, child)` for a NamedTuple or a node JAX flattens with key paths."""
     cls = type(node)
     fields = getattr(cls, "_fields", None) if issubclass(cls, tuple) else None
     if fields is not None:  # a NamedTuple, as JAX tells one: `nt[0]` and `nt.a` are one node
@@ -197,21 +187,13 @@ def _other(node: Any, key: Any, item: bool, fix: tuple[str, str]) -> tuple[int, 
     if pairs is None:  # a leaf to JAX
         rest = _MSG_NOT_ENTERED.format(what=what, did=did, fix=fix[array])
         raise _NoNode(TypeError, lambda at: f"{at} {rest}")
-    return (FOREIGN, *_child(node, pairs, key, item, fix))
-
-
-def _child(
-    node: Any, pairs: list[tuple[Any, Any]], key: Any, item: bool, fix: tuple[str, str]
-) -> tuple[Any, Any]:
-    """The key entry and child of a node of another library that `key` reads."""
-    for entry, child in pairs:
-        if item and entry == (SequenceKey(key) if type(key) is int else DictKey(key)):
-            return entry, child
-        if not item and entry == GetAttrKey(key):
-            return entry, child
+    want = (SequenceKey(key) if type(key) is int else DictKey(key)) if item else GetAttrKey(key)
+    for entry, child in pairs:  # another library's node
+        if entry == want:
+            return FOREIGN, entry, child
     names = [e.name for e, _ in pairs if type(e) is GetAttrKey]
     if len(names) < len(pairs) and not any(type(e) in (SequenceKey, DictKey) for e, _ in pairs):
-        rest = _MSG_NO_KEYS.format(what=describe(node, shape=False), fix=fix[0])
+        rest = _MSG_NO_KEYS.format(what=what, fix=fix[0])
         raise _NoNode(TypeError, lambda at: f"{at} {rest}")
     if item:
         keys = ", ".join(jax.tree_util.keystr((e,)) for e, _ in pairs) or "none"
@@ -223,8 +205,7 @@ def _child(
 def follow(
     obj: Any, path: Path, root: str, fix: tuple[str, str] = FIX_REPLACE
 ) -> tuple[list[Parent], Any]:
-    """Each step's `(parent, kind, key as stored)` and the end node; raises where one has none
-    (`fix`: what the caller can do with a node `where` cannot enter)."""
+    """Each step's `(parent, kind, key as stored)` and the end node; `fix` words the way out."""
     parents: list[Parent] = []
     node, depth = obj, 0
     try:
@@ -232,19 +213,17 @@ def follow(
             cls = type(node)
             layout = None if item else cls.__dict__.get(LAYOUT)  # layout_of(), inline
             kind = _KINDS.get(cls) if item else TREECLASS if layout is not None else None
-            stored: Any = key
+            parent, stored = node, key
             if kind is None or (kind == DICT and key not in node):
-                kind, stored, child = _other(node, key, item, fix)
-                parents.append((node, kind, stored))
-                node = child
-                continue
-            if layout is not None:
+                kind, stored, node = _other(node, key, item, fix)
+            elif layout is not None:
                 if key not in layout.names:
                     _no_field(node, key, layout.names)
-            elif kind != DICT:
-                stored = _index(node, key)
-            parents.append((node, kind, stored))
-            node = getattr(node, stored) if kind == TREECLASS else node[stored]
+                node = getattr(node, key)
+            else:
+                stored = key if kind == DICT else _index(node, key)
+                node = node[stored]
+            parents.append((parent, kind, stored))
     except _NoNode as bad:
         at = show(root, path[:depth])
         msg = f"{show(root, path[: depth + 1])}: {bad.reason(at).replace('{at}', at)}"

@@ -20,25 +20,21 @@ of the treeclasses in this tree: {fields}."""
 
 
 def replace_all(tree: _T, /, **changes: Any) -> _T:
-    """Returns a copy of `tree` in which every treeclass that has a field of a given name
-    holds the given value there.
+    """Returns a copy of `tree` in which every treeclass with a field of a given name holds it.
 
     **Arguments**
 
-    - `tree`: a treeclass instance, or any pytree holding them (in tuples, lists, dicts,
-      NamedTuples or other libraries' nodes), at any depth.
+    - `tree`: a treeclass instance, or any pytree holding them, at any depth.
     - `**changes`: field names and their new values.
 
     **Returns**
 
     An object of `tree`'s type: each treeclass with one of the fields rebuilt once with
-    `replace()` (converters, checks and `__post_init__` run), each node above it rebuilt
-    with its own type, everything else shared with `tree`.
+    `replace()`, each node above it rebuilt with its own type, the rest shared with `tree`.
 
     **Raises**
 
-    `TypeError` naming each given field that no treeclass in `tree` has; whatever
-    `replace()` raises.
+    `TypeError` naming each field no treeclass in `tree` has; whatever `replace()` raises.
 
     **Example**
 

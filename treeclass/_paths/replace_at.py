@@ -1,9 +1,6 @@
 """`replace_at()`: `record` reads `where` into path(s), `follow` reads them from the object,
-and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes.
-
-Why not equinox's `tree_at` (runs `where` on a copy with sentinel leaves, found by identity):
-it runs `where` on the real tree, reaches no static fields, rebuilds by unflatten (no check
-runs) and maps the whole tree for one change. Cost: benchmarks/RESULTS.md, "whole_models"."""
+and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes (not
+`eqx.tree_at`'s way: it reaches no static fields, runs no checks, maps the whole tree)."""
 
 from __future__ import annotations
 
@@ -48,8 +45,7 @@ def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
 
 
 def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
-    """The node at `depth` on `ends`' paths with the new nodes in, each parent rebuilt once
-    with all its changes (a `__post_init__` checking two fields sees both new ones)."""
+    """The node at `depth` on `ends`' paths, each parent rebuilt once with all its changes."""
     parents, _, new = ends[0]
     if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
         for parent, kind, key in reversed(parents[depth:]):
@@ -84,25 +80,21 @@ def replace_at(
     **Arguments**
 
     - `obj`: a treeclass instance (or a tuple, list, dict or NamedTuple holding them).
-    - `where`: reads the node(s) to replace from a stand-in for `obj`, through fields (static
-      ones too), entries of tuples, lists, dicts and NamedTuples, and the children of any
-      node JAX flattens with key paths (an equinox Module, a flax.struct):
-      `lambda m: m.layers[1].w`, or a tuple of such reads.
+    - `where`: reads the node(s) to replace through fields (static too), container entries and
+      children JAX flattens with key paths: `lambda m: m.layers[1].w`, or a tuple of reads.
     - `value`: the new node; a tuple of them, one per node, when `where` returns a tuple.
     - `fn`: instead of `value`, called on each selected node, returning its replacement.
 
     **Returns**
 
-    An object of `obj`'s type: each treeclass on the path rebuilt once with `replace()`
-    (converters, checks and `__post_init__` run), each container copied with its own type,
-    each other library's node rebuilt by JAX's unflatten, every other node shared with `obj`.
+    An object of `obj`'s type: each treeclass on the path rebuilt once with `replace()`, each
+    other node on it copied with its own type, every other node shared with `obj`.
 
     **Raises**
 
-    `AttributeError`, `IndexError` or `KeyError` for a read `obj` has no node for; `TypeError`
-    when `where` does more than read, or reads into a node JAX does not flatten, each naming
-    the path; `ValueError` for a `value` not matching the nodes selected, or nodes selected
-    twice; whatever `replace()` raises.
+    `AttributeError`, `IndexError`, `KeyError` for a read with no node; `TypeError` when `where`
+    does more than read or reads into a leaf; `ValueError` for a `value` not matching the nodes
+    selected, or nodes selected twice; whatever `replace()` raises.
 
     **Example**
 

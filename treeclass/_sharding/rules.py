@@ -75,7 +75,7 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
 
 
 def _rule(pair: object) -> tuple[str, MeshAxes] | None:
-    """One `(logical, mesh_axes)` pair normalised (list -> tuple, `()` -> None); None if malformed."""
+    """One `(logical, mesh_axes)` pair normalised; None if malformed."""
     if not isinstance(pair, tuple | list) or len(pair) != len(("logical", "mesh_axes")):
         return None
     name, target = cast("Sequence[object]", pair)
@@ -107,7 +107,6 @@ class AxisMap:
         self, leaf: object, axes: tuple[str | None, ...], owner: str, where: str
     ) -> PartitionSpec:
         """The spec of one leaf of the field `owner` (`Class.field`); `where` is its path."""
-        # An array's or a jax.ShapeDtypeStruct's shape (jax.eval_shape(init)); () for a number.
         shape = () if isinstance(leaf, PYTHON_SCALARS) else getattr(leaf, "shape", None)
         if not isinstance(shape, tuple):
             kind, shown = type(leaf).__name__, short_repr(leaf)
@@ -120,11 +119,8 @@ class AxisMap:
             )
             raise ValueError(msg)
         entries: list[MeshAxes] = []
-        # flax's rules are a priority list: a rule whose mesh axis is taken is skipped
-        # and a later rule for the same name is tried, so with
-        #     rules = [("embed", "model"), ("mlp", "model"), ("mlp", "data")]
-        # `mlp` lands on "model" or "data" depending on which other names the array
-        # has. Here a name has one mesh axis, and a clash is an error naming the field.
+        # flax skips a rule whose mesh axis is taken, so a name's axis depends on the array's
+        # other names; here a name has one mesh axis, and a clash is an error naming the field.
         used: dict[str, str] = {}  # mesh axis -> the logical name that took it
         for dim, name in enumerate(axes):
             target = None if name is None else self.lookup(name, where)
@@ -153,26 +149,24 @@ class AxisMap:
             # No rules: a name is its own mesh axis, where the mesh has one.
             if self.sizes is None or name in self.sizes:
                 return name
-            known = list(self.sizes)
+            known, listed = list(self.sizes), "The mesh axes are"
             why = "is not a mesh axis (rules=None maps each name to the mesh axis of that name)"
-            known_msg = f"The mesh axes are {known}"
         elif name in self.table:
             target = self.table[name]
             for mesh_axis in mesh_axis_names(target):
                 if self.sizes is not None and mesh_axis not in self.sizes:
-                    axes = list(self.sizes)
                     msg = _MSG_UNKNOWN_MESH_AXIS.format(
-                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=axes
+                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
                     )
                     raise ValueError(msg)
             return target
         else:
-            known = list(self.table)
+            known, listed = list(self.table), "The rules map"
             why = "is not mapped by the rules"
-            known_msg = f"The rules map {known}"
         if self.strict:
             close = closest(name, known)
             hint = f" Did you mean {close!r}?" if close else ""
+            known_msg = f"{listed} {known}"
             msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
             raise ValueError(msg)
         return None

@@ -26,16 +26,14 @@ _MSG_AXES_ON_TREECLASS: Final = (
 def _spec_leaves(
     obj: object, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None
 ) -> tuple[Any, list[PartitionSpec]]:
-    """`obj`'s treedef and its leaves' specs. Not `jax.tree.map(spec, obj)`: a leaf does not
-    know the field whose axes apply; `walk()` gives it its innermost treeclass field."""
+    """`obj`'s treedef and its leaves' specs; `walk()` gives each leaf its innermost field."""
     axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
     root = type(obj).__name__
     specs: list[PartitionSpec] = []
     for v in walk(obj):
         layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
-        axes: Axes = (
-            None if layout is None else layout.fields[layout.names.index(v.name)].metadata.get(AXES)
-        )
+        field = None if layout is None else layout.fields[layout.names.index(v.name)]
+        axes: Axes = None if field is None else field.metadata.get(AXES)
         if axes is None:
             if v.kind == "leaf":
                 specs.append(partition_spec())
@@ -57,22 +55,20 @@ def partition_specs(
 ) -> Any:
     """Returns `obj`'s `PartitionSpec`s (for `jax.shard_map`): each field's axes through `rules`.
 
-    Unmapped names, `None` axes, fields without axes and non-array leaves are replicated,
-    as in flax. A field holding a subtree gives each array in it the same spec.
+    Unmapped names, `None` axes, fields without axes and non-array leaves are replicated, as
+    in flax. A field holding a subtree gives each array in it the same spec.
 
     **Arguments**
 
     - `obj`: any pytree holding treeclasses; `jax.ShapeDtypeStruct` leaves work.
-    - `rules`: `{logical: mesh_axis}` or `(logical, mesh_axis)` pairs (the first pair for
-      a name wins); `mesh_axis` is a name, a tuple of names (split over their product)
-      or None (replicate). `None` maps each name to the mesh axis of the same name.
+    - `rules`: `{logical: mesh_axis}` or `(logical, mesh_axis)` pairs (the first wins); a
+      mesh axis name, a tuple of them, or None (replicate). `None`: each name is a mesh axis.
     - `strict`: raise on a logical name the rules do not map (a typo such as `"btach"`).
     - `mesh`: if given, mesh axes are checked to exist and to divide their dimensions.
 
     **Returns**
 
-    A pytree with `obj`'s treedef of `PartitionSpec`s: `axes=("batch", None)` gives
-    `P("batch", None)`; trailing dimensions are unsplit.
+    A pytree with `obj`'s treedef of `PartitionSpec`s; trailing dimensions are unsplit.
 
     **Raises**
 
@@ -110,8 +106,8 @@ def shardings(
 
     - `obj`: any pytree holding treeclasses; `jax.ShapeDtypeStruct` leaves work.
     - `mesh`: a `jax.sharding.Mesh` (or `AbstractMesh`).
-    - `rules`, `strict`: as in `partition_specs()`; with `rules=None`, names the mesh
-      lacks are replicated.
+    - `rules`, `strict`: as in `partition_specs()`; with `rules=None`, names the mesh lacks
+      are replicated.
 
     **Returns**
 
