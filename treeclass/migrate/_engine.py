@@ -167,12 +167,17 @@ class _Run:
                 continue
             base_file, base = resolved
             decided = self.decide(base_file, base, form)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            if base.registers_subclasses is not None:  # `__init_subclass__` registers it, or an eqx.Module
+                found.registers_subclasses = found.registers_subclasses or base.registers_subclasses
+                if found.family is None:
+                    _find.unhandled(found, found.registers_subclasses)
             if isinstance(decided, Plan):
                 ctx.base_plans[i] = (base, decided)
                 if found.family is None and base.family == "flax.struct":
                     found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
-                reasons.append(_messages.BASE_REFUSED.format(base=base.name))
+                if found.indirect is None:  # a class the tool does not rewrite says so alone
+                    reasons.append(_messages.BASE_REFUSED.format(base=base.name))
                 ctx.refused_bases[i] = base
             elif stateless(self.program, base_file, base):
                 ctx.mixins.add(i)
@@ -328,6 +333,8 @@ def _wrapped(files: list[File]) -> None:
                 wrapped = program.function(file, qualified, wrappers)
                 if isinstance(wrapped, str):  # a wrapper the tool cannot read
                     found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
+                elif wrapped is _find.FLAX_COPY:  # a vendored flax.struct.dataclass
+                    found.family, found.decorator = "flax.struct", i
                 elif wrapped is not None:
                     found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
 

@@ -80,13 +80,33 @@ class Facts:
     assigned: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     # (class name, attribute) -> sites of `self.attr = ...` in a method other than __init__
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-    tuple_api: list[Event] = dataclasses.field(default_factory=list)
+    known_tuple_api: list[Event] = dataclasses.field(default_factory=list)
+    # `x._replace(k=...)` on an x of unknown type: the keywords given, and where. It
+    # counts against the NamedTuples of the run that have every one of those fields
+    # (for any other, the call raises): `tuple_api`.
+    untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
+    namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
+    _tuple_api: tuple[tuple[int, int, int], list[Event]] = ((-1, -1, -1), [])
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
     # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+
+
+    @property
+    def tuple_api(self) -> list[Event]:
+        """Every use of a NamedTuple's tuple API: on an instance of a class (its name), or
+        of unknown type (None); an untyped `_replace(k=...)` counts against the
+        NamedTuples that have the fields it names, or against none."""
+        key = (len(self.known_tuple_api), len(self.untyped_replace), len(self.namedtuple_fields))
+        if self._tuple_api[0] != key:  # read once per class: computed once per run
+            narrowed = [
+                Event(cls, site) for keywords, site in self.untyped_replace for cls, fields in self.namedtuple_fields.items() if keywords <= fields
+            ]
+            self._tuple_api = (key, [*self.known_tuple_api, *narrowed])
+        return self._tuple_api[1]
 
 
 class _Scanner(Typing, ast.NodeVisitor):
@@ -105,6 +125,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
         self.returns: dict[str, str] = {}  # set by scan()
+        self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -242,6 +263,8 @@ class _Scanner(Typing, ast.NodeVisitor):
         self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
+        if isinstance(func, ast.Attribute) and func.attr == "_replace":
+            self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
         if qualified in _TUPLE_CALLS and len(node.args) >= 1:
             self._tuple_use(node.args[0], node)
@@ -280,11 +303,19 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _TUPLE_API:
+        if node.attr in _TUPLE_API and id(node) not in self.replace_calls:
             owner = self._receiver(node.value)
             if owner != OTHER:
-                self.facts.tuple_api.append(Event(owner, self.site(node)))
+                self.facts.known_tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
+
+    def _replace_call(self, func: ast.Attribute, node: ast.Call) -> None:
+        """`x._replace(a=..., b=...)` with x of unknown type: it can only be an instance
+        of a NamedTuple with fields a and b (for any other, `_replace` raises)."""
+        keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
+        if keywords and self._receiver(func.value) is None:
+            self.replace_calls.add(id(func))
+            self.facts.untyped_replace.append((keywords, self.site(func)))
 
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -301,6 +332,10 @@ class _Scanner(Typing, ast.NodeVisitor):
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`, whose functions annotated to return a class
     of the run are `returns`: _types.returns) does to `facts`."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and any(_names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases):
+            declared = {s.target.id for s in stmt.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            facts.namedtuple_fields[stmt.name] = facts.namedtuple_fields.get(stmt.name, set()) | declared
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)
