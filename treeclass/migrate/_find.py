@@ -125,7 +125,7 @@ def _registers_subclasses(node: ast.ClassDef, names: dict[str, str], copies: set
     base; None if it does not."""
     for stmt in node.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init_subclass__" and _registers_parameter(stmt, names, copies):
-            return f"registered by `{node.name}.__init_subclass__` (line {stmt.lineno})"
+            return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
     kinds = [_UNHANDLED_BASES[b] for b in map(str, [_names.dotted(b, names) for b in node.bases]) if b in _UNHANDLED_BASES]
     return kinds[0] if kinds else None
 
