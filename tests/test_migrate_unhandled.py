@@ -330,3 +330,22 @@ def test_pytree_classes_the_tool_does_not_rewrite_are_reported(root: Path):
     out, err = io.StringIO(), io.StringIO()
     assert main(["--check", str(root / "after/pkg")], out=out, err=err) == 0
     assert out.getvalue().splitlines()[-1] == "converted 0, refused 4"
+
+
+def test_an_unpacked_call_of_unknown_type_refuses_the_namedtuples_of_that_length(root: Path):
+    """jaxopt 0.8.5, jaxopt/_src/zoom_linesearch.py:770: `new_stepsize, new_state =
+    cond(...)` unpacks a LineSearchStep that lax.cond's branches return."""
+    files = dict(JAXOPT)
+    files["pkg/zoom.py"] = """\
+        from jax import lax
+
+        from pkg.linesearch import OptStep
+
+
+        def update(params):
+            stepsize, state = lax.cond(True, lambda p: OptStep(p, p), lambda p: OptStep(p, p), params)
+            return stepsize + state
+        """
+    reports = migrate_package(root, files, "--namedtuples")
+    assert reports["OptStep"]["status"] == "refused"
+    assert "code uses an instance as a tuple (`stepsize, state = lax.cond(" in reports["OptStep"]["reason"]

@@ -87,7 +87,11 @@ class Facts:
     untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
     namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
     _tuple_api: tuple[tuple[int, int, int], list[Event]] = ((-1, -1, -1), [])
-    tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
+    _tuple_use: tuple[tuple[int, int, int], dict[str, list[Site]]] = ((-1, -1, -1), {})
+    known_tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
+    # `a, b = f(...)` with f's result of unknown type: the number of names, and where. It
+    # counts against the NamedTuples of the run with that many fields (`tuple_use`).
+    untyped_unpack: list[tuple[int, Site]] = dataclasses.field(default_factory=list)
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
@@ -107,6 +111,24 @@ class Facts:
             ]
             self._tuple_api = (key, [*self.known_tuple_api, *narrowed])
         return self._tuple_api[1]
+
+
+    @property
+    def tuple_use(self) -> dict[str, list[Site]]:
+        """Class -> the sites that use an instance as a tuple; an unpacking of a call of
+        unknown type counts against the NamedTuples with as many fields as it has names
+        (`lax.cond(p, f, g)` returning one: jaxopt's line searches)."""
+        key = (sum(map(len, self.known_tuple_use.values())), len(self.untyped_unpack), len(self.namedtuple_fields))
+        if self._tuple_use[0] != key:  # read per class: computed once per run
+            out: dict[str, list[Site]] = defaultdict(list, {k: list(v) for k, v in self.known_tuple_use.items()})
+            by_count: dict[int, list[str]] = defaultdict(list)
+            for cls, fields in self.namedtuple_fields.items():
+                by_count[len(fields)].append(cls)
+            for count, site in self.untyped_unpack:
+                for cls in by_count.get(count, []):
+                    out[cls].append(site)
+            self._tuple_use = (key, out)
+        return self._tuple_use[1]
 
 
 class _Scanner(Typing, ast.NodeVisitor):
@@ -198,6 +220,9 @@ class _Scanner(Typing, ast.NodeVisitor):
             self._target(target, node)
             if isinstance(target, ast.Tuple | ast.List):
                 self._tuple_use(node.value, node)
+                starred = any(isinstance(e, ast.Starred) for e in target.elts)
+                if isinstance(node.value, ast.Call) and not starred and self._value_type(node.value) is None:
+                    self.facts.untyped_unpack.append((len(target.elts), self.site(node)))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -226,7 +251,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         # `ExperiencePair[T]` subscripts the class itself (a generic alias), not an instance.
         owner = self._receiver(value) if isinstance(value, ast.Name) and not self._is_class(value) else None
         if owner:
-            self.facts.tuple_use[owner].append(self.site(node))
+            self.facts.known_tuple_use[owner].append(self.site(node))
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):

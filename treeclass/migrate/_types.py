@@ -2,17 +2,13 @@
 class of the run (its name), something else (`OTHER`: a module, `jax.config`, an object
 another library built, a literal), or unknown (None).
 
-A name is typed per scope: `self` in a class's methods, a parameter or variable
-annotated as a class (`Optional[X]`, `X | None`, strings, and unions whose one member
-left without None and array types is X), one constructed from it (`X(...)`,
-`X.create(...)`, `step(...)` with `def step(...) -> X` in the module), a copy of a
-typed name (`b = a`, `b = a._replace(...)`), one narrowed by a guard (`isinstance(v,
-X)`, `type(v) is self.__class__`); an attribute by its class's annotation (`const.geom`
-with `geom: Geometry` declared in `const`'s class) or by what its methods store. A name
-bound twice to different types is unknown, unless annotated: its declared type holds.
-A subscript of the class itself (`Pair[T]`) names the class, not an instance. What a
-function of another library returns is `OTHER`; a function of the run's own packages,
-imported by its absolute name, is not another library.
+A name is typed per scope: `self` in methods; a parameter or variable annotated as a
+class (Optional, unions less None and array types, strings); one built by `X(...)`,
+`X.create(...)`, `step(...)` / `obj.m()` annotated `-> X`; a copy (`b = a._replace(...)`);
+a guard (`isinstance(v, X)`); a loop over another library's call (OTHER); an attribute by
+its class's annotation or what its methods store. A name bound twice to different types
+is unknown unless annotated. `Pair[T]` names the class. What another library's function
+returns is OTHER (the run's own packages, imported absolutely, are not another library).
 """
 
 from __future__ import annotations
@@ -111,12 +107,9 @@ class Typing:
         return None
 
     def _foreign_call(self, node: ast.expr) -> bool:
-        """A call of another library's function given only constants (`pygame.event.get()`):
-        what it yields is that library's, since it was given none of the caller's objects
-        (`itertools.chain(states, more)` or `list(states)` yield the caller's)."""
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER):
-            return False
-        return all(isinstance(a, ast.Constant) for a in [*node.args, *(k.value for k in node.keywords)])
+        """Another library's function given only constants (`pygame.event.get()`)."""
+        foreign = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER
+        return foreign and all(isinstance(a, ast.Constant) for a in [*node.args, *(k.value for k in node.keywords)])
 
     def _receiver(self, node: ast.expr) -> str | None:
         """The class `node` is an instance of: a name, OTHER or None (unknown)."""
@@ -267,8 +260,6 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
         returned = annotation_name(stmt.returns, names) if stmt.returns is not None else None
         if returned in classes and all(_keeps_type(d, names) or _names.dotted(d, names) in _METHOD_KINDS for d in stmt.decorator_list):
             out[(node.name, f"{stmt.name}()")] = returned  # `def as_rpy(self) -> RollPitchYaw`: what a call returns
-            if any(_names.dotted(d, names) in ("property", "functools.cached_property") for d in stmt.decorator_list):
-                out.setdefault((node.name, stmt.name), returned)  # `obj.rpy` read through a property
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
         module_returns = returns
         if returns:  # not shadowed in the method
