@@ -116,6 +116,24 @@ print("PermutationInvariantPolicy", digest(actions), digest(p_state))
 """
 )
 
+_JAXOPT_PROBE = (
+    _DIGEST
+    + """
+import jax.numpy as jnp
+import jaxopt
+
+def fun(w):
+    return jnp.sum((w - jnp.arange(3.0)) ** 2) + 0.1 * jnp.sum(w**4)
+
+for solver in (jaxopt.LBFGS(fun, maxiter=20), jaxopt.BFGS(fun, maxiter=20), jaxopt.GradientDescent(fun, maxiter=20),
+               jaxopt.NonlinearCG(fun, maxiter=20), jaxopt.ScipyMinimize(fun=fun, maxiter=20)):
+    params, state = solver.run(jnp.zeros(3))
+    print(type(solver).__name__, digest(params), digest(state))
+ls = jaxopt.BacktrackingLineSearch(fun=fun, maxiter=10)
+print("BacktrackingLineSearch", digest(ls.run(init_stepsize=1.0, params=jnp.zeros(3))))
+"""
+)
+
 PACKAGES: tuple[Package, ...] = (
     Package(
         "flashbax",
@@ -191,6 +209,45 @@ PACKAGES: tuple[Package, ...] = (
     Package("flax", "0.12.8", "flax", (), note="for size: the sdist ships no tests"),
     Package(
         "jax", "0.10.2", "jax", (), note="for size (305k lines): its tests are not in the sdist"
+    ),
+    Package(
+        "jaxopt",
+        "0.8.5",
+        "jaxopt",
+        (),
+        note="the sdist ships no tests: a probe runs LBFGS, BFGS, GradientDescent, NonlinearCG, ScipyMinimize and the backtracking line search, leaves digested",
+        probe=_JAXOPT_PROBE,
+    ),
+    Package(
+        "jaxlie",
+        "1.5.0",
+        "jaxlie",
+        ("jax_dataclasses",),
+        ("-o", "pythonpath=tests", "tests/test_operations.py", "tests/test_serialization.py", "tests/test_broadcast.py"),
+        note="three test files of the sdist (operations, serialization, broadcasting: every group built, composed, flattened; the autodiff, manifold and example tests left out for time)",
+    ),
+    Package(
+        "numpyro",
+        "0.22.0",
+        "numpyro",
+        ("multipledispatch", "tqdm"),
+        ("test/test_util.py", "test/test_optimizers.py", "test/test_pickle.py"),
+        note="test_util, test_optimizers and test_pickle (its Distribution, Constraint and Transform subclasses, registered by __init_subclass__, are reported and left as they are; the distribution and inference tests left out for time)",
+    ),
+    Package(
+        "optax",
+        "0.2.8",
+        "optax",
+        ("absl-py",),
+        ("optax/tree_utils/_state_utils_test.py", "optax/_src/linesearch_test.py", "optax/contrib/_reduce_on_plateau_test.py"),
+        note="the state utilities (tree_get / tree_set walk every NamedTuple state through `_fields`), the line search and reduce_on_plateau tests (alias_test and the rest left out for time)",
+    ),
+    Package(
+        "dynamax",
+        "1.0.3",
+        "dynamax",
+        (),
+        note="for the receivers: its tests need tensorflow-probability, not installed here",
     ),
     Package(
         "evosax",

@@ -89,11 +89,31 @@ class Facts:
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # see call_returns()
+    namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
+    # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; and
+    # `a, b = f(...)` with f's result of unknown type: the number of names, and where.
+    # `narrow()` counts them against the NamedTuples they could be about.
+    untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
+    untyped_unpack: list[tuple[int, Site]] = dataclasses.field(default_factory=list)
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
     # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+
+
+    def narrow(self) -> None:
+        """Counts the untyped tuple uses, once the whole run is scanned: an untyped
+        `_replace(k=...)` against the NamedTuples with every field it names (for any
+        other, it raises); an unpacking `a, b = f(...)` of a call of unknown type against
+        the NamedTuples with as many fields as it has names (`lax.cond(p, f, g)`
+        returning one: jaxopt's line searches)."""
+        for keywords, site in self.untyped_replace:
+            self.tuple_api += [Event(cls, site) for cls, fields in self.namedtuple_fields.items() if keywords <= fields]
+        for count, site in self.untyped_unpack:
+            for cls, fields in self.namedtuple_fields.items():
+                if len(fields) == count:
+                    self.tuple_use[cls].append(site)
 
 
 class _Scanner(Typing, ast.NodeVisitor):
@@ -113,6 +133,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.new_objects: set[str] = set()
         self.returns: dict[str, str] = {}  # set by scan()
         self.unflattens: set[str] = set(FLATTEN_METHODS)  # and the module's functions given to register_pytree_node
+        self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -192,6 +213,9 @@ class _Scanner(Typing, ast.NodeVisitor):
             self._target(target, node)
             if isinstance(target, ast.Tuple | ast.List):
                 self._tuple_use(node.value, node)
+                starred = any(isinstance(e, ast.Starred) for e in target.elts)
+                if isinstance(node.value, ast.Call) and not starred and self._value_type(node.value) is None:
+                    self.facts.untyped_unpack.append((len(target.elts), self.site(node)))
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -270,6 +294,8 @@ class _Scanner(Typing, ast.NodeVisitor):
         self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
+        if isinstance(func, ast.Attribute) and func.attr == "_replace":
+            self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
         if qualified in _TUPLE_CALLS and len(node.args) >= 1:
             self._tuple_use(node.args[0], node)
@@ -313,11 +339,19 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _TUPLE_API:
+        if node.attr in _TUPLE_API and id(node) not in self.replace_calls:
             owner = self._receiver(node.value)
             if owner != OTHER:
                 self.facts.tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
+
+    def _replace_call(self, func: ast.Attribute, node: ast.Call) -> None:
+        """`x._replace(a=..., b=...)` with x of unknown type: it can only be an instance
+        of a NamedTuple with fields a and b (for any other, `_replace` raises)."""
+        keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
+        if keywords and self._receiver(func.value) is None:
+            self.replace_calls.add(id(func))
+            self.facts.untyped_replace.append((keywords, self.site(func)))
 
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -334,6 +368,10 @@ class _Scanner(Typing, ast.NodeVisitor):
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`, whose functions annotated to return a class
     of the run are `returns`: _types.returns) does to `facts`."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and any(_names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases):
+            declared = {s.target.id for s in stmt.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            facts.namedtuple_fields[stmt.name] = facts.namedtuple_fields.get(stmt.name, set()) | declared
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)

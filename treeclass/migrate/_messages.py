@@ -13,6 +13,7 @@ _DOCS: Final = "docs/migration.md#"
 
 # --- the class as a whole -------------------------------------------------------------
 INDIRECT: Final = "{cls} is registered {how}: the tool rewrites direct registrations only (a decorator, or `register_*({cls}, ...)` as a statement), since a loop or a helper also registers other classes; register {cls} directly (or convert it by hand), then run again. " + _DOCS + "other-refusals"
+UNHANDLED: Final = "{cls} is a pytree class that the tool does not rewrite ({how}): it is left as it is and keeps working beside treeclasses; to make it a treeclass, port it by hand ({recipe}). " + _DOCS + "pytree-classes-the-tool-does-not-rewrite"
 WRAPPER: Final = "{cls} is registered by the project's dataclass wrapper `{name}`, which does more than `dataclasses.dataclass` plus `register_dataclass(cls)` (its field split or options cannot be read): convert by hand, or make the wrapper that simple, then run again. " + _DOCS + "other-refusals"
 DECORATOR: Final = "the decorator `{code}` runs on the converted class, which has treeclass's methods (replace, ...) and a generated __init__ where the old class had others: what it does with them cannot be read; remove it, or convert by hand. " + _DOCS + "other-refusals"
 TWICE: Final = "{cls} is defined or registered more than once in this module; leave one definition and registration, then run again. " + _DOCS + "other-refusals"
