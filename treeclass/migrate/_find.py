@@ -188,13 +188,14 @@ def _flax_copy(fn: ast.FunctionDef, calls: list[ast.Call], names: dict[str, str]
         and any(k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True for k in c.func.keywords)
         and all(k.arg in ("frozen", None) for k in c.func.keywords)
     ]
+    if len(frozen) != 1:  # most functions: the walk below is left out (whole-run time)
+        return False
     registers = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS, *_names.REGISTER_CLASS}]
-    split = any(isinstance(n, ast.Constant) and n.value == "pytree_node" for n in ast.walk(fn))
     # Its own flatten functions (as flax's), in declaration order: a `register_dataclass`
     # with lists of its own, or a sort, is some other wrapper.
     own = bool(registers) and all(_names.dotted(c.func, names) in _names.REGISTER_FUNCTION for c in registers)
     unsorted = not any(_names.dotted(c.func, names) == "sorted" for c in calls)
-    return len(frozen) == 1 and own and split and unsorted
+    return own and unsorted and any(isinstance(n, ast.Constant) and n.value == "pytree_node" for n in ast.walk(fn))
 
 
 def unhandled(found: Found, how: str) -> None:
