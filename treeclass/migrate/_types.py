@@ -98,9 +98,9 @@ class Typing:
                 return func.value.id  # State.create(...): a classmethod of the class
             if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
                 return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
-            owner = self._receiver(func.value) if isinstance(func, ast.Attribute) else None
-            if owner and (owner, f"{func.attr}()") in self.attr_types:
-                return self.attr_types[(owner, f"{func.attr}()")]  # `t.as_rpy()` with `def as_rpy(self) -> RollPitchYaw`
+            method = (self._receiver(func.value), f"{func.attr}()") if isinstance(func, ast.Attribute) else None
+            if method is not None and method[0] and method in self.attr_types:
+                return self.attr_types[method]  # `t.as_rpy()` with `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
             return OTHER
@@ -108,8 +108,8 @@ class Typing:
 
     def _foreign_call(self, node: ast.expr) -> bool:
         """Another library's function given only constants (`pygame.event.get()`)."""
-        foreign = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER
-        return foreign and all(isinstance(a, ast.Constant) for a in [*node.args, *(k.value for k in node.keywords)])
+        call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER else None
+        return call is not None and all(isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)])
 
     def _receiver(self, node: ast.expr) -> str | None:
         """The class `node` is an instance of: a name, OTHER or None (unknown)."""
