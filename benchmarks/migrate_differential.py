@@ -154,7 +154,7 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
                 family = draw(st.sampled_from(FAMILIES))
                 modules[j].append("\n\n" + _class(family, name, None, ["x", "y"]))
                 classes.append((j, name, family, 2))
-            modules[j].append(f"\n\ndef make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n")
+            modules[j].append(f"\n\ndef _make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n")
     main = [
         "import jax\n",
         *(f"from pkg import m{j}\n" for j in range(n_modules)),
@@ -165,7 +165,7 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
         o = f"o_{name}"  # one variable per class: what is done to it is done to that class
         untyped = draw(st.sampled_from([None, None, *(f"{f}({{o}})" for f in UNTYPED)]))
         for use in [*draw(st.lists(st.sampled_from(USES), min_size=1, max_size=4, unique=True)), *filter(None, [untyped])]:
-            expr = use.format(o=o, make=f"m{j}.make_{name}")
+            expr = use.format(o=o, make=f"m{j}._make_{name}")
             main.append(f"\ntry:\n    {o} = m{j}.{name}({args})\n    print({name!r}, {use!r}, show({expr}))\nexcept Exception:\n    print({name!r}, {use!r}, 'raised')\n")
         for write in draw(st.lists(st.sampled_from(WRITES), max_size=2, unique=True)):
             code = write.format(o=o)

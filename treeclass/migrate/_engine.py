@@ -227,6 +227,8 @@ class _Run:
                     raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
                     raise Refused(_messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0]))
+                if found.family == "NamedTuple" and self.facts.returned_out.get(found.name):
+                    raise Refused(_messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0]))
                 assert found.family is not None
                 plan = _dataclasses.plan_dataclass(ctx, found.family)
                 plan.remove_methods += removed

@@ -86,11 +86,11 @@ class Facts:
     namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
     # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; a tuple
     # use of a value of unknown type: the (fewest, most) fields of the NamedTuples it can
-    # be about, whether the value is a call's result, and where (_tuples). `narrow()`
-    # counts them against the NamedTuples they could be about.
+    # be about, and where (_tuples). `narrow()` counts them against those NamedTuples.
     untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
-    untyped_use: list[tuple[tuple[int, int], bool, Site]] = dataclasses.field(default_factory=list)
+    untyped_use: list[tuple[tuple[int, int], Site]] = dataclasses.field(default_factory=list)
     passed: set[str] = dataclasses.field(default_factory=set)  # classes whose instances go where they are not typed
+    returned_out: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> public returns
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
@@ -101,14 +101,14 @@ class Facts:
     def narrow(self) -> None:
         """Counts the untyped tuple uses, once the whole run is scanned: an untyped
         `_replace(k=...)` against the NamedTuples with every field it names (for any
-        other, it raises); a tuple use of an untyped value against the NamedTuples with
-        a number of fields that fits it, and that go where they are not typed, or any if
-        the value is a call's result (`a, b = lax.cond(...)`: jaxopt's line searches)."""
+        other, it raises); a tuple use of an untyped value against the NamedTuples that
+        go where they are not typed, with a number of fields that fits it (`a, b =
+        lax.cond(...)`: jaxopt's line searches, two fields)."""
         for keywords, site in self.untyped_replace:
             self.tuple_api += [Event(cls, site) for cls, fields in self.namedtuple_fields.items() if keywords <= fields]
-        for (fewest, most), call, site in self.untyped_use:
+        for (fewest, most), site in self.untyped_use:
             for cls, fields in self.namedtuple_fields.items():
-                if fewest <= len(fields) <= most and (call or cls in self.passed):
+                if fewest <= len(fields) <= most and cls in self.passed:
                     self.tuple_use[cls].append(site)
 
 

@@ -8,8 +8,12 @@ type (`def first(p): a, b = p`) counts against the NamedTuples that could be the
 those whose instances reach code that cannot type them (`passed`: given to a call,
 returned by a function not annotated with the class, put in a container or an
 attribute, bound at module level), and whose number of fields fits the use (an
-unpacking into two names: two fields). An unpacking of a call of unknown type counts
-against those with that many fields, wherever they go (`a, b = lax.cond(...)`).
+unpacking into two names: two fields). A function annotated to return the class and
+given as a callback (`lax.cond(p, make, other)`) takes its instances there too. A
+public function (no leading `_`) annotated to return the class declares it in the
+package's API: code outside the run, its users and tests, may use it as a tuple
+(jaxlie's `SO3.as_rpy_radians() -> RollPitchYaw`, star-unpacked by its tests):
+`returned_out`. (An unannotated one, a loop body, is not read as API: a gap.)
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class TupleUses(Typing, ast.NodeVisitor):
     facts: Facts
     site: Callable[[ast.AST], Site]
     returning: str | None = None  # the class the enclosing function is annotated to return
+    method: str | None  # the enclosing function's name
 
     def _typed(self, value: ast.expr) -> str | None:
         """The class of the run `value` is an instance of, OTHER, or None (unknown)."""
@@ -79,6 +84,8 @@ class TupleUses(Typing, ast.NodeVisitor):
             kind = self._typed(value.value if isinstance(value, ast.Starred) else value) if value is not None else None
             if kind not in (None, OTHER):
                 self.facts.passed.add(kind)
+            if isinstance(value, ast.Name):  # `lax.cond(p, make, other)`: what the callback returns goes there
+                self.facts.passed |= self.facts.call_returns.get(value.id, set())
 
     def _tuple_use(self, value: ast.expr, node: ast.AST, fields: tuple[int, int] | None = ANY, *, unpacked: bool = False) -> None:
         """`value` used as a tuple; if untyped, by the NamedTuples of `fields` (None: none)."""
@@ -90,7 +97,7 @@ class TupleUses(Typing, ast.NodeVisitor):
         for owner in filter(None, owners - {OTHER}):
             self.facts.tuple_use[owner].append(self.site(node))
         if owners == {None} and fields is not None and (self._own(value) or (unpacked and isinstance(value, ast.Call))):
-            self.facts.untyped_use.append((fields, unpacked and isinstance(value, ast.Call), self.site(node)))
+            self.facts.untyped_use.append((fields, self.site(node)))
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a
@@ -126,7 +133,7 @@ class TupleUses(Typing, ast.NodeVisitor):
         if isinstance(node.target, ast.Tuple | ast.List) and not _makes_tuples(node.iter, self.names):
             named = sum(not isinstance(e, ast.Starred) for e in node.target.elts)  # `for a, b in pairs`: each is unpacked
             fields = (named, named if named == len(node.target.elts) else ANY[1])
-            self.facts.untyped_use.append((fields, False, self.site(node.target)))
+            self.facts.untyped_use.append((fields, self.site(node.target)))
         self.generic_visit(node)
 
     visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
@@ -150,8 +157,11 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     # --- where an instance goes untyped -------------------------------------------------
     def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
-        if node.value is not None and self._typed(node.value) != self.returning:
+        kind = self._typed(node.value) if node.value is not None else None
+        if node.value is not None and kind != self.returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
+        if self.returning in self.classes and not (self.method or "_").startswith("_"):  # a public signature: its callers may be outside the run
+            self.facts.returned_out[self.returning].append(self.site(node))
         self.generic_visit(node)
 
     visit_Yield = visit_YieldFrom = visit_Return  # noqa: N815 - ast's visitor naming
