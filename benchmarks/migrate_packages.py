@@ -329,8 +329,8 @@ def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
     constraints.write_text(
         "".join(f"{line}\n" for line in freeze if "==" in line and not line.startswith("-e"))
     )
-    done = _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps])
-    if done.returncode:
+    done = _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps]) if package.deps else None
+    if done is not None and done.returncode:
         what = f"pip install {' '.join(package.deps)} for {package.name}"
         raise _failed(what, done.stderr)
     (venv / "ready").touch()
@@ -485,6 +485,7 @@ def reason_key(reason: str) -> str:
     """A refusal reason without its particulars (names in backticks, places in
     parentheses), cut at its first colon: refusals that share it share a cause."""
     text = re.sub(r"`[^`]*`", "`…`", reason)
+    text = re.sub(r"^[A-Za-z_]\w* is ", "the class is ", text)  # `Beta is a pytree class ...`: one row for all
     text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
     text = re.sub(r"\s+", " ", text).strip()
@@ -656,7 +657,7 @@ def measure(
     """One package, start to end; the figures and the per-class records. The tests run
     only when the migration changes a file (else after = before by construction), and
     the run before is kept in cache/tests for the next run."""
-    run_tests_here = tests and bool(package.tests)
+    run_tests_here = tests and bool(package.tests or package.probe)  # jaxopt: a probe, no tests
     python = environment(package, cache) if run_tests_here else pathlib.Path(sys.executable)
     archive = sdist(package, cache)
     work = cache / "work"
@@ -696,7 +697,7 @@ def measure(
                 timeout,
                 cache / "tests" / f"{key}.json",
             )
-            if run_tests_here
+            if run_tests_here and package.tests
             else None
         )
         probe_key = f"{package.name}-{package.version}-probe-{hashlib.sha256(package.probe.encode()).hexdigest()[:12]}"
