@@ -315,6 +315,8 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
+        _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)
+    for file in files if facts.namedtuple_fields else []:  # tuple use matters to NamedTuples alone
         _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
     for file in files:
         for found in file.found:

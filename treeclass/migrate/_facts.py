@@ -28,10 +28,10 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._tuples import TupleUses, call_returns
+from treeclass.migrate._tuples import TupleUses, call_returns, namedtuple_fields
 from treeclass.migrate._types import OTHER, annotation_name
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "own_first", "scan"]  # call_returns: _tuples'
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "namedtuple_fields", "own_first", "scan"]  # call_returns, namedtuple_fields: _tuples'
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
@@ -323,11 +323,8 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
 
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`, whose functions annotated to return a class
-    of the run are `returns`: _types.returns) does to `facts`."""
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and any(_names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases):
-            declared = {s.target.id for s in stmt.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
-            facts.namedtuple_fields[stmt.name] = facts.namedtuple_fields.get(stmt.name, set()) | declared
+    of the run are `returns`: _types.returns) does to `facts` (its `namedtuple_fields`
+    read from every module of the run first)."""
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)

@@ -29,7 +29,7 @@ from treeclass.migrate._types import OTHER, Typing, annotation_name
 if TYPE_CHECKING:
     from treeclass.migrate._facts import Facts, Site
 
-__all__ = ["ANY", "TupleUses", "call_returns"]
+__all__ = ["ANY", "TupleUses", "call_returns", "namedtuple_fields"]
 
 _TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
 _ITERATING = frozenset({"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"})
@@ -80,7 +80,7 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     def _passes(self, *values: ast.expr | None) -> None:
         """Instances in `values` go where they cannot be typed."""
-        for value in values:
+        for value in values if self.facts.namedtuple_fields else ():
             kind = self._typed(value.value if isinstance(value, ast.Starred) else value) if value is not None else None
             if kind not in (None, OTHER):
                 self.facts.passed.add(kind)
@@ -89,6 +89,8 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     def _tuple_use(self, value: ast.expr, node: ast.AST, fields: tuple[int, int] | None = ANY, *, unpacked: bool = False) -> None:
         """`value` used as a tuple; if untyped, by the NamedTuples of `fields` (None: none)."""
+        if not self.facts.namedtuple_fields:
+            return
         owners = {self._typed(value)}
         if isinstance(value, ast.Call):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
             func = value.func
@@ -130,7 +132,7 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
         self._tuple_use(node.iter, node.iter)
-        if isinstance(node.target, ast.Tuple | ast.List) and not _makes_tuples(node.iter, self.names):
+        if self.facts.namedtuple_fields and isinstance(node.target, ast.Tuple | ast.List) and not _makes_tuples(node.iter, self.names):
             named = sum(not isinstance(e, ast.Starred) for e in node.target.elts)  # `for a, b in pairs`: each is unpacked
             fields = (named, named if named == len(node.target.elts) else ANY[1])
             self.facts.untyped_use.append((fields, self.site(node.target)))
@@ -144,6 +146,8 @@ class TupleUses(Typing, ast.NodeVisitor):
         self.generic_visit(node)
 
     def _tuple_calls(self, node: ast.Call, qualified: str | None) -> None:
+        if not self.facts.namedtuple_fields:
+            return
         if qualified in _TUPLE_CALLS and len(node.args) >= 1:
             self._tuple_use(node.args[0], node)
         if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
@@ -157,7 +161,7 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     # --- where an instance goes untyped -------------------------------------------------
     def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
-        kind = self._typed(node.value) if node.value is not None else None
+        kind = self._typed(node.value) if node.value is not None and self.facts.namedtuple_fields else None
         if node.value is not None and kind != self.returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
         if self.returning in self.classes and not (self.method or "_").startswith("_"):  # a public signature: its callers may be outside the run
@@ -184,8 +188,17 @@ class TupleUses(Typing, ast.NodeVisitor):
     def _stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
         """`obj.p = P(...)`, `d[k] = p`, or a module-level `P0 = P(...)` (imported
         elsewhere, untyped there)."""
-        if value is not None and (top or any(not isinstance(t, ast.Name) for t in targets)):
+        if value is not None and self.facts.namedtuple_fields and (top or any(not isinstance(t, ast.Name) for t in targets)):
             self._passes(value)
+
+
+def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, set[str]]) -> None:
+    """Adds to `out` each NamedTuple of `tree`'s top level with its fields. A run without
+    one skips the tuple-use analysis: only a NamedTuple is refused for it."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and any(_names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases):
+            declared = {s.target.id for s in stmt.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            out[stmt.name] = out.get(stmt.name, set()) | declared
 
 
 def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
