@@ -106,8 +106,8 @@ class TupleUses(Typing, ast.NodeVisitor):
         function of the run by its name (`first(p)[0]`): what may hold an instance
         the run cannot type."""
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-            qualified = self.names.get(value.func.id, value.func.id)
-            return qualified.split(".")[0] in self.packages if qualified in self.names.values() else not hasattr(builtins, qualified)
+            name = value.func.id
+            return self.names[name].split(".")[0] in self.packages if name in self.names else not hasattr(builtins, name)
         bound = isinstance(value, ast.Name) and (value.id in self.types or value.id in self.globals) and value.id not in self.names
         return bound and getattr(value, "id", None) != "self"
 
