@@ -10,7 +10,9 @@ import C as Alias`, ...), plain unregistered subclasses among them, and a `main.
 that uses each class: construction, leaves, `jax.jit`, `jax.tree.map`, unpacking,
 indexing, iteration, `==` against a tuple, `isinstance(p, tuple)`, writes of every
 form, `_replace`, `replace`, star-unpacking through a call annotated to return the
-class. Each use prints its leaves as floats, or "raised".
+class, and unpacking, indexing and iteration inside a function whose parameter is
+untyped (`def second(p): return p[1]`). Each use prints its leaves as floats, or
+"raised".
 
 A case "agrees" when the package imports and `main.py` prints the same after the
 rewrite; any other outcome (a different output, a package that no longer imports, the
@@ -65,6 +67,15 @@ USES = (
     "total(*{make}())",
     "sum({o})",
 )
+# Functions of `main.py` whose parameter is untyped: what they do to it cannot be
+# attributed to a class. A class gets one use of them, or none, besides its USES (among
+# them, most NamedTuples are refused for a typed tuple use); each is written only when
+# a use calls it.
+UNTYPED = {
+    "unpacked": "def unpacked(p):\n    a, b, *_ = p\n    return [a, b]\n",
+    "second": "def second(p):\n    return p[1]\n",
+    "each": "def each(p):\n    return [v for v in p]\n",
+}
 # Each leaves in `{o}` what is shown. (A variable rebound to another type is untyped:
 # what is done to it is not attributed to the class.)
 WRITES = ("{o}.x = 5.0", "setattr({o}, 'x', 5.0)", "object.__setattr__({o}, 'x', 5.0)", "{o}.__dict__['x'] = 5.0", "a, b, *_ = {o}")
@@ -143,7 +154,7 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
                 family = draw(st.sampled_from(FAMILIES))
                 modules[j].append("\n\n" + _class(family, name, None, ["x", "y"]))
                 classes.append((j, name, family, 2))
-            modules[j].append(f"\n\ndef make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n")
+            modules[j].append(f"\n\ndef _make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n")
     main = [
         "import jax\n",
         *(f"from pkg import m{j}\n" for j in range(n_modules)),
@@ -152,12 +163,15 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
     for j, name, _, n_fields in classes:
         args = ", ".join(str(float(v + 1)) for v in range(n_fields))
         o = f"o_{name}"  # one variable per class: what is done to it is done to that class
-        for use in draw(st.lists(st.sampled_from(USES), min_size=1, max_size=4, unique=True)):
-            expr = use.format(o=o, make=f"m{j}.make_{name}")
+        untyped = draw(st.sampled_from([None, None, *(f"{f}({{o}})" for f in UNTYPED)]))
+        for use in [*draw(st.lists(st.sampled_from(USES), min_size=1, max_size=4, unique=True)), *filter(None, [untyped])]:
+            expr = use.format(o=o, make=f"m{j}._make_{name}")
             main.append(f"\ntry:\n    {o} = m{j}.{name}({args})\n    print({name!r}, {use!r}, show({expr}))\nexcept Exception:\n    print({name!r}, {use!r}, 'raised')\n")
         for write in draw(st.lists(st.sampled_from(WRITES), max_size=2, unique=True)):
             code = write.format(o=o)
             main.append(f"\ntry:\n    {o} = m{j}.{name}({args})\n    {code}\n    print({name!r}, {write!r}, show({o}))\nexcept Exception:\n    print({name!r}, {write!r}, 'raised')\n")
+    used = [f"\n\n{code}" for name, code in UNTYPED.items() if any(f"{name}(o_" in m for m in main)]
+    main[n_modules + 2 : n_modules + 2] = used
     files = {"pkg/__init__.py": "", "pkg/main.py": "".join(main)}
     files |= {f"pkg/m{j}.py": "".join(m) for j, m in enumerate(modules)}
     return files

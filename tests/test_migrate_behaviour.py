@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("libcst")
 
-from migrate_runs import differential, forget_pkg
+from migrate_runs import differential, forget_pkg, migrate_package, output
 
 from treeclass.migrate import _rewrite
 
@@ -243,7 +243,7 @@ _POINT = """
         x: float
         y: float
 
-    def make() -> Point:
+    def _make() -> Point:  # private: the tool reads its annotation, not as the package's API
         return Point(1.0, 2.0)
 """
 
@@ -255,7 +255,7 @@ _POINT = """
         "sum(p)",
         "max(p)",
         "jnp.asarray(p)",
-        "[v for v in make()]",
+        "[v for v in _make()]",
         "p == (1.0, 2.0)",
         "isinstance(p, tuple)",
         "list(map(float, p))",
@@ -264,7 +264,7 @@ _POINT = """
 def test_namedtuple_used_as_a_tuple_is_refused(root: Path, use: str) -> None:
     main = f"""
         import jax.numpy as jnp
-        from pkg.m import Point, make
+        from pkg.m import Point, _make
         p = Point(1.0, 2.0)
         try:
             print({use})
@@ -274,7 +274,24 @@ def test_namedtuple_used_as_a_tuple_is_refused(root: Path, use: str) -> None:
     reports, before, after = differential(root, {"pkg/__init__.py": "", "pkg/m.py": _POINT, "pkg/main.py": main}, "--namedtuples")
     assert before == after
     assert reports["Point"]["status"] == "refused"
-    assert "tuple" in reports["Point"]["reason"]
+    assert reports["Point"]["reason"].startswith("code uses an instance as a tuple"), reports["Point"]["reason"]
+
+
+def test_a_namedtuple_in_a_public_signature_is_refused_when_its_users_are_outside_the_run(root: Path) -> None:
+    """jaxlie 1.5.0 migrated as its package folder: `SO3.as_rpy_radians() ->
+    hints.RollPitchYaw`, star-unpacked by the tests, which are not in the run."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/hints.py": "from typing import NamedTuple\n\nclass RollPitchYaw(NamedTuple):\n    roll: float\n    pitch: float\n    yaw: float\n",
+        "pkg/so3.py": "from pkg import hints\n\nclass SO3:\n    def as_rpy_radians(self) -> hints.RollPitchYaw:\n        return hints.RollPitchYaw(1.0, 2.0, 3.0)\n",
+    }
+    reports = migrate_package(root, files, "--namedtuples")
+    assert reports["RollPitchYaw"]["status"] == "refused"
+    assert "a public function of the run is annotated to return it (`return hints.RollPitchYaw(" in reports["RollPitchYaw"]["reason"]
+    outside = "from pkg.so3 import SO3\nprint(sum(SO3().as_rpy_radians()))\n"  # the package's tests
+    for folder in (root / "before", root / "after"):
+        (folder / "pkg" / "outside.py").write_text(outside)
+    assert output(root / "before", "pkg.outside") == output(root / "after", "pkg.outside") == "6.0\n"
 
 
 @pytest.mark.parametrize("conversion", ["float(x)", "np.asarray(x)"])

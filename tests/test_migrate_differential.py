@@ -33,9 +33,22 @@ _GRANDPARENT = {
 }
 
 
+# Found by the generator: a NamedTuple given to a function whose untyped parameter is
+# unpacked, indexed or iterated was converted, and the function raised.
+_UNTYPED = {
+    "pkg/__init__.py": "",
+    "pkg/m0.py": "import typing\n\n\nclass C00(typing.NamedTuple):\n    x: float\n    y: float\n",
+    "pkg/main.py": (
+        "from pkg import m0\n\n\ndef second(p):\n    return p[1]\n\n\ndef unpacked(p):\n    a, b = p\n    return a\n\n\n"
+        "for f in (second, unpacked):\n    try:\n        print(f(m0.C00(1.0, 2.0)))\n    except Exception:\n        print('raised')\n"
+    ),
+}
+
+
 @settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(packages())
 @example(_GRANDPARENT if importlib.util.find_spec("flax") else {"pkg/__init__.py": "", "pkg/main.py": ""})
+@example(_UNTYPED)
 def test_generated_packages_print_the_same_after_the_rewrite(files: dict[str, str]) -> None:
     try:
         with tempfile.TemporaryDirectory() as folder:

@@ -14,7 +14,8 @@ How the pieces fit (each module one job):
   imports, aliases and re-exports; which bases hold no state (kept as mixins).
 - `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
   each expression is: calls of `tree_flatten`, attributes assigned or mutated after
-  construction, NamedTuples used as tuples, unhashable values given to statics.
+  construction, unhashable values given to statics; `_tuples.py` (part of the same
+  scan): NamedTuples used as tuples, typed or through values the run cannot type.
 - `_checks.py`: what a class body and the run forbid, for every family.
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.

@@ -177,12 +177,17 @@ class _Run:
                 continue
             base_file, base = resolved
             decided = self.decide(base_file, base, form)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            if base.registers_subclasses is not None:  # `__init_subclass__` registers it, or an eqx.Module
+                found.registers_subclasses = found.registers_subclasses or base.registers_subclasses
+                if found.family is None:
+                    _find.unhandled(found, found.registers_subclasses)
             if isinstance(decided, Plan):
                 ctx.base_plans[i] = (base, decided)
                 if found.family is None and base.family == "flax.struct":
                     found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
-                reasons.append(_messages.BASE_REFUSED.format(base=base.name))
+                if found.indirect is None:  # a class the tool does not rewrite says so alone
+                    reasons.append(_messages.BASE_REFUSED.format(base=base.name))
                 ctx.refused_bases[i] = base
             elif stateless(self.program, base_file, base):
                 ctx.mixins.add(i)
@@ -222,6 +227,8 @@ class _Run:
                     raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
                     raise Refused(_messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0]))
+                if found.family == "NamedTuple" and self.facts.returned_out.get(found.name):
+                    raise Refused(_messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0]))
                 assert found.family is not None
                 plan = _dataclasses.plan_dataclass(ctx, found.family)
                 plan.remove_methods += removed
@@ -308,12 +315,15 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
+        _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)
+    for file in files if facts.namedtuple_fields else []:  # tuple use matters to NamedTuples alone
         _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
     for file in files:
         for found in file.found:
             facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
+    facts.narrow()
     the_run = _Run(files, facts)
     for file in files:
         for found in file.found:

@@ -28,22 +28,16 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._types import OTHER, Typing, annotation_name
+from treeclass.migrate._tuples import TupleUses, call_returns, namedtuple_fields
+from treeclass.migrate._types import OTHER, annotation_name
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "own_first", "scan"]
+__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "namedtuple_fields", "own_first", "scan"]  # call_returns, namedtuple_fields: _tuples'
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
     ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
-_TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
-_ITERATING = frozenset({"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"})
-
-
-def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
-    """A tuple or list literal, or a `tuple(...)` / `list(...)` call."""
-    return isinstance(node, ast.Tuple | ast.List) or (isinstance(node, ast.Call) and _names.dotted(node.func, names) in ("tuple", "list"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +83,14 @@ class Facts:
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
     tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
     call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # see call_returns()
+    namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
+    # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; a tuple
+    # use of a value of unknown type: the (fewest, most) fields of the NamedTuples it can
+    # be about, and where (_tuples). `narrow()` counts them against those NamedTuples.
+    untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
+    untyped_use: list[tuple[tuple[int, int], Site]] = dataclasses.field(default_factory=list)
+    passed: set[str] = dataclasses.field(default_factory=set)  # classes whose instances go where they are not typed
+    returned_out: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> public returns
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
     jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
@@ -96,7 +98,21 @@ class Facts:
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
 
 
-class _Scanner(Typing, ast.NodeVisitor):
+    def narrow(self) -> None:
+        """Counts the untyped tuple uses, once the whole run is scanned: an untyped
+        `_replace(k=...)` against the NamedTuples with every field it names (for any
+        other, it raises); a tuple use of an untyped value against the NamedTuples that
+        go where they are not typed, with a number of fields that fits it (`a, b =
+        lax.cond(...)`: jaxopt's line searches, two fields)."""
+        for keywords, site in self.untyped_replace:
+            self.tuple_api += [Event(cls, site) for cls, fields in self.namedtuple_fields.items() if keywords <= fields]
+        for (fewest, most), site in self.untyped_use:
+            for cls, fields in self.namedtuple_fields.items():
+                if fewest <= len(fields) <= most and cls in self.passed:
+                    self.tuple_use[cls].append(site)
+
+
+class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the visit_ names
     def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
         self.classes, self.attr_types, self.packages = facts.classes, facts.attr_types, facts.packages
@@ -113,6 +129,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.new_objects: set[str] = set()
         self.returns: dict[str, str] = {}  # set by scan()
         self.unflattens: set[str] = set(FLATTEN_METHODS)  # and the module's functions given to register_pytree_node
+        self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -141,6 +158,9 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.declared.pop(id(self.types), None)
         for a in [*args, *node.args.kwonlyargs]:
             self.declare(self.types, a.arg, self._annotation_type(a.annotation))
+        for a in filter(None, (node.args.vararg, node.args.kwarg)):
+            self.types[a.arg] = OTHER  # `*args` is a tuple, `**kwargs` a dict
+        outer_returning, self.returning = self.returning, annotation_name(node.returns, self.names) if node.returns else None
         if self.method is None and self.cls is not None:
             self.method, self.self_name = node.name, args[0].arg if args else None
             if self.self_name is not None:
@@ -150,7 +170,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self._bindings(node.body, self.types)
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
-        self.new_objects, self.types = outer_new, outer_types
+        self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
@@ -190,8 +210,8 @@ class _Scanner(Typing, ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
-            if isinstance(target, ast.Tuple | ast.List):
-                self._tuple_use(node.value, node)
+            self._unpacked(target, node.value, node)
+        self._stored(node.targets, node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -201,6 +221,7 @@ class _Scanner(Typing, ast.NodeVisitor):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self._target(node.target, node)
+        self._stored([node.target], node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -213,41 +234,6 @@ class _Scanner(Typing, ast.NodeVisitor):
         func = call.func if isinstance(call, ast.Call) else None
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
             self._record(self.facts.mutated, func.value.value, func.value.attr, node)
-        self.generic_visit(node)
-
-    # --- tuple use of NamedTuples -------------------------------------------------------
-    def _tuple_use(self, value: ast.expr, node: ast.AST) -> None:
-        # `ExperiencePair[T]` subscripts the class itself (a generic alias), not an instance.
-        owners = {self._receiver(value)} if isinstance(value, ast.Name) and not self._is_class(value) else set()
-        if isinstance(value, ast.Call):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
-            func = value.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            owners = {self._value_type(value), *self.facts.call_returns.get(name or "", ())}
-        for owner in owners:
-            if owner:
-                self.facts.tuple_use[owner].append(self.site(node))
-
-    def visit_Compare(self, node: ast.Compare) -> None:
-        """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
-        sides = [node.left, *node.comparators]
-        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(_tuple_like(s, self.names) for s in sides):
-            for side in sides:
-                self._tuple_use(side, node)
-        self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._tuple_use(node.value, node)
-        self.generic_visit(node)
-
-    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
-        self._tuple_use(node.iter, node.iter)
-        self.generic_visit(node)
-
-    visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
-
-    def visit_Starred(self, node: ast.Starred) -> None:
-        self._tuple_use(node.value, node)
         self.generic_visit(node)
 
     def _unhashable_args(self, node: ast.Call) -> None:
@@ -270,14 +256,10 @@ class _Scanner(Typing, ast.NodeVisitor):
         self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
+        if isinstance(func, ast.Attribute) and func.attr == "_replace":
+            self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
-        if qualified in _TUPLE_CALLS and len(node.args) >= 1:
-            self._tuple_use(node.args[0], node)
-        if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
-            for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
-                self._tuple_use(arg, node)
-        if qualified == "isinstance" and len(node.args) == 2 and "tuple" in {_names.dotted(n, self.names) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}:
-            self._tuple_use(node.args[0], node)
+        self._tuple_calls(node, qualified)
         if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
             name = node.args[1]
             building = self.method == "__init__" and self._is_self(node.args[0])
@@ -313,11 +295,19 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _TUPLE_API:
+        if node.attr in _TUPLE_API and id(node) not in self.replace_calls:
             owner = self._receiver(node.value)
             if owner != OTHER:
                 self.facts.tuple_api.append(Event(owner, self.site(node)))
         self.generic_visit(node)
+
+    def _replace_call(self, func: ast.Attribute, node: ast.Call) -> None:
+        """`x._replace(a=..., b=...)` with x of unknown type: it can only be an instance
+        of a NamedTuple with fields a and b (for any other, `_replace` raises)."""
+        keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
+        if keywords and self._receiver(func.value) is None:
+            self.replace_calls.add(id(func))
+            self.facts.untyped_replace.append((keywords, self.site(func)))
 
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -333,19 +323,9 @@ class _Scanner(Typing, ast.NodeVisitor):
 
 def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
     """Adds what `tree` (the module at `path`, whose functions annotated to return a class
-    of the run are `returns`: _types.returns) does to `facts`."""
+    of the run are `returns`: _types.returns) does to `facts` (its `namedtuple_fields`
+    read from every module of the run first)."""
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)
 
-
-def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
-    """Adds to `out` each function or method of `tree`, at any depth, by name, with the
-    classes of the run its return annotation names (`def as_rpy(self) -> hints.Rpy`):
-    what a call of that name may return, for the tuple use of its result
-    (`f(*T.as_rpy())`, `for v in make()`), whatever the receiver."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
-            kind = annotation_name(node.returns, names)
-            if kind in classes:
-                out.setdefault(node.name, set()).add(kind)

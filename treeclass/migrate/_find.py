@@ -23,7 +23,7 @@ import dataclasses
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._plan import Family
 
-__all__ = ["Found", "decorator_family", "find", "wrapper"]
+__all__ = ["FLAX_COPY", "Found", "decorator_family", "find", "unhandled", "wrapper"]
 
 
 @dataclasses.dataclass
@@ -40,6 +40,9 @@ class Found:
     # A project's dataclass wrapper that registered it: the dataclass options it fixes.
     wrapper: ast.Call | None = None
     indirect: str | None = None  # registered in a loop or through a helper: how (refused)
+    # How the class's subclasses are pytrees without a registration of their own (an
+    # `__init_subclass__` that registers `cls`, equinox.Module): each is reported, refused.
+    registers_subclasses: str | None = None
 
 
 def decorator_family(qualified: str | None) -> Family | None:
@@ -84,10 +87,10 @@ def _registration_call(stmt: ast.stmt, names: dict[str, str]) -> tuple[str, Fami
 _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
 
 
-def _registers_parameter(fn: ast.FunctionDef, names: dict[str, str]) -> bool:
+def _registers_parameter(fn: ast.FunctionDef, names: dict[str, str], also: frozenset[str] | set[str] = frozenset()) -> bool:
     params = fn.args.posonlyargs + fn.args.args
     return bool(params) and any(
-        isinstance(n, ast.Call) and _names.dotted(n.func, names) in _REGISTERING
+        isinstance(n, ast.Call) and (_names.dotted(n.func, names) in _REGISTERING or (isinstance(n.func, ast.Name) and n.func.id in also))
         and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == params[0].arg
         for n in ast.walk(fn)
     )
@@ -109,11 +112,30 @@ def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[
     return []
 
 
+# Bases whose subclasses are pytrees the tool does not rewrite (a frozen dataclass of the
+# library's own, with its own field machinery).
+_UNHANDLED_BASES = {"equinox.Module": "a subclass of equinox.Module", "equinox._module.Module": "a subclass of equinox.Module"}
+_RECIPES = {"a subclass of equinox.Module": "docs/migration.md#from-equinoxmodule"}
+
+
+def _registers_subclasses(node: ast.ClassDef, names: dict[str, str], copies: set[str]) -> str | None:
+    """How `node` makes its subclasses pytrees: an `__init_subclass__` that registers
+    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a copy
+    of flax.struct.dataclass of this module, `copies`, applied to it), or an unhandled
+    base; None if it does not."""
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init_subclass__" and _registers_parameter(stmt, names, copies):
+            return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
+    kinds = [_UNHANDLED_BASES[b] for b in map(str, [_names.dotted(b, names) for b in node.bases]) if b in _UNHANDLED_BASES]
+    return kinds[0] if kinds else None
+
+
 def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[Found]:
     """Every top-level class of `tree`, in order, with its registration."""
     classes: dict[str, Found] = {}
     duplicates: set[str] = set()
     helpers: set[str] = set()  # module functions that register their first parameter
+    copies: set[str] = set()  # module functions that copy flax.struct.dataclass
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef):
             if stmt.name in classes:
@@ -129,6 +151,9 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
             if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
                 _set_family(found, "NamedTuple")
+            found.registers_subclasses = _registers_subclasses(stmt, names, copies)
+            if found.registers_subclasses is not None and found.family is None and any(b in _UNHANDLED_BASES for b in bases):
+                unhandled(found, found.registers_subclasses)
             classes[stmt.name] = found
         for name, how in _indirect(stmt, names, helpers):
             if name in classes and classes[name].family is None:
@@ -136,6 +161,8 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 classes[name].indirect = _messages.INDIRECT.format(cls=name, how=how)
         if isinstance(stmt, ast.FunctionDef) and _registers_parameter(stmt, names):
             helpers.add(stmt.name)
+            if wrapper(stmt, names) is FLAX_COPY:
+                copies.add(stmt.name)
         registered = _registration_call(stmt, names)
         if registered is not None and registered[0] in classes:
             name, family, call = registered
@@ -144,6 +171,40 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
     for name in duplicates:
         classes[name].registered_twice = True
     return list(classes.values())
+
+
+# What `wrapper` returns for a copy of flax.struct.dataclass (pgx vendors one).
+FLAX_COPY: ast.Call = ast.Call(ast.Name("flax.struct.dataclass"), [], [])
+
+
+def _flax_copy(fn: ast.FunctionDef, calls: list[ast.Call], names: dict[str, str]) -> bool:
+    """`fn` has the shape of flax.struct.dataclass: it makes its first parameter a
+    `dataclasses.dataclass(frozen=True)`, splits the fields by their metadata's
+    "pytree_node" and registers the class with jax.tree_util, so its classes behave as
+    flax's (a vendored copy)."""
+    frozen = [
+        c for c in calls
+        if _names.dotted(c.func, names) in _names.DATACLASS and isinstance(c.func, ast.Call)
+        and any(k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True for k in c.func.keywords)
+        and all(k.arg in ("frozen", None) for k in c.func.keywords)
+    ]
+    if len(frozen) != 1:  # most functions: the walk below is left out (whole-run time)
+        return False
+    registers = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS, *_names.REGISTER_CLASS}]
+    # Its own flatten functions (as flax's), in declaration order: a `register_dataclass`
+    # with lists of its own, or a sort, is some other wrapper.
+    own = bool(registers) and all(_names.dotted(c.func, names) in _names.REGISTER_FUNCTION for c in registers)
+    unsorted = not any(_names.dotted(c.func, names) == "sorted" for c in calls)
+    return own and unsorted and any(isinstance(n, ast.Constant) and n.value == "pytree_node" for n in ast.walk(fn))
+
+
+def unhandled(found: Found, how: str) -> None:
+    """Marks `found` as a pytree class the tool sees but does not rewrite (refused, with
+    what to do): an equinox.Module, a subclass registered by its base's
+    `__init_subclass__`."""
+    found.family = "register_pytree_node"
+    recipe = _RECIPES.get(how, "fields declared, the registration removed: docs/migration.md#by-hand")
+    found.indirect = _messages.UNHANDLED.format(cls=found.name, how=how, recipe=recipe)
 
 
 def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
@@ -160,6 +221,8 @@ def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
     if not isinstance(fn, ast.FunctionDef) or not (fn.args.posonlyargs + fn.args.args):
         return None
     calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+    if _flax_copy(fn, calls, names):
+        return FLAX_COPY
     dataclass = [c for c in calls if _names.dotted(c.func, names) in _names.DATACLASS]
     register = [c for c in calls if _names.dotted(c.func, names) in _names.REGISTER_DATACLASS]
     other = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION}]

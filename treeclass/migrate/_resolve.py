@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
 from treeclass.migrate import _messages, _names
-from treeclass.migrate._find import Found, decorator_family, wrapper
+from treeclass.migrate._find import FLAX_COPY, Found, decorator_family, wrapper
 
 __all__ = ["ALLOWED_MIXINS", "Program", "harmless_decorator", "mark_wrapped", "module_name", "stateless"]
 
@@ -268,5 +268,7 @@ def mark_wrapped(files: list[_File]) -> None:
                 wrapped = program.function(file, qualified, wrappers)
                 if isinstance(wrapped, str):  # a wrapper the tool cannot read
                     found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
+                elif wrapped is FLAX_COPY:  # a vendored flax.struct.dataclass
+                    found.family, found.decorator = "flax.struct", i
                 elif wrapped is not None:
                     found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped

@@ -2,17 +2,13 @@
 class of the run (its name), something else (`OTHER`: a module, `jax.config`, an object
 another library built, a literal), or unknown (None).
 
-A name is typed per scope: `self` in a class's methods, a parameter or variable
-annotated as a class (`Optional[X]`, `X | None`, strings, and unions whose one member
-left without None and array types is X), one constructed from it (`X(...)`,
-`X.create(...)`, `step(...)` with `def step(...) -> X` in the module), a copy of a
-typed name (`b = a`, `b = a._replace(...)`), one narrowed by a guard (`isinstance(v,
-X)`, `type(v) is self.__class__`); an attribute by its class's annotation (`const.geom`
-with `geom: Geometry` declared in `const`'s class) or by what its methods store. A name
-bound twice to different types is unknown, unless annotated: its declared type holds.
-A subscript of the class itself (`Pair[T]`) names the class, not an instance. What a
-function of another library returns is `OTHER`; a function of the run's own packages,
-imported by its absolute name, is not another library.
+A name is typed per scope: `self` in methods; a parameter or variable annotated as a
+class (Optional, unions less None and array types, strings); one built by `X(...)`,
+`X.create(...)`, `step(...)` / `obj.m()` annotated `-> X`; a copy (`b = a._replace(...)`);
+a guard (`isinstance(v, X)`); a loop over another library's call (OTHER); an attribute by
+its class's annotation or what its methods store. A name bound twice to different types
+is unknown unless annotated. `Pair[T]` names the class. What another library's function
+returns is OTHER (the run's own packages, imported absolutely, are not another library).
 """
 
 from __future__ import annotations
@@ -102,10 +98,18 @@ class Typing:
                 return func.value.id  # State.create(...): a classmethod of the class
             if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
                 return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
+            method = (self._receiver(func.value), f"{func.attr}()") if isinstance(func, ast.Attribute) else None
+            if method is not None and method[0] and method in self.attr_types:
+                return self.attr_types[method]  # `t.as_rpy()` with `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
             return OTHER
         return None
+
+    def _foreign_call(self, node: ast.expr) -> bool:
+        """Another library's function given only constants (`pygame.event.get()`)."""
+        call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER else None
+        return call is not None and all(isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)])
 
     def _receiver(self, node: ast.expr) -> str | None:
         """The class `node` is an instance of: a name, OTHER or None (unknown)."""
@@ -196,6 +200,8 @@ class Typing:
                                 self._bind(scope, e.id, None)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 self.declare(scope, node.target.id, self._annotation_type(node.annotation))
+            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension) and isinstance(node.target, ast.Name) and self._foreign_call(node.iter):
+                self._bind(scope, node.target.id, OTHER)  # `for event in pygame.event.get()`: another library's objects
             elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
                 for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
@@ -251,6 +257,9 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
                 out[(node.name, stmt.target.id)] = declared
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
             continue
+        returned = annotation_name(stmt.returns, names) if stmt.returns is not None else None
+        if returned in classes and all(_keeps_type(d, names) or _names.dotted(d, names) in _METHOD_KINDS for d in stmt.decorator_list):
+            out[(node.name, f"{stmt.name}()")] = returned  # `def as_rpy(self) -> RollPitchYaw`: what a call returns
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
         module_returns = returns
         if returns:  # not shadowed in the method
@@ -379,6 +388,7 @@ def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) ->
     return {k: v for k, v in out.items() if v is not None}
 
 
+_METHOD_KINDS = frozenset({"property", "staticmethod", "classmethod", "functools.cached_property", "abc.abstractmethod", "typing.override"})
 _KEEPS_TYPE = frozenset({"jax.jit", "jax.named_call", "jax.checkpoint", "jax.remat", "functools.cache", "functools.lru_cache"})
 
 
