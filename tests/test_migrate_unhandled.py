@@ -1,5 +1,5 @@
 """treeclass.migrate on pytree code it refused for the wrong reason or passed over in
-silence (issue 33). Each case is a real package's code, cut down (the package and line
+silence. Each case is a real package's code, cut down (the package and line
 are named): an untyped `_replace(k=...)` counts only against the NamedTuples with a
 field k; a call is typed by a method's return annotation; a loop over another library's
 call binds that library's objects; a vendored copy of flax.struct.dataclass converts as

@@ -21,13 +21,10 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from treeclass.migrate import _names
 from treeclass.migrate._types import OTHER, Typing, annotation_name
-
-if TYPE_CHECKING:
-    from treeclass.migrate._facts import Facts, Site
 
 __all__ = ["ANY", "TupleUses", "call_returns", "namedtuple_fields"]
 
@@ -65,8 +62,10 @@ def _index_fields(index: ast.expr) -> tuple[int, int] | None:
 class TupleUses(Typing, ast.NodeVisitor):
     """The scanner's visitors for tuple use (the scanner sets `facts`, `site`, `returning`)."""
 
-    facts: Facts
-    site: Callable[[ast.AST], Site]
+    # The scanner's (_facts.Facts and its Site): typed loosely, as _facts imports this module
+    # and an import back, even for type checkers only, would be a cycle.
+    facts: Any
+    site: Callable[[ast.AST], Any]
     returning: str | None = None  # the class the enclosing function is annotated to return
     method: str | None  # the enclosing function's name
 
