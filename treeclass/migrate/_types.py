@@ -98,9 +98,9 @@ class Typing:
                 return func.value.id  # State.create(...): a classmethod of the class
             if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
                 return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
-            method = (self._receiver(func.value), f"{func.attr}()") if isinstance(func, ast.Attribute) else None
-            if method is not None and method[0] and method in self.attr_types:
-                return self.attr_types[method]  # `t.as_rpy()` with `def as_rpy(self) -> RollPitchYaw`
+            receiver = self._receiver(func.value) if isinstance(func, ast.Attribute) else None
+            if receiver and isinstance(func, ast.Attribute) and (receiver, f"{func.attr}()") in self.attr_types:
+                return self.attr_types[receiver, f"{func.attr}()"]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
         if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
             return OTHER
