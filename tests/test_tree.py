@@ -124,3 +124,9 @@ def test_typed_keys_compare_by_impl_and_data(a, b, equal):
     assert (Keyed(a) != Keyed(b)) is not equal
     traced = jax.jit(tc.tree_equal)(Keyed(a), Keyed(b))  # compared under tracing
     assert bool(traced) is equal
+
+
+def test_tree_equal_of_a_float_past_float32_and_an_int_array_is_false_without_a_warning():
+    # Regression (hypothesis, on jax 0.7): numpy's cast of 3.4e38 to float32 warned, an
+    # error under the suite's filterwarnings.
+    assert tc.tree_equal(3.4028235677973366e38, jnp.array(1, jnp.int32)) is False

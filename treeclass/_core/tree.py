@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from typing import Any
 
 import jax
@@ -129,7 +130,10 @@ def tree_equal(a: Any, b: Any) -> bool | jax.Array:
 def _as_array(x: Any, other: Any) -> Any:
     """`x` as JAX holds it where `x` is a Python scalar and `other` a 0-d array."""
     if type(x) in PYTHON_SCALARS and getattr(other, "shape", None) == ():
-        with contextlib.suppress(OverflowError):  # an int no JAX dtype holds: equal to no array
+        with contextlib.suppress(OverflowError), warnings.catch_warnings():
+            # An int no JAX dtype holds is equal to no array; a float past float32's range
+            # is inf, as JAX holds it (jax 0.7's numpy cast warns on the way).
+            warnings.simplefilter("ignore", RuntimeWarning)
             return jnp.asarray(x)
     return x
 
