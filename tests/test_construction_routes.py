@@ -255,3 +255,14 @@ def test_initvar_found_in_string_annotations():
     )
     assert ns["Shifted"](1.0, 2.0, 3.0).x == 9.0
     assert [f.name for f in tc.fields(ns["Shifted"])] == ["x"]
+
+
+def test_object_delattr_on_an_instance_is_refused_naming_the_field():
+    # Regression: Python's bare `AttributeError: __delete__` named nothing.
+    class W(tc.TreeClass):
+        w: jax.Array
+
+    m = W(jnp.zeros(2))
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot delete W\.w: treeclass instances are immutable"):
+        object.__delattr__(m, "w")
+    assert jax.tree.leaves(m)[0] is m.w

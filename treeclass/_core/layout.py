@@ -44,6 +44,10 @@ class Guard:
             raise dataclasses.FrozenInstanceError(msg)
         d[self.name] = value
 
+    def __delete__(self, obj: object) -> None:  # `object.__delattr__`: Python's own says "__delete__"
+        msg = f"cannot delete {type(obj).__name__}.{self.name}: treeclass instances are immutable."
+        raise dataclasses.FrozenInstanceError(msg)
+
     def __repr__(self) -> str:
         return f"<treeclass field {self.name!r}>"
 
