@@ -14,6 +14,8 @@ treeclass, so the shared behaviours are tested once, over both; what only one fo
 """
 
 import dataclasses
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -43,3 +45,15 @@ class Form:
 DECORATOR = Form("decorator", tc.treeclass, ())
 BASE = Form("base", _as_written, (tc.TreeClass,))
 FORMS = (DECORATOR, BASE)
+
+
+def exec_module(source: str) -> dict[str, Any]:
+    """Runs `source` as the module `generated` (dataclasses looks a class's module up
+    in sys.modules to read string annotations); its namespace."""
+    module = types.ModuleType("generated")
+    sys.modules["generated"] = module
+    try:
+        exec(source, module.__dict__)
+    finally:
+        del sys.modules["generated"]
+    return module.__dict__

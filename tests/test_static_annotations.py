@@ -7,13 +7,12 @@ nested inside another type (`list[tc.Static[int]]`) is refused naming `Class.fie
 The three spellings of a static field take and refuse the same options alike."""
 
 import sys
-import types
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import pytest
-from forms import FORMS, Form
+from forms import FORMS, Form, exec_module
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,18 +30,6 @@ import treeclass as tc
 """
 
 
-def _exec_module(source: str) -> dict[str, Any]:
-    """Runs `source` as the module `generated` (dataclasses looks a class's module up
-    in sys.modules to read string annotations)."""
-    module = types.ModuleType("generated")
-    sys.modules["generated"] = module
-    try:
-        exec(source, module.__dict__)
-    finally:
-        del sys.modules["generated"]
-    return module.__dict__
-
-
 def _declare(annotation: str, *, future: bool, aliases: str = "", local: bool = False, form: Form = FORMS[1]) -> type:
     """The class `S` with `x: jax.Array` and `n: <annotation> = 3`, the alias lines at
     module level or (`local`) in the function that runs the class statement."""
@@ -52,7 +39,7 @@ def _declare(annotation: str, *, future: bool, aliases: str = "", local: bool = 
     source = _PRELUDE.format(future="from __future__ import annotations" if future else "")
     source += "\n".join(lines if not local else []) + "\ndef make():\n" + "\n".join(lines if local else [])
     source += f"\n{body}\n        x: jax.Array\n        n: {annotation} = 3\n    return S\nS = make()\n"
-    return _exec_module(source)["S"]
+    return exec_module(source)["S"]
 
 
 def _kinds(cls: type) -> dict[str, bool]:

@@ -11,14 +11,13 @@ import os
 import pickle
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
 import pytest
-from forms import FORMS, Form
+from forms import FORMS, Form, exec_module
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,21 +124,9 @@ def test_static_alias_is_static_wherever_it_is_defined(form, future, placement, 
         future="from __future__ import annotations" if future else "",
         cls=cls_source, annotation=annotation, name="Gen", **where,
     )
-    gen = _exec_module(source)["Gen"]
+    gen = exec_module(source)["Gen"]
     assert {f.name: f.metadata["static"] for f in tc.fields(gen)} == {"x": False, "h": True}
     assert len(jax.tree.leaves(gen(jnp.ones(1)))) == 1
-
-
-def _exec_module(source: str) -> dict[str, Any]:
-    """Runs `source` as the module `generated` (dataclasses looks a class's module up
-    in sys.modules to read string annotations)."""
-    module = types.ModuleType("generated")
-    sys.modules["generated"] = module
-    try:
-        exec(source, module.__dict__)
-    finally:
-        del sys.modules["generated"]
-    return module.__dict__
 
 
 def test_unresolvable_annotation_raises_naming_class_field(form: Form):
@@ -152,10 +139,10 @@ def test_unresolvable_annotation_raises_naming_class_field(form: Form):
         "    h: Hyperr = 0.5\n"
     )
     with pytest.raises(TypeError, match=r"S\.h is annotated 'Hyperr', which treeclass cannot resolve") as info:
-        _exec_module(source)
+        exec_module(source)
     assert "h: Hyperr = tc.static()" in str(info.value)
     # A field specifier declares the kind itself: nothing to resolve.
-    ns = _exec_module(source.replace("= 0.5", "= tc.static(default=0.5)"))
+    ns = exec_module(source.replace("= 0.5", "= tc.static(default=0.5)"))
     assert [f.metadata["static"] for f in tc.fields(ns["S"])] == [False, True]
 
 
