@@ -7,6 +7,7 @@ hundreds and prints the counts."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,7 +18,13 @@ pytest.importorskip("libcst")
 
 from migrate_runs import forget_pkg
 
-from benchmarks.migrate_differential import outcome, packages
+# benchmarks/ is not installed and the suite does not put the repository root on
+# sys.path (an editable install does, which hides a missing entry here).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+try:
+    from benchmarks.migrate_differential import outcome, packages
+finally:
+    sys.path.pop(0)
 
 _HEADER = "import dataclasses\nimport typing\n\nimport jax\nfrom flax import struct\n"
 # Found by the generator: a write to a field of the grandparent, on an instance of the
