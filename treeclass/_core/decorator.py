@@ -168,7 +168,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
     sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
-    ns = codegen.compile_class(layout, sources, {**init.helpers(layout), **replace.helpers(layout)})
+    ns = codegen.compile_class(layout, sources)
     replace_fn = replace.install(layout, ns)
     _install(
         cls,

@@ -47,7 +47,7 @@ class Registration:
 
 
 def _reregister(layout: Layout) -> Registration:
-    ns = codegen.compile_class(layout, [unflatten_source(layout)], {})
+    ns = codegen.compile_class(layout, [unflatten_source(layout)])
     if layout.cls not in _REGISTERED:
         register(layout, ns)
     return Registration(layout, ns)
