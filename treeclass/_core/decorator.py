@@ -39,13 +39,6 @@ _OWNED: Final = {
 }
 
 
-def _check_names(cls: type) -> None:
-    for name, why in _OWNED.items():
-        if name in cls.__dict__:
-            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
-            raise TypeError(msg)
-
-
 def _check_fields(cls: type) -> None:
     for f in dataclasses.fields(cls):
         static = f.metadata.get(STATIC, False)
@@ -122,14 +115,6 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
     return None if parent is None else parent.user_init
 
 
-def _inherited_defaults(cls: type) -> None:
-    """A field annotated again in a subclass takes the parent's plain default (its `Guard`'s)."""
-    for name in inspect.get_annotations(cls):
-        guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
-        if isinstance(guard, Guard):
-            setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
-
-
 def _mark_abstract(cls: type) -> None:
     """Sets `__abstractmethods__` as `abc.ABCMeta` does; `__init__` repeats the check 3.13 skips."""
     names = {name for k in cls.__mro__ for name in vars(k)}
@@ -157,8 +142,10 @@ def _rebuilt_by_cloudpickle() -> bool:
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
-    _check_names(cls)
-    _inherited_defaults(cls)
+    for name, why in _OWNED.items():
+        if name in cls.__dict__:
+            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
+            raise TypeError(msg)
     restore = prepare(cls)
     # eq/repr=False: ours are installed below; init=True still checks the argument order.
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
