@@ -15,7 +15,6 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._core.layout import FLAT, instance_layout
 from treeclass._core.show import short_repr
 from treeclass._core.walk import KeyPath, children, path_str
 
@@ -179,9 +178,7 @@ def _array_in(value: object) -> tuple[KeyPath, object] | None:
         below = enumerate(value)
     elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
         below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
-    elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
-        below = zip(map(jax.tree_util.GetAttrKey, layout.dynamic), getattr(value, FLAT)[0], strict=True)
-    else:
+    else:  # a treeclass's dynamic fields (its statics were checked when built), another node's
         below = children(value) or ()
     for key, item in below:
         if type(item) in TRUSTED_STATIC_TYPES:
