@@ -118,15 +118,15 @@ _ARRAY_KINDS: Final = {
 _ARRAY_TYPES: Final = tuple(_ARRAY_KINDS)
 
 
-def _identity_compared(value: object) -> str | None:
-    """Describes `value` if it compares by identity and is likely new per instance."""
+def _identity_item(value: object, at: str) -> tuple[str, str] | None:
+    """Where (`opt.init`) and what `value`, or the first item in it, that compares by identity is."""
     if isinstance(value, types.FunctionType):
         qualname = value.__qualname__
         if "<lambda>" in qualname or "<locals>" in qualname:
-            return f"the function {qualname}"
+            return at, f"the function {qualname}"
         return None  # a module-level function is one object: safe to reuse.
     if isinstance(value, functools.partial):
-        return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
+        return at, f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
     cls = type(value)
     # A data object without __eq__ is usually built per instance, and then recompiles;
     # callables (jnp.tanh), classes, modules and enum members are usually singletons.
@@ -136,15 +136,7 @@ def _identity_compared(value: object) -> str | None:
         and not isinstance(value, types.ModuleType | enum.Enum)
         and cls.__module__ != "builtins"
     ):
-        return f"a {cls.__qualname__} instance (its class has no __eq__)"
-    return None
-
-
-def _identity_item(value: object, at: str) -> tuple[str, str] | None:
-    """Where (`opt.init`) and what the first item of `value`, or in it, compared by identity is."""
-    what = _identity_compared(value)
-    if what is not None:
-        return at, what
+        return at, f"a {cls.__qualname__} instance (its class has no __eq__)"
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(value if isinstance(value, tuple | frozenset) else ()):
         if type(item) in TRUSTED_STATIC_TYPES:
