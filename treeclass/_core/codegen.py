@@ -9,8 +9,8 @@ import linecache
 from typing import Any, Final
 
 from treeclass._core import checks
+from treeclass._core.fields import Sentinel
 from treeclass._core.layout import FLAT, INIT, Layout, layout_of
-from treeclass._core.show import Sentinel
 
 FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
 UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value

@@ -9,6 +9,7 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
+from treeclass._core.fields import Sentinel
 from treeclass._core.layout import instance_layout
 from treeclass._core.walk import array_name, is_array
 
@@ -34,14 +35,6 @@ def describe(value: object, *, shape: bool = True) -> str:
     found = getattr(value, "shape", None) if shape else None
     article = "an" if name[0] in "aeiouAEIOU" else "a"
     return f"{article} {name}" + ("" if found is None else f" of shape {found}")
-
-
-class Sentinel:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
 
 
 _UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__post_init__`)
