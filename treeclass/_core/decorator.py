@@ -179,10 +179,8 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
 
 
 @overload
-@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(cls: type[_T], /) -> type[_T]: ...
 @overload
-@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
     *, kw_only: bool = False, repr: bool = True, eq: bool = True, frozen: bool = True
 ) -> Callable[[type[_T]], type[_T]]: ...
