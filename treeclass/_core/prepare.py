@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import functools
 import inspect
-import re
 import sys
 import traceback
 import types
@@ -23,7 +22,7 @@ import typing_extensions
 
 from treeclass._core import checks
 from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
-from treeclass._core.layout import Guard
+from treeclass._core.layout import Guard, is_classvar
 
 # One message per option a static field refuses, whichever spelling declared it.
 _MSG_STATIC_OPTION: Final = """\
@@ -145,19 +144,10 @@ that makes a new one per instance:
 
 (A jax.Array default is fine as it is: JAX arrays are immutable.)"""
 
-_CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
-
-
 class _Shared(typing.NamedTuple):
     """Hides a `jax.Array` default (immutable: safe to share) from dataclasses' mutable check."""
 
     value: Any
-
-
-def _is_classvar(annotation: object) -> bool:
-    if isinstance(annotation, str):
-        return bool(_CLASSVAR.match(annotation))
-    return annotation is typing.ClassVar or typing.get_origin(annotation) is typing.ClassVar
 
 
 def _check_defaults(cls: type) -> Callable[[], None]:
@@ -166,7 +156,7 @@ def _check_defaults(cls: type) -> Callable[[], None]:
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None
         default = field.default if field is not None else value
-        if default is dataclasses.MISSING or _is_classvar(annotation):
+        if default is dataclasses.MISSING or is_classvar(annotation):
             continue
         if field is not None and field.metadata.get(STATIC, False):
             if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
@@ -197,7 +187,7 @@ def prepare(cls: type) -> Callable[[], None]:
         guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
         if isinstance(guard, Guard):
             setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
-        if _is_classvar(annotation):
+        if is_classvar(annotation):
             continue
         value = cls.__dict__.get(name, dataclasses.MISSING)
         specified = isinstance(value, dataclasses.Field) and STATIC in value.metadata
