@@ -89,15 +89,12 @@ def _delattr(self: Any, name: str) -> None:
 
 def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
     """As dataclasses does, where the body has none (`__eq__` alone sets `__hash__ = None`)."""
-    own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
-    if repr and "__repr__" not in own:
-        _install(cls, __repr__=show.tree_repr)
-    if repr and "__treescope_repr__" not in own:
-        _install(cls, __treescope_repr__=show.treescope_repr)
-    if eq and "__eq__" not in own:
-        _install(cls, __eq__=tree.eq)
-    if eq and ("__hash__" not in own or (own["__hash__"] is None and "__eq__" in own)):
-        _install(cls, __hash__=tree.hash_)
+    own = set(vars(cls))
+    if "__eq__" in own and vars(cls).get("__hash__") is None:
+        own.discard("__hash__")  # Python's None for the body's `__eq__`: ours goes in
+    ours = {"__repr__": show.tree_repr, "__treescope_repr__": show.treescope_repr} if repr else {}
+    ours |= {"__eq__": tree.eq, "__hash__": tree.hash_} if eq else {}
+    _install(cls, **{name: method for name, method in ours.items() if name not in own})
 
 
 def _install(cls: type, **methods: object) -> None:
