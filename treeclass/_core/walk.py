@@ -105,9 +105,6 @@ def walk(
                 yield from walk(values[field], field_path, cls, field, trained)
         return
     below = children(tree)
-    if below is None:
-        yield Visit(path, tree, owner, name, "leaf", trainable)
-        return
-    yield Visit(path, tree, owner, name, "node", trainable)
-    for key, child in below:
+    yield Visit(path, tree, owner, name, "leaf" if below is None else "node", trainable)
+    for key, child in below or ():
         yield from walk(child, (*path, key), owner, name, trainable)
