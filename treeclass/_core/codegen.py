@@ -93,7 +93,6 @@ def seal(children: str, statics: str) -> str:
 def static_check_line(name: str, *, skip_default: bool) -> str:
     """Source that checks the static local `name`; trusted types skip the call."""
     cond = f"_tc_type({name}) not in _tc_TRUSTED"
-    if skip_default:
-        # The default was checked once, when the class was decorated.
+    if skip_default:  # the default was checked once, when the class was decorated
         cond += f" and {name} is not _tc_dflt_{name}"
     return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"

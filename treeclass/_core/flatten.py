@@ -123,8 +123,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
     if layout is None:
         msg = f"treeclass.prefix() takes a treeclass instance; got {type(obj).__name__}."
         raise TypeError(msg)
-    unknown = [name for name in fields if name not in layout.dynamic]
-    if unknown:
+    if unknown := [name for name in fields if name not in layout.dynamic]:
         raise checks.unknown_field_error(
             type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
         )

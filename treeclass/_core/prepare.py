@@ -162,10 +162,9 @@ def _check_defaults(cls: type) -> Callable[[], None]:
             if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
                 checks.check_static(cls, name, default)
         elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
-            if field is None:
-                setattr(cls, name, _Shared(default))
-            else:
-                field.default = _Shared(default)
+            field = dataclasses.field() if field is None else field  # as dataclasses makes one
+            field.default = _Shared(default)
+            setattr(cls, name, field)
         elif type(default).__hash__ is None:
             value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix("builtins.")
             raise ValueError(_MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}"))

@@ -41,8 +41,7 @@ def source(layout: Layout) -> str:
         if name in layout.static and not layout.post_init:  # else finish checks them
             on_change.append(static_check_line(name, skip_default=False))
         if on_change:
-            body.append("else:")
-            body.extend(f"    {line}" for line in on_change)
+            body += ["else:", *(f"    {line}" for line in on_change)]
         if name in derived:  # finish() reads the fields back into these locals
             body.append(f"_tc_given_{name} = {name}")
     for f in layout.initvars:

@@ -108,13 +108,12 @@ def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
     assert layout is not None  # installed on treeclasses only
     names = [f.name for f in layout.fields if f.repr]
     lines = []
+    between = parts.siblings(",", parts.fold_condition(collapsed=parts.text(" ")))
+    last = parts.fold_condition(expanded=parts.text(","))
     for i, name in enumerate(names):
         child = None if path is None else f"{path}.{name}"
         value = subtree_renderer(self.__dict__.get(name, _UNSET), path=child)
-        if i < len(names) - 1:
-            comma = parts.siblings(",", parts.fold_condition(collapsed=parts.text(" ")))
-        else:
-            comma = parts.fold_condition(expanded=parts.text(","))
+        comma = between if i < len(names) - 1 else last
         static = "  # static" if name in layout.static else ""
         mark = parts.fold_condition(expanded=parts.comment_color(parts.text(static)))
         field = parts.siblings_with_annotations(f"{name}=", value)
