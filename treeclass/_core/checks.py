@@ -199,9 +199,8 @@ def check_static(cls: type, name: str, value: object) -> None:
     try:
         hash(value)
     except TypeError:
-        msg = _MSG_STATIC_UNHASHABLE.format(
-            cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
-        )
+        kind, shown = type(value).__name__, short_repr(value)
+        msg = _MSG_STATIC_UNHASHABLE.format(cls=cls.__name__, name=name, type=kind, value=shown)
         raise TypeError(msg) from None
     found_identity = _identity_item(value, name)
     if found_identity is not None:

@@ -84,8 +84,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    annotations = {f.name: _resolved(layout.cls, f) for f in layout.params}
-    init.__annotations__ = annotations | {"return": None}
+    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {"return": None}
     return cast("Callable[..., None]", init)
 
 
