@@ -15,7 +15,6 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._core.layout import FLAT, instance_layout
 from treeclass._core.show import short_repr
 from treeclass._core.walk import KeyPath, children, path_str
 
@@ -119,15 +118,15 @@ _ARRAY_KINDS: Final = {
 _ARRAY_TYPES: Final = tuple(_ARRAY_KINDS)
 
 
-def _identity_compared(value: object) -> str | None:
-    """Describes `value` if it compares by identity and is likely new per instance."""
+def _identity_item(value: object, at: str) -> tuple[str, str] | None:
+    """Where (`opt.init`) and what `value`, or the first item in it, that compares by identity is."""
     if isinstance(value, types.FunctionType):
         qualname = value.__qualname__
         if "<lambda>" in qualname or "<locals>" in qualname:
-            return f"the function {qualname}"
+            return at, f"the function {qualname}"
         return None  # a module-level function is one object: safe to reuse.
     if isinstance(value, functools.partial):
-        return f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
+        return at, f"a functools.partial of {getattr(value.func, '__qualname__', value.func)!r}"
     cls = type(value)
     # A data object without __eq__ is usually built per instance, and then recompiles;
     # callables (jnp.tanh), classes, modules and enum members are usually singletons.
@@ -137,15 +136,7 @@ def _identity_compared(value: object) -> str | None:
         and not isinstance(value, types.ModuleType | enum.Enum)
         and cls.__module__ != "builtins"
     ):
-        return f"a {cls.__qualname__} instance (its class has no __eq__)"
-    return None
-
-
-def _identity_item(value: object, at: str) -> tuple[str, str] | None:
-    """Where (`opt.init`) and what the first item of `value`, or in it, compared by identity is."""
-    what = _identity_compared(value)
-    if what is not None:
-        return at, what
+        return at, f"a {cls.__qualname__} instance (its class has no __eq__)"
     names: Any = getattr(value, "_fields", None)
     for i, item in enumerate(value if isinstance(value, tuple | frozenset) else ()):
         if type(item) in TRUSTED_STATIC_TYPES:
@@ -179,9 +170,7 @@ def _array_in(value: object) -> tuple[KeyPath, object] | None:
         below = enumerate(value)
     elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
         below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
-    elif (layout := instance_layout(value)) is not None:  # static fields were checked when built
-        below = zip(map(jax.tree_util.GetAttrKey, layout.dynamic), getattr(value, FLAT)[0], strict=True)
-    else:
+    else:  # a treeclass's dynamic fields (its statics were checked when built), another node's
         below = children(value) or ()
     for key, item in below:
         if type(item) in TRUSTED_STATIC_TYPES:
@@ -210,9 +199,8 @@ def check_static(cls: type, name: str, value: object) -> None:
     try:
         hash(value)
     except TypeError:
-        msg = _MSG_STATIC_UNHASHABLE.format(
-            cls=cls.__name__, name=name, type=type(value).__name__, value=short_repr(value)
-        )
+        kind, shown = type(value).__name__, short_repr(value)
+        msg = _MSG_STATIC_UNHASHABLE.format(cls=cls.__name__, name=name, type=kind, value=shown)
         raise TypeError(msg) from None
     found_identity = _identity_item(value, name)
     if found_identity is not None:

@@ -3,14 +3,14 @@ The code reaches everything through `_tc_` names, so a field may be called `type
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
-from collections.abc import Mapping
 from typing import Any, Final
 
 from treeclass._core import checks
-from treeclass._core.layout import FLAT, Layout
-from treeclass._core.show import Sentinel
+from treeclass._core.fields import Sentinel
+from treeclass._core.layout import FLAT, INIT, Layout, layout_of
 
 FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
 UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value
@@ -19,8 +19,23 @@ UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the cu
 _counters: dict[str, itertools.count[int]] = {}
 
 
-def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """Compiles `sources` in one namespace (returned, `helpers` in it)."""
+def subclass_check(self: object) -> bool:
+    """Refuses an undecorated subclass; True while a subclass's own `__init__` runs."""
+    cls = type(self)
+    if layout_of(cls) is None:
+        base = next(c for c in cls.__mro__ if layout_of(c) is not None)
+        msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
+        raise TypeError(msg)
+    return INIT in self.__dict__
+
+
+def _not_set(layout: Layout, name: str) -> None:
+    template = checks.MSG_NOT_SET if layout.user_init is None else checks.MSG_NOT_SET_BY_INIT
+    raise TypeError(template.format(cls=layout.cls.__name__, name=name))
+
+
+def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
+    """Compiles `sources` in one namespace (returned) holding all they call."""
     source = "\n".join(sources)
     base = f"{layout.cls.__module__}.{layout.cls.__qualname__}"
     n = next(_counters.setdefault(base, itertools.count(1)))
@@ -36,7 +51,10 @@ def compile_class(layout: Layout, sources: list[str], helpers: Mapping[str, Any]
         "_tc_type": type,
         "_tc_KeyError": KeyError,
         "_tc_object_new": object.__new__,
-        **helpers,
+        "_tc_ValueError": ValueError,
+        "_tc_subclass_check": subclass_check,
+        "_tc_not_set": functools.partial(_not_set, layout),
+        "_tc_unknown_field_error": checks.unknown_field_error,
     }
     for f in (*layout.fields, *layout.initvars):
         ns[f"_tc_dflt_{f.name}"] = f.default
@@ -75,7 +93,6 @@ def seal(children: str, statics: str) -> str:
 def static_check_line(name: str, *, skip_default: bool) -> str:
     """Source that checks the static local `name`; trusted types skip the call."""
     cond = f"_tc_type({name}) not in _tc_TRUSTED"
-    if skip_default:
-        # The default was checked once, when the class was decorated.
+    if skip_default:  # the default was checked once, when the class was decorated
         cond += f" and {name} is not _tc_dflt_{name}"
     return f"if {cond}: _tc_check(_tc_cls, {name!r}, {name})"

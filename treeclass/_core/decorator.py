@@ -39,13 +39,6 @@ _OWNED: Final = {
 }
 
 
-def _check_names(cls: type) -> None:
-    for name, why in _OWNED.items():
-        if name in cls.__dict__:
-            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
-            raise TypeError(msg)
-
-
 def _check_fields(cls: type) -> None:
     for f in dataclasses.fields(cls):
         static = f.metadata.get(STATIC, False)
@@ -96,15 +89,12 @@ def _delattr(self: Any, name: str) -> None:
 
 def _install_dunders(cls: type, *, repr: bool, eq: bool) -> None:  # noqa: A002
     """As dataclasses does, where the body has none (`__eq__` alone sets `__hash__ = None`)."""
-    own = dict(cls.__dict__)  # a copy: the checks below must see the body as written
-    if repr and "__repr__" not in own:
-        _install(cls, __repr__=show.tree_repr)
-    if repr and "__treescope_repr__" not in own:
-        _install(cls, __treescope_repr__=show.treescope_repr)
-    if eq and "__eq__" not in own:
-        _install(cls, __eq__=tree.eq)
-    if eq and ("__hash__" not in own or (own["__hash__"] is None and "__eq__" in own)):
-        _install(cls, __hash__=tree.hash_)
+    own = set(vars(cls))
+    if "__eq__" in own and vars(cls).get("__hash__") is None:
+        own.discard("__hash__")  # Python's None for the body's `__eq__`: ours goes in
+    ours = {"__repr__": show.tree_repr, "__treescope_repr__": show.treescope_repr} if repr else {}
+    ours |= {"__eq__": tree.eq, "__hash__": tree.hash_} if eq else {}
+    _install(cls, **{name: method for name, method in ours.items() if name not in own})
 
 
 def _install(cls: type, **methods: object) -> None:
@@ -120,14 +110,6 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
         return None
     parent = next((layout_of(b) for b in cls.__mro__[1:] if layout_of(b) is not None), None)
     return None if parent is None else parent.user_init
-
-
-def _inherited_defaults(cls: type) -> None:
-    """A field annotated again in a subclass takes the parent's plain default (its `Guard`'s)."""
-    for name in inspect.get_annotations(cls):
-        guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
-        if isinstance(guard, Guard):
-            setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
 
 
 def _mark_abstract(cls: type) -> None:
@@ -157,8 +139,10 @@ def _rebuilt_by_cloudpickle() -> bool:
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
     """Makes `cls` a treeclass: the one path for the decorator and `TreeClass`."""
     user_init = cls.__dict__.get("__init__")
-    _check_names(cls)
-    _inherited_defaults(cls)
+    for name, why in _OWNED.items():
+        if name in cls.__dict__:
+            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
+            raise TypeError(msg)
     restore = prepare(cls)
     # eq/repr=False: ours are installed below; init=True still checks the argument order.
     dataclasses.dataclass(cls, frozen=True, eq=False, repr=False, kw_only=kw_only)
@@ -168,7 +152,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
     sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
-    ns = codegen.compile_class(layout, sources, {**init.helpers(layout), **replace.helpers(layout)})
+    ns = codegen.compile_class(layout, sources)
     replace_fn = replace.install(layout, ns)
     _install(
         cls,
@@ -192,10 +176,8 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
 
 
 @overload
-@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(cls: type[_T], /) -> type[_T]: ...
 @overload
-@dataclass_transform(frozen_default=True, field_specifiers=(field, static))
 def treeclass(
     *, kw_only: bool = False, repr: bool = True, eq: bool = True, frozen: bool = True
 ) -> Callable[[type[_T]], type[_T]]: ...

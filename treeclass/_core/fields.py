@@ -16,12 +16,15 @@ AXES: Final = "axes"
 TRAINABLE: Final = "trainable"
 
 
-class _StaticMarker:
+class Sentinel:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
     def __repr__(self) -> str:
-        return "treeclass.STATIC"
+        return self._name
 
 
-STATIC_MARKER: Final = _StaticMarker()
+STATIC_MARKER: Final = Sentinel("treeclass.STATIC")
 
 Static = Annotated[_T, STATIC_MARKER]
 """Marks a field as static: `tau: tc.Static[float] = 20.0` equals `tau: float = tc.static(default=20.0)`.

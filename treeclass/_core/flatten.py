@@ -47,7 +47,7 @@ class Registration:
 
 
 def _reregister(layout: Layout) -> Registration:
-    ns = codegen.compile_class(layout, [unflatten_source(layout)], {})
+    ns = codegen.compile_class(layout, [unflatten_source(layout)])
     if layout.cls not in _REGISTERED:
         register(layout, ns)
     return Registration(layout, ns)
@@ -123,8 +123,7 @@ def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:
     if layout is None:
         msg = f"treeclass.prefix() takes a treeclass instance; got {type(obj).__name__}."
         raise TypeError(msg)
-    unknown = [name for name in fields if name not in layout.dynamic]
-    if unknown:
+    if unknown := [name for name in fields if name not in layout.dynamic]:
         raise checks.unknown_field_error(
             type(obj), unknown, layout.dynamic, call="prefix", kind="dynamic field"
         )

@@ -11,29 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, cast
 
-from treeclass._core import checks
-from treeclass._core.codegen import finish, static_check_line
-from treeclass._core.layout import INIT, Layout, layout_of
-
-
-def _subclass_check(self: object) -> bool:
-    """Refuses an undecorated subclass; True while a subclass's own `__init__` runs."""
-    cls = type(self)
-    if layout_of(cls) is None:
-        base = next(c for c in cls.__mro__ if layout_of(c) is not None)
-        msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
-        raise TypeError(msg)
-    return INIT in self.__dict__
-
-
-def _not_set(layout: Layout, name: str) -> None:
-    template = checks.MSG_NOT_SET if layout.user_init is None else checks.MSG_NOT_SET_BY_INIT
-    raise TypeError(template.format(cls=layout.cls.__name__, name=name))
-
-
-def helpers(layout: Layout) -> dict[str, Any]:
-    not_set = functools.partial(_not_set, layout)
-    return {"_tc_subclass_check": _subclass_check, "_tc_not_set": not_set}
+from treeclass._core.codegen import finish, static_check_line, subclass_check
+from treeclass._core.layout import INIT, Layout
 
 
 def finalize_source(layout: Layout) -> str:
@@ -105,8 +84,7 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    annotations = {f.name: _resolved(layout.cls, f) for f in layout.params}
-    init.__annotations__ = annotations | {"return": None}
+    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {"return": None}
     return cast("Callable[..., None]", init)
 
 
@@ -139,7 +117,7 @@ def _wrap_user_init(
             user_init(self, *args, **kwargs)
             return
         if type(self) is not cls:
-            _subclass_check(self)
+            subclass_check(self)
         d |= start  # `|=`, not d.update(): no method call, 40 ns less
         if post_init:
             # `self.__post_init__()` in `__init__` waits for the end (once, after the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import typing
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -17,8 +18,8 @@ LAYOUT: Final = "__tc_layout__"
 # In `__dict__` only while a hand-written `__init__` runs, the one time `self.w = ...` works.
 INIT: Final = "__tc_init__"
 
-# `InitVar[float]` as a string (`from __future__ import annotations`), maybe module-qualified.
-_INITVAR: Final = re.compile(r"^\s*(?:\w+\.)?InitVar\b")
+# `ClassVar[int]` as a string (`from __future__ import annotations`), maybe module-qualified.
+_CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 _MSG_SET_BUILT: Final = """\
 cannot assign to {cls}.{name} with object.__setattr__: the instance is built, and
@@ -77,17 +78,19 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     return not isinstance(attr, Guard) and (hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"))
 
 
-def _is_initvar(t: object) -> bool:
-    return t is dataclasses.InitVar or isinstance(t, dataclasses.InitVar) or (isinstance(t, str) and bool(_INITVAR.match(t)))
+def is_classvar(annotation: object) -> bool:
+    if isinstance(annotation, str):
+        return bool(_CLASSVAR.match(annotation))
+    return annotation is typing.ClassVar or typing.get_origin(annotation) is typing.ClassVar
 
 
 def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str, bool]) -> Layout:
     fields = tuple(f for f in dataclasses.fields(cls) if not _computed(cls, f))
     # `dataclasses.fields()` hides the InitVars, which `__init__` takes and passes to
-    # `__post_init__`; `__dataclass_fields__` (unknown to checkers) has them, and ClassVars.
+    # `__post_init__`; `__dataclass_fields__` (unknown to checkers) has them and ClassVars.
     every = cast("dict[str, dataclasses.Field[Any]]", vars(cls)["__dataclass_fields__"])
     real = {f.name for f in dataclasses.fields(cls)}
-    initvars = tuple(f for f in every.values() if f.name not in real and _is_initvar(f.type))
+    initvars = tuple(f for f in every.values() if f.name not in real and not is_classvar(f.type))
     return Layout(
         cls=cls,
         fields=fields,

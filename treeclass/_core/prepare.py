@@ -7,8 +7,8 @@ import builtins
 import collections
 import copy
 import dataclasses
+import functools
 import inspect
-import re
 import sys
 import traceback
 import types
@@ -22,6 +22,7 @@ import typing_extensions
 
 from treeclass._core import checks
 from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
+from treeclass._core.layout import Guard, is_classvar
 
 # One message per option a static field refuses, whichever spelling declared it.
 _MSG_STATIC_OPTION: Final = """\
@@ -60,12 +61,8 @@ _ALIASES: Final = (typing_extensions.TypeAliasType, getattr(typing, "TypeAliasTy
 _UNIONS: Final = (typing.Union, types.UnionType)
 
 
-class _Unresolved(Exception):  # noqa: N818 - a signal inside this module, never raised to users
-    """A name where `Static` may stand that cannot be evaluated."""
-
-
-class _Nested(Exception):  # noqa: N818 - a signal inside this module, never raised to users
-    """`Static` inside a type treeclass does not look into (`list[...]`)."""
+class _Refused(Exception):  # noqa: N818 - a signal inside this module, never raised to users
+    """`(template, detail)`: `Static` nested (`_MSG_NESTED`) or a name unresolved."""
 
 
 class _Undefined:
@@ -92,97 +89,50 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
     return globals_, _Names({cls.__name__: cls}, dict(vars(cls)), *scopes, module, globals_)
 
 
-class _Finder:
+def _find(a: Any, outer: str | None, scopes: Callable[[], Any], seen: frozenset[int] = frozenset()) -> bool:
     """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into."""
-
-    def __init__(self, cls: type) -> None:
-        self.cls = cls
-        self.scopes: tuple[dict[str, Any], _Names] | None = None  # read from frames when needed
-
-    def find(self, a: Any, outer: str | None, seen: frozenset[int] = frozenset()) -> bool:
-        origin = typing.get_origin(a)
-        if isinstance(origin, _ALIASES):  # `Hyper[float]` of a generic alias: its value decides
-            a = origin
-        if isinstance(a, _ALIASES):
-            if id(a) in seen:  # a recursive alias (`type Tree = int | list[Tree]`)
-                return False
-            try:
-                value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
-            except NameError as e:
-                return _unresolved(f"NameError: {e}", outer)
-            return self.find(value, outer, seen | {id(a)})
-        if origin is typing.Annotated:
-            if any(m is STATIC_MARKER for m in a.__metadata__):
-                if outer is not None:
-                    raise _Nested(outer)
-                return True
-            return self.find(a.__origin__, outer, seen)
-        if isinstance(a, str | typing.ForwardRef):
-            return self.find(self._eval(a if isinstance(a, str) else a.__forward_arg__, outer), outer, seen)
-        if isinstance(a, type) and issubclass(a, _Undefined):
-            return _unresolved(f"NameError: name {a.__name__!r} is not defined", outer)
-        if origin is typing.Literal:
+    origin = typing.get_origin(a)
+    if isinstance(origin, _ALIASES):  # `Hyper[float]` of a generic alias: its value decides
+        a = origin
+    if isinstance(a, _ALIASES):
+        if id(a) in seen:  # a recursive alias (`type Tree = int | list[Tree]`)
             return False
-        if origin in _UNIONS:
-            return any([self.find(x, outer, seen) for x in typing.get_args(a)])  # every arm checked
-        shown = origin or a
-        inner = outer or f"{getattr(shown, '__name__', None) or repr(shown)}[...]"
-        for arg in typing.get_args(a):
-            for x in arg if isinstance(arg, list) else (arg,):  # Callable[[A, B], C]
-                self.find(x, inner, seen)
-        return False
-
-    def _eval(self, text: str, outer: str | None) -> Any:
-        if self.scopes is None:
-            self.scopes = _scopes(self.cls)
         try:
-            return eval(text, *self.scopes)  # noqa: S307 - the class's own annotation
+            value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
+        except NameError as e:
+            return _unresolved(f"NameError: {e}", outer)
+        return _find(value, outer, scopes, seen | {id(a)})
+    if origin is typing.Annotated:
+        if any(m is STATIC_MARKER for m in a.__metadata__):
+            if outer is not None:
+                raise _Refused(_MSG_NESTED, outer)
+            return True
+        return _find(a.__origin__, outer, scopes, seen)
+    if isinstance(a, str | typing.ForwardRef):
+        try:
+            value = eval(a if isinstance(a, str) else a.__forward_arg__, *scopes())  # noqa: S307 - the class's own
         except Exception as e:  # noqa: BLE001 - a syntax error, a missing attribute: name the field
             return _unresolved(f"{type(e).__name__}: {e}", outer)
+        return _find(value, outer, scopes, seen)
+    if isinstance(a, type) and issubclass(a, _Undefined):
+        return _unresolved(f"NameError: name {a.__name__!r} is not defined", outer)
+    if origin is typing.Literal:
+        return False
+    if origin in _UNIONS:
+        return any([_find(x, outer, scopes, seen) for x in typing.get_args(a)])  # every arm checked
+    shown = origin or a
+    inner = outer or f"{getattr(shown, '__name__', None) or repr(shown)}[...]"
+    for arg in typing.get_args(a):
+        for x in arg if isinstance(arg, list) else (arg,):  # Callable[[A, B], C]
+            _find(x, inner, scopes, seen)
+    return False
 
 
 def _unresolved(error: str, outer: str | None) -> bool:
     # Inside `list[Later]`, where Static would be refused anyway, the field is dynamic.
     if outer is not None:
         return False
-    raise _Unresolved(error)
-
-
-def _check_options(cls: type, name: str, f: dataclasses.Field[Any]) -> None:
-    """A static field takes every option of `field()` but `trainable=False` and `axes=`."""
-    option = "axes=..." if AXES in f.metadata else "trainable=False" if f.metadata.get(TRAINABLE) is False else None
-    if option is not None:
-        why = _WHY_REFUSED[option]
-        raise TypeError(_MSG_STATIC_OPTION.format(cls=cls.__name__, name=name, option=option, why=why))
-
-
-def _mark_static_annotations(cls: type) -> None:
-    finder = _Finder(cls)
-    for name, annotation in inspect.get_annotations(cls).items():
-        if _is_classvar(annotation):
-            continue
-        value = cls.__dict__.get(name, dataclasses.MISSING)
-        specified = isinstance(value, dataclasses.Field) and STATIC in value.metadata
-        text = annotation if isinstance(annotation, str) else repr(annotation)
-        try:
-            is_static = finder.find(annotation, None)
-        except _Nested as e:
-            raise TypeError(_MSG_NESTED.format(cls=cls.__name__, name=name, text=text, outer=e)) from None
-        except _Unresolved as e:
-            if not specified:  # else the field specifier declares the kind: nothing to resolve
-                raise TypeError(_MSG_UNRESOLVED.format(cls=cls.__name__, name=name, text=text, error=e)) from None
-            is_static = False
-        if isinstance(value, dataclasses.Field):
-            f: dataclasses.Field[Any] = value
-            if is_static and not f.metadata.get(STATIC, False):
-                # A copy: the same field() object may stand in another class, dynamic there.
-                f = copy.copy(f)
-                f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
-                setattr(cls, name, f)
-            if f.metadata.get(STATIC, False):
-                _check_options(cls, name, f)
-        elif is_static:
-            setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
+    raise _Refused(_MSG_UNRESOLVED, error)
 
 
 _MSG_MUTABLE_DEFAULT: Final = """\
@@ -194,19 +144,10 @@ that makes a new one per instance:
 
 (A jax.Array default is fine as it is: JAX arrays are immutable.)"""
 
-_CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
-
-
 class _Shared(typing.NamedTuple):
     """Hides a `jax.Array` default (immutable: safe to share) from dataclasses' mutable check."""
 
     value: Any
-
-
-def _is_classvar(annotation: object) -> bool:
-    if isinstance(annotation, str):
-        return bool(_CLASSVAR.match(annotation))
-    return annotation is typing.ClassVar or typing.get_origin(annotation) is typing.ClassVar
 
 
 def _check_defaults(cls: type) -> Callable[[], None]:
@@ -215,16 +156,15 @@ def _check_defaults(cls: type) -> Callable[[], None]:
         value = cls.__dict__.get(name, dataclasses.MISSING)
         field = value if isinstance(value, dataclasses.Field) else None
         default = field.default if field is not None else value
-        if default is dataclasses.MISSING or _is_classvar(annotation):
+        if default is dataclasses.MISSING or is_classvar(annotation):
             continue
         if field is not None and field.metadata.get(STATIC, False):
             if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
                 checks.check_static(cls, name, default)
         elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
-            if field is None:
-                setattr(cls, name, _Shared(default))
-            else:
-                field.default = _Shared(default)
+            field = dataclasses.field() if field is None else field  # as dataclasses makes one
+            field.default = _Shared(default)
+            setattr(cls, name, field)
         elif type(default).__hash__ is None:
             value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix("builtins.")
             raise ValueError(_MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}"))
@@ -240,5 +180,37 @@ def _check_defaults(cls: type) -> Callable[[], None]:
 
 def prepare(cls: type) -> Callable[[], None]:
     """Rewrites `cls`'s body for `dataclasses.dataclass`; returns what to call after it."""
-    _mark_static_annotations(cls)
+    scopes = functools.cache(lambda: _scopes(cls))  # read from the frames at the first string only
+    for name, annotation in inspect.get_annotations(cls).items():
+        # Annotated again in a subclass, a field keeps the parent's plain default (its `Guard`'s).
+        guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
+        if isinstance(guard, Guard):
+            setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
+        if is_classvar(annotation):
+            continue
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        specified = isinstance(value, dataclasses.Field) and STATIC in value.metadata
+        try:
+            is_static = _find(annotation, None, scopes)
+        except _Refused as e:
+            template, detail = e.args
+            if template is _MSG_NESTED or not specified:  # else the field specifier declares the kind
+                text = annotation if isinstance(annotation, str) else repr(annotation)
+                msg = template.format(cls=cls.__name__, name=name, text=text, outer=detail, error=detail)
+                raise TypeError(msg) from None
+            is_static = False
+        if isinstance(value, dataclasses.Field):
+            f: dataclasses.Field[Any] = value
+            if is_static and not f.metadata.get(STATIC, False):
+                # A copy: the same field() object may stand in another class, dynamic there.
+                f = copy.copy(f)
+                f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+                setattr(cls, name, f)
+            # A static field takes every option of `field()` but `trainable=False` and `axes=`.
+            if f.metadata.get(STATIC, False) and (AXES in f.metadata or f.metadata.get(TRAINABLE) is False):
+                option = "axes=..." if AXES in f.metadata else "trainable=False"
+                why = _WHY_REFUSED[option]
+                raise TypeError(_MSG_STATIC_OPTION.format(cls=cls.__name__, name=name, option=option, why=why))
+        elif is_static:
+            setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
     return _check_defaults(cls)

@@ -5,11 +5,9 @@ merge was measured slower for small classes (benchmarks/RESULTS.md, "Design meas
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 from typing import Any, Final, TypeVar
 
-from treeclass._core import checks
 from treeclass._core.codegen import finish, static_check_line
 from treeclass._core.layout import Layout, instance_layout
 
@@ -27,29 +25,12 @@ _MSG_INITVAR: Final = (
 )
 
 
-def _raise_unknown(layout: Layout, unknown: dict[str, Any]) -> None:
-    valid = [*layout.names, *(f.name for f in layout.initvars)]
-    raise checks.unknown_field_error(layout.cls, unknown, valid)
-
-
-def _missing_initvar(cls: type, name: str) -> None:
-    raise ValueError(_MSG_INITVAR.format(cls=cls.__name__, name=name))
-
-
-def _overwritten(cls: type, name: str) -> None:
-    raise ValueError(_MSG_OVERWRITTEN.format(cls=cls.__name__, name=name))
-
-
-def helpers(layout: Layout) -> dict[str, Any]:
-    raisers = {"_tc_missing_initvar": _missing_initvar, "_tc_overwritten": _overwritten}
-    return {"_tc_raise_unknown": functools.partial(_raise_unknown, layout), **raisers}
-
-
 def source(layout: Layout) -> str:
     names = [*layout.names, *(f.name for f in layout.initvars)]
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
-    body = ["if _tc_unknown: _tc_raise_unknown(_tc_unknown)", "_tc_od = _tc_self.__dict__"]
+    body = [f"if _tc_unknown: raise _tc_unknown_field_error(_tc_cls, _tc_unknown, {names!r})"]
+    body.append("_tc_od = _tc_self.__dict__")
     derived = [f.name for f in layout.fields if not f.init] if layout.post_init else []
     body.extend(f"_tc_passed_{name} = {name} is not _tc_UNCHANGED" for name in derived)
     for name in layout.names:
@@ -60,22 +41,21 @@ def source(layout: Layout) -> str:
         if name in layout.static and not layout.post_init:  # else finish checks them
             on_change.append(static_check_line(name, skip_default=False))
         if on_change:
-            body.append("else:")
-            body.extend(f"    {line}" for line in on_change)
+            body += ["else:", *(f"    {line}" for line in on_change)]
         if name in derived:  # finish() reads the fields back into these locals
             body.append(f"_tc_given_{name} = {name}")
     for f in layout.initvars:
         if f.default is not dataclasses.MISSING:
             body.append(f"if {f.name} is _tc_UNCHANGED: {f.name} = _tc_dflt_{f.name}")
         else:
-            body.append(f"if {f.name} is _tc_UNCHANGED: _tc_missing_initvar(_tc_cls, {f.name!r})")
+            msg = _MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name)
+            body.append(f"if {f.name} is _tc_UNCHANGED: raise _tc_ValueError({msg!r})")
     body += ["_tc_new = _tc_object_new(_tc_cls)", "_tc_d = _tc_new.__dict__"]
     body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
     body += finish(layout, "_tc_new", read_back=False)
-    body.extend(
-        f"if _tc_passed_{name} and _tc_d[{name!r}] is not _tc_given_{name}: _tc_overwritten(_tc_cls, {name!r})"
-        for name in derived
-    )
+    for name in derived:
+        msg = _MSG_OVERWRITTEN.format(cls=layout.cls.__name__, name=name)
+        body.append(f"if _tc_passed_{name} and _tc_d[{name!r}] is not _tc_given_{name}: raise _tc_ValueError({msg!r})")
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
 

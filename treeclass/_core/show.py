@@ -9,6 +9,7 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
+from treeclass._core.fields import Sentinel
 from treeclass._core.layout import instance_layout
 from treeclass._core.walk import array_name, is_array
 
@@ -34,14 +35,6 @@ def describe(value: object, *, shape: bool = True) -> str:
     found = getattr(value, "shape", None) if shape else None
     article = "an" if name[0] in "aeiouAEIOU" else "a"
     return f"{article} {name}" + ("" if found is None else f" of shape {found}")
-
-
-class Sentinel:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
 
 
 _UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__post_init__`)
@@ -115,13 +108,12 @@ def treescope_repr(self: Any, path: str | None, subtree_renderer: Any) -> Any:
     assert layout is not None  # installed on treeclasses only
     names = [f.name for f in layout.fields if f.repr]
     lines = []
+    between = parts.siblings(",", parts.fold_condition(collapsed=parts.text(" ")))
+    last = parts.fold_condition(expanded=parts.text(","))
     for i, name in enumerate(names):
         child = None if path is None else f"{path}.{name}"
         value = subtree_renderer(self.__dict__.get(name, _UNSET), path=child)
-        if i < len(names) - 1:
-            comma = parts.siblings(",", parts.fold_condition(collapsed=parts.text(" ")))
-        else:
-            comma = parts.fold_condition(expanded=parts.text(","))
+        comma = between if i < len(names) - 1 else last
         static = "  # static" if name in layout.static else ""
         mark = parts.fold_condition(expanded=parts.comment_color(parts.text(static)))
         field = parts.siblings_with_annotations(f"{name}=", value)

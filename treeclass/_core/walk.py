@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Final, Literal, NamedTuple
 
@@ -29,9 +30,6 @@ def is_array(x: object) -> bool:
     return isinstance(x, ARRAY_TYPES)
 
 
-_PREFIX: Final = {"float": "f", "int": "i", "uint": "u", "complex": "c"}
-
-
 def dtype_name(dtype: Any) -> str:
     """`f32`, `i8`, `u16`, `c64`, `bf16`, `bool`; `key<fry>` for typed PRNG keys."""
     if jnp.issubdtype(dtype, jax.dtypes.extended):
@@ -39,10 +37,8 @@ def dtype_name(dtype: Any) -> str:
     name: str = np.dtype(dtype).name
     if name == "bfloat16":
         return "bf16"
-    for long, short in _PREFIX.items():
-        if name.startswith(long) and name[len(long) :].isdigit():
-            return short + name[len(long) :]
-    return name  # float8_e4m3fn and friends: the full name is clearer
+    bits = re.fullmatch(r"(?:float|u?int|complex)(\d+)", name)  # the first letter and the bits
+    return name[0] + bits[1] if bits else name  # float8_e4m3fn and friends: the full name is clearer
 
 
 def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
@@ -109,9 +105,6 @@ def walk(
                 yield from walk(values[field], field_path, cls, field, trained)
         return
     below = children(tree)
-    if below is None:
-        yield Visit(path, tree, owner, name, "leaf", trainable)
-        return
-    yield Visit(path, tree, owner, name, "node", trainable)
-    for key, child in below:
+    yield Visit(path, tree, owner, name, "leaf" if below is None else "node", trainable)
+    for key, child in below or ():
         yield from walk(child, (*path, key), owner, name, trainable)
