@@ -88,8 +88,6 @@ def _rebuild(x: Any, changes: dict[str, Any], seen: set[str]) -> Any:
     subs = [_rebuild(child, changes, seen) for _, child in pairs]
     if all(sub is child for sub, (_, child) in zip(subs, pairs, strict=True)):
         return x
-    if type(x) is tuple or type(x) is list:
-        return type(x)(subs)
     if isinstance(x, dict):  # by key: JAX's unflatten would sort a dict's keys
         return x | {entry.key: sub for (entry, _), sub in zip(pairs, subs, strict=True)}
-    return node_def(x).unflatten(subs)  # a NamedTuple, another library's node
+    return node_def(x).unflatten(subs)  # a tuple, list, NamedTuple, another library's node

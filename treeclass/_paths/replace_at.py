@@ -8,18 +8,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
 from treeclass._core.show import describe
-from treeclass._core.walk import children, node_def
-from treeclass._paths.record import (
-    DICT,
-    FOREIGN,
-    LIST,
-    NAMEDTUPLE,
-    TREECLASS,
-    Parent,
-    follow,
-    record,
-    show,
-)
+from treeclass._paths.record import Parent, follow, put, record, show
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
@@ -27,29 +16,12 @@ _SEQUENCES: Final = (tuple, list)
 _End = tuple[list[Parent], tuple[Any, ...], Any]  # a path's parents (from `follow`), path, new node
 
 
-def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
-    """`parent` with the entries `changes` (keys as stored) replaced."""
-    if kind == TREECLASS:  # replace(): converters and checks on these fields, __post_init__
-        return parent.replace(**changes)
-    if kind == NAMEDTUPLE:
-        return parent._replace(**changes)
-    if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
-        return parent | changes
-    if kind == FOREIGN:  # another library's node, rebuilt by its unflatten (as eqx.tree_at)
-        new = [changes.get(entry, child) for entry, child in children(parent) or ()]
-        return node_def(parent).unflatten(new)
-    items = list(parent)
-    for i, value in changes.items():
-        items[i] = value
-    return items if kind == LIST else tuple(items)
-
-
 def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
     """The node at `depth` on `ends`' paths, each parent rebuilt once with all its changes."""
     parents, _, new = ends[0]
     if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
         for parent, kind, key in reversed(parents[depth:]):
-            new = _put(parent, kind, {key: new})
+            new = put(parent, kind, {key: new})
         return new
     changes: dict[Any, Any] = {}
     for end in ends:
@@ -60,7 +32,7 @@ def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
         changes.setdefault(end[0][depth][2], []).append(end)
     for key, group in changes.items():
         changes[key] = _rebuild(group, depth + 1, root)
-    return _put(parents[depth][0], parents[depth][1], changes)
+    return put(parents[depth][0], parents[depth][1], changes)
 
 
 @overload
