@@ -23,29 +23,6 @@ _MSG_AXES_ON_TREECLASS: Final = (
 )
 
 
-def _spec_leaves(
-    obj: object, rules: Rules | None, strict: bool, mesh: Mesh | AbstractMesh | None
-) -> tuple[Any, list[PartitionSpec]]:
-    """`obj`'s treedef and its leaves' specs; `walk()` gives each leaf its innermost field."""
-    axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
-    root = type(obj).__name__
-    specs: list[PartitionSpec] = []
-    for v in walk(obj):
-        layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
-        field = None if layout is None else layout.fields[layout.names.index(v.name)]
-        axes: Axes = None if field is None else field.metadata.get(AXES)
-        if axes is None:
-            if v.kind == "leaf":
-                specs.append(partition_spec())
-        elif v.kind == "leaf":
-            specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
-        elif instance_layout(v.value) is not None:
-            where, inner = path_str(root, v.path), type(v.value).__name__
-            msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
-            raise TypeError(msg)
-    return jax.tree.structure(obj), specs
-
-
 def partition_specs(
     obj: Any,
     rules: Rules | None = None,
@@ -93,8 +70,23 @@ def partition_specs(
     ...
     ValueError: Batch.x: the logical axis 'feature' is not mapped by the rules, ...
     """
-    treedef, specs = _spec_leaves(obj, rules, strict, mesh)
-    return jax.tree.unflatten(treedef, specs)
+    axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
+    root = type(obj).__name__
+    specs: list[PartitionSpec] = []
+    for v in walk(obj):  # each leaf with its innermost field
+        layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
+        field = None if layout is None else layout.fields[layout.names.index(v.name)]
+        axes: Axes = None if field is None else field.metadata.get(AXES)
+        if axes is None:
+            if v.kind == "leaf":
+                specs.append(partition_spec())
+        elif v.kind == "leaf":
+            specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
+        elif instance_layout(v.value) is not None:
+            where, inner = path_str(root, v.path), type(v.value).__name__
+            msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
+            raise TypeError(msg)
+    return jax.tree.unflatten(jax.tree.structure(obj), specs)
 
 
 def shardings(
@@ -133,5 +125,6 @@ def shardings(
     found = cast("object", mesh)  # untyped callers swap arguments: shardings(obj, rules)
     if not isinstance(found, Mesh | AbstractMesh):
         raise TypeError(_MSG_MESH.format(found=found))
-    treedef, specs = _spec_leaves(obj, rules, strict, mesh)
-    return jax.tree.unflatten(treedef, [NamedSharding(mesh, spec) for spec in specs])
+    specs = partition_specs(obj, rules, strict=strict, mesh=mesh)
+    leaves, treedef = jax.tree.flatten(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    return jax.tree.unflatten(treedef, [NamedSharding(mesh, spec) for spec in leaves])
