@@ -155,8 +155,6 @@ _PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.default
 class _Carried:
     """A function held in the treedef: no children, unflattened to the function itself."""
 
-    __slots__ = ("fn",)
-
     def __init__(self, fn: Any) -> None:
         self.fn = fn
 

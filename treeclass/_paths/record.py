@@ -29,12 +29,7 @@ Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name, an 
 _DICTS: Final[tuple[type, ...]] = (dict, collections.OrderedDict, collections.defaultdict)
 _KINDS: Final[dict[type, int]] = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
 # A key as stored, as the key entry JAX's key paths hold (another library's is one already).
-_ENTRY: Final[dict[int, Callable[[Any], object]]] = {
-    DICT: DictKey,
-    NAMEDTUPLE: GetAttrKey,
-    TREECLASS: GetAttrKey,
-    FOREIGN: lambda key: key,
-}
+_ENTRY: Final = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}
 
 _MSG_NOT_READ: Final = """\
 {path}: `where` did more than read it; it may only read fields and entries.
@@ -241,7 +236,9 @@ def follow(
 
 def key_path(parents: list[Parent]) -> KeyPath:
     """The key path, as `walk()` gives it, of the node `follow` reached through `parents`."""
-    return tuple((_ENTRY.get(kind) or SequenceKey)(key) for _, kind, key in parents)
+    return tuple(
+        key if kind == FOREIGN else _ENTRY.get(kind, SequenceKey)(key) for _, kind, key in parents
+    )
 
 
 def put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:

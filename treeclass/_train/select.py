@@ -251,8 +251,7 @@ def _warn_shared(root: str, visits: list[Visit]) -> None:
         if len(shared) > 1 and not all(map(_default, shared)):
             shown = [path_str(root, v.path) for v in shared]
             at = " and ".join(shown) if len(shown) == 2 else ", ".join(shown)
-            value = shared[0].value
-            what = array_name(value.dtype, value.shape) if is_array(value) else type(value).__name__
+            what = array_name(shared[0].value.dtype, shared[0].value.shape)  # arrays only
             warnings.warn(_MSG_SHARED.format(paths=at, what=what), SharedArrayWarning, stacklevel=3)
 
 
