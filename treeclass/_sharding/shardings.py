@@ -118,11 +118,8 @@ class AxisMap:
             msg = _MSG_NOT_ARRAY.format(where=where, axes=axes, kind=kind, leaf=shown, owner=owner)
             raise TypeError(msg)
         if len(axes) > len(shape):
-            n, ndim, fix = len(axes), len(shape), axes[: len(shape)]
-            msg = _MSG_TOO_MANY_AXES.format(
-                where=where, axes=axes, n=n, shape=shape, ndim=ndim, fix=fix
-            )
-            raise ValueError(msg)
+            info = {"n": len(axes), "shape": shape, "ndim": len(shape), "fix": axes[: len(shape)]}
+            raise ValueError(_MSG_TOO_MANY_AXES.format(where=where, axes=axes, **info))
         entries: list[MeshAxes] = []
         # flax skips a rule whose mesh axis is taken, so a name's axis depends on the array's
         # other names; here a name has one mesh axis, and a clash is an error naming the field.
@@ -131,20 +128,14 @@ class AxisMap:
             target = None if name is None else self.lookup(name, where)
             for mesh_axis in mesh_axis_names(target):
                 if mesh_axis in used:
-                    first, second = used[mesh_axis], name
-                    msg = _MSG_MESH_AXIS_TWICE.format(
-                        where=where, axes=axes, mesh_axis=mesh_axis, first=first, second=second
-                    )
-                    raise ValueError(msg)
+                    info = {"mesh_axis": mesh_axis, "first": used[mesh_axis], "second": name}
+                    raise ValueError(_MSG_MESH_AXIS_TWICE.format(where=where, axes=axes, **info))
                 used[mesh_axis] = str(name)
             if target is not None and self.sizes is not None:
                 parts = math.prod(self.sizes[a] for a in mesh_axis_names(target))
                 if shape[dim] % parts:
-                    size = shape[dim]
-                    msg = _MSG_NOT_DIVISIBLE.format(
-                        where=where, dim=dim, name=name, size=size, mesh_axis=target, parts=parts
-                    )
-                    raise ValueError(msg)
+                    info = {"dim": dim, "name": name, "size": shape[dim], "mesh_axis": target}
+                    raise ValueError(_MSG_NOT_DIVISIBLE.format(where=where, parts=parts, **info))
             entries.append(target)
         return partition_spec(*entries)
 
@@ -160,10 +151,8 @@ class AxisMap:
             target = self.table[name]
             for mesh_axis in mesh_axis_names(target):
                 if self.sizes is not None and mesh_axis not in self.sizes:
-                    msg = _MSG_UNKNOWN_MESH_AXIS.format(
-                        where=where, name=name, mesh_axis=mesh_axis, mesh_axes=list(self.sizes)
-                    )
-                    raise ValueError(msg)
+                    info = {"name": name, "mesh_axis": mesh_axis, "mesh_axes": list(self.sizes)}
+                    raise ValueError(_MSG_UNKNOWN_MESH_AXIS.format(where=where, **info))
             return target
         else:
             known, listed = list(self.table), "The rules map"
