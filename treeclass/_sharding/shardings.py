@@ -72,25 +72,20 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
         raise TypeError(_MSG_RULES.format(found=found))
     table: dict[str, MeshAxes] = {}
     for pair in cast("Sequence[object]", found):
-        rule = _rule(pair)
-        if rule is None:
-            raise TypeError(_MSG_RULES.format(found=pair))
-        table.setdefault(*rule)
+        table.setdefault(*_rule(pair))
     return table
 
 
-def _rule(pair: object) -> tuple[str, MeshAxes] | None:
-    """One `(logical, mesh_axes)` pair normalised; None if malformed."""
-    if not isinstance(pair, tuple | list) or len(pair) != len(("logical", "mesh_axes")):
-        return None
-    name, target = cast("Sequence[object]", pair)
-    if not isinstance(name, str):
-        return None
-    if target is None or isinstance(target, str):
-        return name, target
-    if isinstance(target, tuple | list) and all(isinstance(a, str) for a in target):
-        return name, tuple(cast("Sequence[str]", target)) or None
-    return None
+def _rule(pair: object) -> tuple[str, MeshAxes]:
+    """One `(logical, mesh_axes)` pair normalised; TypeError if malformed."""
+    if isinstance(pair, tuple | list) and len(pair) == len(("logical", "mesh_axes")):
+        name, target = cast("Sequence[object]", pair)
+        if isinstance(name, str) and (target is None or isinstance(target, str)):
+            return name, target
+        names = isinstance(target, tuple | list) and all(isinstance(a, str) for a in target)
+        if isinstance(name, str) and names:
+            return name, tuple(cast("Sequence[str]", target)) or None
+    raise TypeError(_MSG_RULES.format(found=pair))
 
 
 def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
