@@ -1,5 +1,5 @@
-"""`treeclass._sharding.rules`: logical axis rules as given (a mapping or flax-style pairs),
-normalised, and the `PartitionSpec` they give one array (`AxisMap.spec`).
+"""The logical axis rules of `treeclass._sharding.shardings`, as given (a mapping or flax-style
+pairs), normalised, and the `PartitionSpec` they give one array (`AxisMap.spec`).
 tests/test_sharding.py pins the same through `tc.partition_specs()` on whole trees."""
 
 import jax
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from treeclass._sharding.rules import AxisMap, partition_spec, rule_table
+from treeclass._sharding.shardings import AxisMap, partition_spec, rule_table
 
 
 def test_rule_table_normalises_mappings_and_pairs():
@@ -57,11 +57,19 @@ def test_spec_of_one_array_and_of_an_abstract_one():
 
 def test_spec_errors_say_where():
     axis_map = AxisMap({"batch": "data"}, strict=True, sizes={"data": 4})
-    with pytest.raises(ValueError, match=r"^M\.x: the logical axis 'btach' is not mapped .* Did you mean 'batch'\?"):
+    with pytest.raises(
+        ValueError, match=r"^M\.x: the logical axis 'btach' is not mapped .* Did you mean 'batch'\?"
+    ):
         axis_map.spec(jnp.ones(8), ("btach",), "M.x", "M.x")
-    with pytest.raises(ValueError, match=r"^M\.x: dimension 0 \('batch'\) has size 6, which mesh axis 'data' of size 4 does not divide"):
+    with pytest.raises(
+        ValueError,
+        match=r"^M\.x: dimension 0 \('batch'\) has size 6, which mesh axis 'data' of size 4 does not divide",
+    ):
         axis_map.spec(jnp.ones(6), ("batch",), "M.x", "M.x")
-    with pytest.raises(TypeError, match=r"^M\.x: field\(axes=\('batch',\)\) names array dimensions, but this leaf is a str"):
+    with pytest.raises(
+        TypeError,
+        match=r"^M\.x: field\(axes=\('batch',\)\) names array dimensions, but this leaf is a str",
+    ):
         axis_map.spec("s", ("batch",), "M.x", "M.x")
 
 

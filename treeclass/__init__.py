@@ -23,7 +23,7 @@ from treeclass._jit.bind import bind as bind
 from treeclass._jit.jit import jit as jit
 from treeclass._jit.retrace import RetraceError as RetraceError
 from treeclass._jit.retrace import RetraceWarning as RetraceWarning
-from treeclass._paths.replace_all import replace_all as replace_all
+from treeclass._paths.replace_at import replace_all as replace_all
 from treeclass._paths.replace_at import replace_at as replace_at
 from treeclass._sharding.shardings import partition_specs as partition_specs
 from treeclass._sharding.shardings import shardings as shardings

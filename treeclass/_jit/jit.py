@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 import jax
 
 from treeclass._core.layout import instance_layout
-from treeclass._jit.protocols import JitDecorator, JitFunction
+from treeclass._jit.protocols import JitDecorator, JitFunction, Method
 from treeclass._jit.retrace import TraceLog
 from treeclass._jit.untraceable import Carrier, carried, field_error, note_held
 
@@ -23,7 +23,6 @@ _PINNED: weakref.WeakKeyDictionary[type, list[Callable[..., Any]]] = weakref.Wea
 _BOUND: weakref.WeakValueDictionary[Hashable, Callable[..., Any]] = weakref.WeakValueDictionary()
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_T = TypeVar("_T")
 
 
 def _make(
@@ -76,19 +75,8 @@ def _make(
 
 # A staticmethod is callable too, so its overload comes first: the first match wins.
 @overload
-def jit(  # pyright: ignore[reportOverlappingOverload]
-    fun: staticmethod[_P, _R],
-    /,
-    *,
-    static_argnames: str | tuple[str, ...] = (),
-    donate_argnames: str | tuple[str, ...] = (),
-    max_traces: int | None = None,
-    explain: bool = False,
-    **jax_jit_kwargs: Any,
-) -> staticmethod[_P, _R]: ...
-@overload
 def jit(
-    fun: classmethod[_T, _P, _R],
+    fun: Method,
     /,
     *,
     static_argnames: str | tuple[str, ...] = (),
@@ -96,7 +84,7 @@ def jit(
     max_traces: int | None = None,
     explain: bool = False,
     **jax_jit_kwargs: Any,
-) -> classmethod[_T, _P, _R]: ...
+) -> Method: ...
 @overload
 def jit(
     fun: Callable[_P, _R],

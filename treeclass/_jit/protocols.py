@@ -18,7 +18,8 @@ _Q = ParamSpec("_Q")
 _R = TypeVar("_R")
 _R_co = TypeVar("_R_co", covariant=True)
 _S = TypeVar("_S")
-_T = TypeVar("_T")
+# A staticmethod or a classmethod, given back as one (of the same parameters and result).
+Method = TypeVar("Method", bound="staticmethod[..., Any] | classmethod[Any, ..., Any]")
 
 
 class JitMethod(Protocol[_P, _R_co]):
@@ -64,12 +65,8 @@ class JitFunction(Protocol[_P, _R_co]):
 class JitDecorator(Protocol):
     """What `tc.jit(static_argnames=...)` (options, no function) returns."""
 
-    # A staticmethod is callable too: this overlaps the last overload; the first match wins.
+    # A staticmethod is callable too: its overload comes first; the first match wins.
     @overload
-    def __call__(  # type: ignore[overload-overlap]  # pyright: ignore[reportOverlappingOverload]
-        self, fun: staticmethod[_P, _R], /
-    ) -> staticmethod[_P, _R]: ...
-    @overload
-    def __call__(self, fun: classmethod[_T, _P, _R], /) -> classmethod[_T, _P, _R]: ...
+    def __call__(self, fun: Method, /) -> Method: ...  # type: ignore[overload-overlap]
     @overload
     def __call__(self, fun: Callable[_P, _R], /) -> JitFunction[_P, _R]: ...

@@ -155,8 +155,6 @@ _PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.default
 class _Carried:
     """A function held in the treedef: no children, unflattened to the function itself."""
 
-    __slots__ = ("fn",)
-
     def __init__(self, fn: Any) -> None:
         self.fn = fn
 
@@ -177,36 +175,31 @@ class Carrier:
         self.fun, self.static, self.active = fun, static, False
         self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
 
-    def _under(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
-        """The leaves of `(args, kwargs)` under another library's node, in no static argument."""
-        tree = (args, kwargs)
-        dynamic = {root for _, _, root in labelled_arguments(self.fun, args, kwargs, self.static)}
-        paths = [path[:2] for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
-        flags = zip(paths, foreign(tree), strict=True)
-        return tuple(i for i, (root, f) in enumerate(flags) if f and root in dynamic)
-
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether `error`, raised before the body ran, came from a function `hide` carries:
         JAX refuses one in a traced argument before tracing, so the body never runs twice."""
         if self.active or hasattr(error, _HELD):
             return False
-        leaves = jax.tree.leaves((args, kwargs))
-        self.active = any(carries(leaves[i]) for i in self._under(args, kwargs))
+        self.active = self.hide(args, kwargs)[0] is not args  # rebuilt: a function was carried
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """`(args, kwargs)` with each function under another library's node held static."""
-        leaves, treedef = jax.tree.flatten((args, kwargs))
+        tree = (args, kwargs)
+        leaves, treedef = jax.tree.flatten(tree)
         treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
         at = self._at.get(treedef)
-        if at is None:
+        if at is None:  # the leaves under another library's node, in no static argument
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
-            at = self._at[treedef] = self._under(args, kwargs)
+            dynamic = {root for _, _, root in labelled_arguments(self.fun, *tree, self.static)}
+            paths = [path[:2] for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+            flags = enumerate(zip(paths, foreign(tree), strict=True))
+            at = self._at[treedef] = tuple(i for i, (root, f) in flags if f and root in dynamic)
         found = [i for i in at if carries(leaves[i])]
         for i in found:
             leaves[i] = _Carried(leaves[i])
-        return treedef.unflatten(leaves) if found else (args, kwargs)
+        return treedef.unflatten(leaves) if found else tree
 
 
 def carried(tree: Any) -> Any:

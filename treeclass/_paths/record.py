@@ -1,6 +1,7 @@
 """Paths in a tree: `record(where, root)` calls `where` on a stand-in that records each read;
 `follow(obj, path, root)` reads it through the nodes JAX flattens (another library's through its
-key paths), giving each step's parent, kind and key. See docs/how-it-works.md."""
+key paths), giving each step's parent, kind and key, by which `put` rebuilds the parent and
+`key_path` names the step as JAX does. See docs/how-it-works.md."""
 
 from __future__ import annotations
 
@@ -15,18 +16,20 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 from treeclass._core.checks import closest
 from treeclass._core.layout import LAYOUT
 from treeclass._core.show import describe
-from treeclass._core.walk import ARRAY_TYPES, children, path_str
+from treeclass._core.walk import ARRAY_TYPES, KeyPath, children, node_def, path_str
 
 ATTR: Final = False  # a step read as an attribute: m.w
 ITEM: Final = True  # a step read as an item: m[1], m["w"]
 Path = tuple[tuple[Any, bool], ...]  # steps: (key, ATTR or ITEM)
 
-# How a node was read from its parent, which says how `replace_at` rebuilds the parent.
+# How a node was read from its parent, which says how `put` rebuilds the parent.
 # FOREIGN: a node of another library, its key as stored is JAX's key entry (GetAttrKey("w")).
 TREECLASS, NAMEDTUPLE, TUPLE, LIST, DICT, FOREIGN = range(6)
 Parent = tuple[Any, int, Any]  # (parent, kind, key as stored: a field name, an index, a key entry)
 _DICTS: Final[tuple[type, ...]] = (dict, collections.OrderedDict, collections.defaultdict)
 _KINDS: Final[dict[type, int]] = {tuple: TUPLE, list: LIST} | dict.fromkeys(_DICTS, DICT)
+# A key as stored, as the key entry JAX's key paths hold (another library's is one already).
+_ENTRY: Final = {DICT: DictKey, NAMEDTUPLE: GetAttrKey, TREECLASS: GetAttrKey}
 
 _MSG_NOT_READ: Final = """\
 {path}: `where` did more than read it; it may only read fields and entries.
@@ -229,3 +232,27 @@ def follow(
         msg = f"{show(root, path[: depth + 1])}: {bad.reason(at).replace('{at}', at)}"
         raise bad.error(msg) from None
     return parents, node
+
+
+def key_path(parents: list[Parent]) -> KeyPath:
+    """The key path, as `walk()` gives it, of the node `follow` reached through `parents`."""
+    return tuple(
+        key if kind == FOREIGN else _ENTRY.get(kind, SequenceKey)(key) for _, kind, key in parents
+    )
+
+
+def put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
+    """`parent` with the entries `changes` (keys as stored) replaced."""
+    if kind == TREECLASS:  # replace(): converters and checks on these fields, __post_init__
+        return parent.replace(**changes)
+    if kind == NAMEDTUPLE:
+        return parent._replace(**changes)
+    if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
+        return parent | changes
+    if kind == FOREIGN:  # another library's node, rebuilt by its unflatten (as eqx.tree_at)
+        new = [changes.get(entry, child) for entry, child in children(parent) or ()]
+        return node_def(parent).unflatten(new)
+    items = list(parent)
+    for i, value in changes.items():
+        items[i] = value
+    return items if kind == LIST else tuple(items)

@@ -1,25 +1,19 @@
 """`replace_at()`: `record` reads `where` into path(s), `follow` reads them from the object,
 and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its changes (not
-`eqx.tree_at`'s way: it reaches no static fields, runs no checks, maps the whole tree)."""
+`eqx.tree_at`'s way: it reaches no static fields, runs no checks, maps the whole tree).
+`replace_all()`: one change for every treeclass in a tree that has the field, such as an
+inference-mode switch, where setting each flag by path misses one in silence."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
+from treeclass._core.checks import closest
+from treeclass._core.layout import instance_layout
 from treeclass._core.show import describe
 from treeclass._core.walk import children, node_def
-from treeclass._paths.record import (
-    DICT,
-    FOREIGN,
-    LIST,
-    NAMEDTUPLE,
-    TREECLASS,
-    Parent,
-    follow,
-    record,
-    show,
-)
+from treeclass._paths.record import Parent, follow, put, record, show
 
 _T = TypeVar("_T")
 _MISSING: Final[Any] = object()
@@ -27,29 +21,12 @@ _SEQUENCES: Final = (tuple, list)
 _End = tuple[list[Parent], tuple[Any, ...], Any]  # a path's parents (from `follow`), path, new node
 
 
-def _put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
-    """`parent` with the entries `changes` (keys as stored) replaced."""
-    if kind == TREECLASS:  # replace(): converters and checks on these fields, __post_init__
-        return parent.replace(**changes)
-    if kind == NAMEDTUPLE:
-        return parent._replace(**changes)
-    if kind == DICT:  # a copy of its own type: OrderedDict, defaultdict (its factory too)
-        return parent | changes
-    if kind == FOREIGN:  # another library's node, rebuilt by its unflatten (as eqx.tree_at)
-        new = [changes.get(entry, child) for entry, child in children(parent) or ()]
-        return node_def(parent).unflatten(new)
-    items = list(parent)
-    for i, value in changes.items():
-        items[i] = value
-    return items if kind == LIST else tuple(items)
-
-
 def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
     """The node at `depth` on `ends`' paths, each parent rebuilt once with all its changes."""
     parents, _, new = ends[0]
     if len(ends) == 1:  # no branch below: each parent with its one change, bottom-up
         for parent, kind, key in reversed(parents[depth:]):
-            new = _put(parent, kind, {key: new})
+            new = put(parent, kind, {key: new})
         return new
     changes: dict[Any, Any] = {}
     for end in ends:
@@ -60,7 +37,7 @@ def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
         changes.setdefault(end[0][depth][2], []).append(end)
     for key, group in changes.items():
         changes[key] = _rebuild(group, depth + 1, root)
-    return _put(parents[depth][0], parents[depth][1], changes)
+    return put(parents[depth][0], parents[depth][1], changes)
 
 
 @overload
@@ -134,3 +111,84 @@ def replace_at(
         parents, node = follow(obj, path, root)
         ends.append((parents, path, value[i] if fn is None else fn(node)))
     return _rebuild(ends, 0, root) if ends else obj
+
+
+_MSG_NO_FIELD: Final = """\
+replace_all(): no treeclass in this {root} has a field {names}{hint}
+
+replace_all() replaces a field in every treeclass that has one, at any depth; the fields
+of the treeclasses in this tree: {fields}."""
+
+
+def replace_all(tree: _T, /, **changes: Any) -> _T:
+    """Returns a copy of `tree` in which every treeclass with a field of a given name holds it.
+
+    **Arguments**
+
+    - `tree`: a treeclass instance, or any pytree holding them, at any depth.
+    - `**changes`: field names and their new values.
+
+    **Returns**
+
+    An object of `tree`'s type: each treeclass with one of the fields rebuilt once with
+    `replace()`, each node above it rebuilt with its own type, the rest shared with `tree`.
+
+    **Raises**
+
+    `TypeError` naming each field no treeclass in `tree` has; whatever `replace()` raises.
+
+    **Example**
+
+    >>> class Dropout(tc.TreeClass):
+    ...     rate: tc.Static[float] = 0.1
+    ...     inference: tc.Static[bool] = False
+    >>> class Block(tc.TreeClass):
+    ...     w: jax.Array
+    ...     drop: Dropout = Dropout()
+    >>> model = (Block(jnp.ones(2)), {"head": Block(jnp.ones(3))})
+    >>> evaluating = tc.replace_all(model, inference=True)
+    >>> evaluating[0].drop.inference, evaluating[1]["head"].drop.inference
+    (True, True)
+    >>> evaluating[0].w is model[0].w
+    True
+    >>> tc.replace_all(model, inferance=True)
+    Traceback (most recent call last):
+    TypeError: replace_all(): no treeclass in this tuple has a field 'inferance', did you mean 'inference'?
+    ...
+    """
+    seen: set[str] = set()  # the fields of the treeclasses met
+    new: _T = _rebuild_all(tree, changes, seen)
+    missing = [name for name in changes if name not in seen]
+    if missing:
+        close = closest(missing[0], sorted(seen)) if len(missing) == 1 else None
+        msg = _MSG_NO_FIELD.format(
+            root=type(tree).__name__,
+            names=", ".join(map(repr, missing)),
+            hint=f", did you mean {close!r}?" if close else ".",
+            fields=", ".join(sorted(seen)) or "none (it holds no treeclass)",
+        )
+        raise TypeError(msg)
+    return new
+
+
+def _rebuild_all(x: Any, changes: dict[str, Any], seen: set[str]) -> Any:
+    """`x` with `changes` made in every treeclass at or below it; `x` itself if none."""
+    layout = instance_layout(x)
+    if layout is not None:
+        seen.update(layout.names)
+        new = {name: value for name, value in changes.items() if name in layout.names}
+        for name in layout.names:  # static fields too: a static treeclass has fields
+            if name not in new:
+                old = getattr(x, name)
+                if (sub := _rebuild_all(old, changes, seen)) is not old:
+                    new[name] = sub
+        return x.replace(**new) if new else x
+    pairs = children(x)
+    if not pairs:
+        return x
+    subs = [_rebuild_all(child, changes, seen) for _, child in pairs]
+    if all(sub is child for sub, (_, child) in zip(subs, pairs, strict=True)):
+        return x
+    if isinstance(x, dict):  # by key: JAX's unflatten would sort a dict's keys
+        return x | {entry.key: sub for (entry, _), sub in zip(pairs, subs, strict=True)}
+    return node_def(x).unflatten(subs)  # a tuple, list, NamedTuple, another library's node

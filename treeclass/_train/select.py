@@ -11,23 +11,12 @@ from typing import Any, Final, TypeVar
 
 import jax
 import jax.numpy as jnp
-from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
 from treeclass._jit.untraceable import carries, foreign
-from treeclass._paths.record import (
-    DICT,
-    FIX_SELECT,
-    FOREIGN,
-    NAMEDTUPLE,
-    TREECLASS,
-    Path,
-    follow,
-    record,
-    show,
-)
+from treeclass._paths.record import FIX_SELECT, Path, follow, key_path, record, show
 
 _T = TypeVar("_T")
 _Fn = Callable[[Any], Any] | None
@@ -57,13 +46,6 @@ _NOTE_FILTER: Final = "`where` is a selector (lambda m: m.head); a predicate on 
 # What leaves have and nodes do not: a `where` reading one (no field of that name) is a predicate.
 _LEAF_ONLY: Final = frozenset({"shape", "dtype", "ndim", "size"})
 _DTYPED: Final = (*ARRAY_TYPES, jax.ShapeDtypeStruct)
-# A step of `follow` as the key entry JAX's key paths hold (another library's is one already).
-_ENTRY: Final[dict[int, Callable[[Any], object]]] = {
-    DICT: DictKey,
-    NAMEDTUPLE: GetAttrKey,
-    TREECLASS: GetAttrKey,
-    FOREIGN: lambda key: key,
-}
 
 
 @functools.cache  # `jnp.issubdtype` walks numpy's type hierarchy; a model holds a few dtypes
@@ -148,9 +130,7 @@ def _starts(tree: Any, where: Callable[[Any], Any], root: str) -> tuple[list[Pat
                 error.add_note(_NOTE_FILTER)
             raise
         raise TypeError(_MSG_FILTER.format(at=root, did=did)) from error
-    return paths, [
-        tuple((_ENTRY.get(kind) or SequenceKey)(key) for _, kind, key in p) for p in parents
-    ]
+    return paths, [key_path(p) for p in parents]
 
 
 def select(
@@ -271,8 +251,7 @@ def _warn_shared(root: str, visits: list[Visit]) -> None:
         if len(shared) > 1 and not all(map(_default, shared)):
             shown = [path_str(root, v.path) for v in shared]
             at = " and ".join(shown) if len(shown) == 2 else ", ".join(shown)
-            value = shared[0].value
-            what = array_name(value.dtype, value.shape) if is_array(value) else type(value).__name__
+            what = array_name(shared[0].value.dtype, shared[0].value.shape)  # arrays only
             warnings.warn(_MSG_SHARED.format(paths=at, what=what), SharedArrayWarning, stacklevel=3)
 
 
