@@ -39,9 +39,11 @@ def _from_state_dict(x: Any, state: Any) -> Any:
     return jax.tree.unflatten(node_def(x), values)
 
 
-def _register(cls: type) -> None:
+def _register_pending() -> None:
     flax = sys.modules[FLAX]
-    flax.register_serialization_state(cls, _to_state_dict, _from_state_dict, override=True)
+    for cls in list(_pending):
+        flax.register_serialization_state(cls, _to_state_dict, _from_state_dict, override=True)
+    _pending.clear()
 
 
 class _OnImport:
@@ -57,9 +59,7 @@ class _OnImport:
 
             def exec_module(module: ModuleType) -> None:
                 run(module)
-                for cls in list(_pending):
-                    _register(cls)
-                _pending.clear()
+                _register_pending()
 
             spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -68,9 +68,7 @@ class _OnImport:
 def _on_class(cls: type) -> None:
     _pending.add(cls)
     if FLAX in sys.modules:  # also those pending, if the import escaped `_OnImport`
-        for pending in list(_pending):
-            _register(pending)
-        _pending.clear()
+        _register_pending()
 
 
 ON_CLASS.append(_on_class)
