@@ -131,15 +131,13 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
     if sorted(encoded) != sorted(layout.static):
         saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    values = []
-    for field in layout.static:
-        value = decode_static(encoded[field])
+    values = tuple(decode_static(encoded[field]) for field in layout.static)
+    for field, value in zip(layout.static, values, strict=True):
         if value is _MISSING:
             msg = f"{name}.{field}: the exported static value {encoded[field]} names nothing"
             msg += " in the modules imported here; import the module that defines it first."
             raise ValueError(msg)
-        values.append(value)
-    return tuple(values)
+    return values
 
 
 def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:

@@ -333,8 +333,7 @@ class FileSource(Source):
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
             value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
-            value = self.fill(path, value, template)
-            return as_template(template, np.asarray(value, template.dtype))
+            return as_template(template, self.fill(path, value, template))
         if type(template) in PYTHON_SCALARS and saved_shape == [] and scalar is None:
             # A 0-d array of the number's kind, as from_state_dict takes (stores give them).
             with contextlib.suppress(TypeError):  # a key's, an ml_dtype's or a damaged name
