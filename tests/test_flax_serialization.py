@@ -1,4 +1,4 @@
-"""treeclasses in flax.serialization (treeclass/_checkpoint/flax_state.py): `to_state_dict`,
+"""treeclasses in flax.serialization (treeclass/_checkpoint/interop.py): `to_state_dict`,
 `from_state_dict`, `to_bytes`, `from_bytes` work on instances as on flax.struct classes,
 whether the class was created before or after flax was imported; `import treeclass`
 never imports flax. Skipped where flax is not installed."""

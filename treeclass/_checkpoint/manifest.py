@@ -1,6 +1,6 @@
 """A checkpoint's JSON manifest (`__treeclass__.npy`: structure, each leaf's dtype, shape,
-weak type and CRC-32, static values) and how each leaf is stored (`layers.0.w.npy`). `load()`
-checks it against the template (`FileSource`) before it reads the bytes the template expects."""
+weak type and CRC-32, static values), how each leaf is stored (`layers.0.w.npy`), and `FileSource`,
+which `load()` reads through: each member checked against manifest and template before its bytes."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import dataclasses
 import enum
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, Final, NoReturn, cast
+import zipfile
+from collections.abc import Mapping
+from typing import IO, Any, Final, NoReturn, cast
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
@@ -63,8 +65,9 @@ SCALAR_NAMES: Final = {f"python {t.__name__}": t for t in SCALAR_STORED}
 _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")  # in a repr: `<Foo object at 0x7f...>`
 
 Stored = tuple[np.dtype[Any], tuple[int, ...]]  # a member's dtype and shape
+_Array = np.ndarray[Any, Any]
+_Expect = Stored | None  # None for the manifest
 Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manifest record)
-Read = Callable[[str, Stored, str, int], np.ndarray[Any, Any]]  # npz.py's Reader.read
 
 
 def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
@@ -114,15 +117,6 @@ def encode_leaf(x: Any, where: str) -> np.ndarray[Any, Any]:
     if stored.kind == array.dtype.kind:
         return array.astype(stored, copy=False)
     return np.asarray(array, order="C").view(stored)  # (ascontiguousarray makes 0-d 1-d)
-
-
-def decode_leaf(template: Any, stored: np.ndarray[Any, Any]) -> Any:
-    """`stored` (raw bits for ml_dtypes, key data for keys) as a leaf of the template's kind."""
-    if not is_key(template) and type(template) not in PYTHON_SCALARS:
-        dtype = np.dtype(template.dtype)
-        same = stored.dtype.kind == dtype.kind
-        stored = stored.astype(dtype, copy=False) if same else stored.view(dtype)
-    return as_template(template, stored)
 
 
 def _name(t: Any) -> str:
@@ -199,14 +193,98 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
     return record
 
 
+_HEADER = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads
+
+
+class _Capped:
+    """A member giving at most `left` bytes, plus one: zipfile inflates all it is asked for."""
+
+    def __init__(self, fp: IO[bytes], left: int) -> None:
+        self.fp, self.left = fp, left + 1
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fp.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
 class FileSource(Source):
-    """The saved side of `restore()` for a file: manifest entries, arrays read on demand."""
+    """The saved side of `restore()` for an open checkpoint: manifest entries, arrays read on
+    demand; every failure of the file is a `CheckpointError`."""
 
     name = "file"
 
-    def __init__(self, root: str, read: Read, fail: Callable[[str], NoReturn]) -> None:
+    def __init__(self, f: IO[bytes], path: str, root: str) -> None:
         super().__init__(root)
-        self.read, self.fail = read, fail
+        self.path, self.size = path, os.fstat(f.fileno()).st_size
+        try:
+            self.zf = zipfile.ZipFile(f)
+        except Exception as e:  # noqa: BLE001 - see fail()
+            self.fail("it is not a .npz (zip) file", e)
+
+    def fail(self, what: str, error: Exception | None = None) -> NoReturn:
+        """The `CheckpointError` for damage, which zipfile and numpy report as any exception."""
+        cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+        msg = f"{self.path}: cannot load this checkpoint: {what}{cause}. The file is damaged, "
+        msg += "truncated, or was not written by treeclass.save()."
+        raise CheckpointError(msg) from error
+
+    def tree(self) -> dict[str, Any]:
+        """The manifest's tree, once the manifest is checked to be one."""
+        array = self.read(MANIFEST, None, "the manifest")
+        try:
+            manifest = json.loads(str(array[()])) if array.dtype.kind == "U" else None
+        except (ValueError, RecursionError) as e:  # (nested past the parser's depth)
+            self.fail(f"{MANIFEST}.npy is not valid JSON", e)
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            self.fail(f"{MANIFEST}.npy is not a treeclass manifest")
+        version, tree = manifest.get("version"), manifest.get("tree")
+        if version != VERSION:
+            msg = f"{self.path}: checkpoint format version {version!r}; this treeclass reads "
+            msg += f"version {VERSION}. Load it with the treeclass version that wrote it."
+            raise CheckpointError(msg)
+        if not isinstance(tree, dict):
+            self.fail(f"{MANIFEST}.npy has no tree")
+        return cast("dict[str, Any]", tree)
+
+    def read(self, member: str, expect: _Expect, where: str, crc: int | None = None) -> _Array:
+        """The member's array; `expect`ed dtype and shape checked before reading, `crc` by zipfile."""
+        name = member + ".npy"
+        try:
+            info = self.zf.getinfo(name)
+        except KeyError:
+            self.fail(f"{where}: the file has no member {name!r}")
+        if crc is not None and crc != info.CRC:
+            self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
+        # At most the bytes this member may hold, whatever its header claims (a zip bomb).
+        bound = self.size + 2**20  # the manifest, stored uncompressed
+        if expect is not None:
+            bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        try:
+            with self.zf.open(info) as member_fp:
+                fp = _Capped(member_fp, bound)
+                version = np.lib.format.read_magic(fp)
+                if version not in ((1, 0), (2, 0)):
+                    self.fail(f"{where}: {name} has .npy version {version}")
+                read_header = getattr(np.lib.format, f"read_array_header_{version[0]}_0")
+                shape, fortran, dtype = read_header(fp)
+                if dtype.hasobject:  # a pickle: unpickling runs code of the file's choosing
+                    self.fail(f"{where}: {name} holds pickled Python objects, never loaded")
+                found = dtype.kind, dtype.itemsize, tuple(shape)
+                if expect is not None and found != (expect[0].kind, expect[0].itemsize, expect[1]):
+                    what = f"holds {dtype} {found[2]}, not {expect[0]} {expect[1]}"
+                    self.fail(f"{where}: {name} {what}")
+                size = math.prod(shape) * dtype.itemsize
+                data = fp.read(size)  # no more than the member holds
+                # Reading to the end makes zipfile check the bytes against the CRC.
+                if len(data) != size or fp.read(1):
+                    self.fail(f"{where}: {name} does not hold {size} bytes")
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - see fail()
+            self.fail(f"{where}: reading {name} failed", e)
+        array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+        return array if expect is None else array.astype(expect[0].newbyteorder("="))
 
     def malformed(self, path: KeyPath) -> NoReturn:
         self.fail(f"its manifest is malformed at {path_str(self.root, path)}")
@@ -255,12 +333,15 @@ class FileSource(Source):
         scalar = SCALAR_NAMES.get(saved_dtype)
         if scalar is not None and scalar_fits(scalar, template):  # into an eval_shape leaf
             value = self.read(member, (np.dtype(SCALAR_STORED[scalar]), ()), where, crc).item()
-            value = self.fill(path, value, template)
-            return as_template(template, np.asarray(value, template.dtype))
+            return as_template(template, self.fill(path, value, template))
         if type(template) in PYTHON_SCALARS and saved_shape == [] and scalar is None:
             # A 0-d array of the number's kind, as from_state_dict takes (stores give them).
             with contextlib.suppress(TypeError):  # a key's, an ml_dtype's or a damaged name
                 if np.dtype(saved_dtype).kind in SCALAR_KINDS[type(template)]:
                     dtype, stored = saved_dtype, (np.dtype(saved_dtype), ())
         self.compare(path, (tuple(cast("list[int]", saved_shape)), saved_dtype), (shape, dtype))
-        return decode_leaf(template, self.read(member, stored, where, crc))
+        array = self.read(member, stored, where, crc)  # raw bits for ml_dtypes, key data for keys
+        if not is_key(template) and type(template) not in PYTHON_SCALARS:
+            same = array.dtype.kind == np.dtype(template.dtype).kind
+            array = array.astype(template.dtype, copy=False) if same else array.view(template.dtype)
+        return as_template(template, array)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import secrets
 import socket
 import zipfile
 import zlib
 from collections.abc import Callable
-from typing import IO, Any, NoReturn, TypeVar, cast
+from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 
@@ -25,11 +24,10 @@ from treeclass._checkpoint.manifest import (
     encode_leaf,
     manifest_entry,
 )
-from treeclass._checkpoint.state_dict import CheckpointError, check_root, restore, wrong_argument
+from treeclass._checkpoint.state_dict import check_root, restore, wrong_argument
 
 _T = TypeVar("_T")
 _Array = np.ndarray[Any, Any]
-_Expect = tuple[np.dtype[Any], tuple[int, ...]] | None
 
 
 def write_member(zf: zipfile.ZipFile, name: str, array: _Array) -> int:
@@ -76,96 +74,6 @@ def _temporary(directory: str, base: str) -> str:
                 except ProcessLookupError:
                     os.unlink(os.path.join(directory, name))
     return f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp"
-
-
-_HEADER = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads
-
-
-class _Capped:
-    """A member giving at most `left` bytes, plus one: zipfile inflates all it is asked for."""
-
-    def __init__(self, fp: IO[bytes], left: int) -> None:
-        self.fp, self.left = fp, left + 1
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.fp.read(self.left if n < 0 else min(n, self.left))
-        self.left -= len(data)
-        return data
-
-
-class Reader:
-    """Reads the members of an open checkpoint; every failure is a `CheckpointError`."""
-
-    def __init__(self, f: IO[bytes], path: str) -> None:
-        self.path, self.size = path, os.fstat(f.fileno()).st_size
-        try:
-            self.zf = zipfile.ZipFile(f)
-        except Exception as e:  # noqa: BLE001 - see fail()
-            self.fail("it is not a .npz (zip) file", e)
-
-    def fail(self, what: str, error: Exception | None = None) -> NoReturn:
-        """The `CheckpointError` for damage, which zipfile and numpy report as any exception."""
-        cause = f" ({type(error).__name__}: {error})" if error is not None else ""
-        msg = f"{self.path}: cannot load this checkpoint: {what}{cause}. The file is damaged, "
-        msg += "truncated, or was not written by treeclass.save()."
-        raise CheckpointError(msg) from error
-
-    def tree(self) -> dict[str, Any]:
-        """The manifest's tree, once the manifest is checked to be one."""
-        array = self.read(MANIFEST, None, "the manifest")
-        try:
-            manifest = json.loads(str(array[()])) if array.dtype.kind == "U" else None
-        except (ValueError, RecursionError) as e:  # (nested past the parser's depth)
-            self.fail(f"{MANIFEST}.npy is not valid JSON", e)
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            self.fail(f"{MANIFEST}.npy is not a treeclass manifest")
-        version, tree = manifest.get("version"), manifest.get("tree")
-        if version != VERSION:
-            msg = f"{self.path}: checkpoint format version {version!r}; this treeclass reads "
-            msg += f"version {VERSION}. Load it with the treeclass version that wrote it."
-            raise CheckpointError(msg)
-        if not isinstance(tree, dict):
-            self.fail(f"{MANIFEST}.npy has no tree")
-        return cast("dict[str, Any]", tree)
-
-    def read(self, member: str, expect: _Expect, where: str, crc: int | None = None) -> _Array:
-        """The member's array; `expect`ed dtype and shape checked before reading, `crc` by zipfile."""
-        name = member + ".npy"
-        try:
-            info = self.zf.getinfo(name)
-        except KeyError:
-            self.fail(f"{where}: the file has no member {name!r}")
-        if crc is not None and crc != info.CRC:
-            self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
-        # At most the bytes this member may hold, whatever its header claims (a zip bomb).
-        bound = self.size + 2**20  # the manifest, stored uncompressed
-        if expect is not None:
-            bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
-        try:
-            with self.zf.open(info) as member_fp:
-                fp = _Capped(member_fp, bound)
-                version = np.lib.format.read_magic(fp)
-                if version not in ((1, 0), (2, 0)):
-                    self.fail(f"{where}: {name} has .npy version {version}")
-                read_header = getattr(np.lib.format, f"read_array_header_{version[0]}_0")
-                shape, fortran, dtype = read_header(fp)
-                if dtype.hasobject:  # a pickle: unpickling runs code of the file's choosing
-                    self.fail(f"{where}: {name} holds pickled Python objects, never loaded")
-                found = dtype.kind, dtype.itemsize, tuple(shape)
-                if expect is not None and found != (expect[0].kind, expect[0].itemsize, expect[1]):
-                    what = f"holds {dtype} {found[2]}, not {expect[0]} {expect[1]}"
-                    self.fail(f"{where}: {name} {what}")
-                size = math.prod(shape) * dtype.itemsize
-                data = fp.read(size)  # no more than the member holds
-                # Reading to the end makes zipfile check the bytes against the CRC.
-                if len(data) != size or fp.read(1):
-                    self.fail(f"{where}: {name} does not hold {size} bytes")
-        except CheckpointError:
-            raise
-        except Exception as e:  # noqa: BLE001 - see fail()
-            self.fail(f"{where}: reading {name} failed", e)
-        array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-        return array if expect is None else array.astype(expect[0].newbyteorder("="))
 
 
 def _fspath(path: object, fn: str) -> str:
@@ -263,6 +171,6 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     path = _fspath(path, "load")
     root = check_root(template, "load", "template")
     with open(path, "rb") as f:
-        reader = Reader(f, path)
-        with reader.zf:
-            return restore(template, reader.tree(), (), FileSource(root, reader.read, reader.fail))  # type: ignore[no-any-return]
+        source = FileSource(f, path, root)
+        with source.zf:
+            return restore(template, source.tree(), (), source)  # type: ignore[no-any-return]

@@ -93,15 +93,6 @@ def fits(value: Any, dtype: Any) -> bool:
     return all(np.isfinite(p[0]) or not np.isfinite(p[1]) for p in parts)
 
 
-def key_impl(template: Any) -> Any:
-    """The PRNG implementation of a typed key template, read by tracing a `ShapeDtypeStruct`."""
-    if not isinstance(template, jax.ShapeDtypeStruct):
-        return jax.random.key_impl(template)
-    found: list[Any] = []
-    jax.eval_shape(lambda key: found.append(jax.random.key_impl(key)), template)
-    return found[0]
-
-
 def as_template(template: Any, value: Any) -> Any:
     """`value` as a leaf of the template's kind (a `jax.Array` with its weak type and committed
     sharding); the one conversion of `from_state_dict` and `load`."""
@@ -117,8 +108,10 @@ def as_template(template: Any, value: Any) -> Any:
     weak = bool(getattr(template, "weak_type", False))
     if isinstance(value, jax.Array) and bool(getattr(value, "weak_type", False)) == weak:
         return value  # a jax key, or an array of the same weak type: shared, not copied
-    if is_key(template):
-        result = jax.random.wrap_key_data(jnp.asarray(value), impl=key_impl(template))
+    if is_key(template):  # its PRNG implementation read by tracing (a ShapeDtypeStruct's too)
+        found: list[Any] = []
+        jax.eval_shape(lambda key: found.append(jax.random.key_impl(key)), template)
+        result = jax.random.wrap_key_data(jnp.asarray(value), impl=found[0])
     else:
         result = jnp.asarray(value, template.dtype)  # strongly typed
         base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))

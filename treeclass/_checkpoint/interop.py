@@ -1,15 +1,19 @@
-"""Treeclasses in `jax.export`: each class is registered for serialization when created
-(`ON_CLASS`). A class travels as `module.qualname`, its statics as checkpoints encode them
-(`manifest.encode_static`), read back without running code: functions, classes, enum members
-and dataclasses are looked up by name in modules already imported; only containers are called."""
+"""Treeclasses in `jax.export` and `flax.serialization`, each class registered when created
+(`ON_CLASS`). In jax.export a class travels as `module.qualname`, its statics as checkpoints
+encode them (`manifest.encode_static`), read back without running code: functions, classes, enum
+members and dataclasses are looked up by name in modules already imported; only containers are
+called. flax, which finds serializers by exact type, is never imported (slow): classes created
+before it are registered when it is (`_OnImport`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Final
 
@@ -18,9 +22,11 @@ import jax.export
 import numpy as np
 
 from treeclass._checkpoint.manifest import canonical, encode_static
+from treeclass._checkpoint.state_dict import CheckpointError, differences, keyed
 from treeclass._core.decorator import ON_CLASS
 from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
+from treeclass._core.walk import node_def
 
 _jax_export: ModuleType | None
 try:  # used only where a class is defined again under a name already registered (below)
@@ -44,6 +50,8 @@ _BUILTIN: Final = {t.__name__: t for t in _CONTAINERS}
 
 _layouts: dict[str, Layout] = {}  # of the latest class of each serialized name: it is built
 _MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
+FLAX: Final = "flax.serialization"
+_pending: weakref.WeakSet[type] = weakref.WeakSet()  # created before flax was imported
 
 
 def _lookup(name: str) -> Any:
@@ -123,15 +131,13 @@ def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
     if sorted(encoded) != sorted(layout.static):
         saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    values = []
-    for field in layout.static:
-        value = decode_static(encoded[field])
+    values = tuple(decode_static(encoded[field]) for field in layout.static)
+    for field, value in zip(layout.static, values, strict=True):
         if value is _MISSING:
             msg = f"{name}.{field}: the exported static value {encoded[field]} names nothing"
             msg += " in the modules imported here; import the module that defines it first."
             raise ValueError(msg)
-        values.append(value)
-    return tuple(values)
+    return values
 
 
 def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
@@ -165,4 +171,56 @@ def register(cls: type) -> None:
         _jax_export.serialization_registry[cls] = (name, serialize)
 
 
-ON_CLASS.append(register)
+def _to_state_dict(x: Any) -> dict[str, Any]:
+    to_state_dict = sys.modules[FLAX].to_state_dict
+    return {k: to_state_dict(child) for _, k, child in keyed(x, lambda: "") or ()}
+
+
+def _from_state_dict(x: Any, state: Any) -> Any:
+    """Each field restored by flax, rebuilt by unflatten (no user code)."""
+    flax, pairs = sys.modules[FLAX], keyed(x, lambda: "") or []
+    differ: str | None = f"a state dict expected, got a {type(state).__name__}"
+    if isinstance(state, Mapping):
+        differ = differences([k for _, k, _ in pairs], state, "state dict")
+    if differ is not None:
+        msg = f"{type(x).__name__} at {flax.current_path()}: {differ}"
+        raise CheckpointError(msg)
+    values = [flax.from_state_dict(child, state[k], name=k) for _, k, child in pairs]
+    return jax.tree.unflatten(node_def(x), values)
+
+
+def _register_pending() -> None:
+    flax = sys.modules[FLAX]
+    for cls in list(_pending):
+        flax.register_serialization_state(cls, _to_state_dict, _from_state_dict, override=True)
+    _pending.clear()
+
+
+class _OnImport:
+    """Finds flax.serialization through the other finders, once; registers `_pending` after."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        if name != FLAX:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module: ModuleType) -> None:
+                run(module)
+                _register_pending()
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _on_class(cls: type) -> None:
+    _pending.add(cls)
+    if FLAX in sys.modules:  # also those pending, if the import escaped `_OnImport`
+        _register_pending()
+
+
+ON_CLASS.extend((register, _on_class))
+if FLAX not in sys.modules:
+    sys.meta_path.insert(0, _OnImport())
