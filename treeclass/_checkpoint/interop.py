@@ -46,7 +46,6 @@ _MSG_CHANGED: Final = """\
 with this definition of {cls}, or deserialize it where the class is defined as it was."""
 
 _CONTAINERS: Final = (tuple, list, set, frozenset, dict)
-_BUILTIN: Final = {t.__name__: t for t in _CONTAINERS}
 
 _layouts: dict[str, Layout] = {}  # of the latest class of each serialized name: it is built
 _MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
@@ -85,7 +84,7 @@ def decode_static(encoded: Any) -> Any:
             return _MISSING
     if tag == "repr":
         return _lookup(inner) if isinstance(inner, str) else _MISSING
-    cls = _BUILTIN.get(tag) or _lookup(tag)
+    cls = _lookup(tag)  # `list` is `builtins.list`
     if not isinstance(cls, type) or not isinstance(inner, dict | list):
         return _MISSING
     values = [decode_static(v) for v in (inner.values() if isinstance(inner, dict) else inner)]
