@@ -223,10 +223,10 @@ def partition_specs(
         layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
         field = None if layout is None else layout.fields[layout.names.index(v.name)]
         axes: Axes = None if field is None else field.metadata.get(AXES)
-        if v.kind == "leaf" and axes is None:
-            specs.append(partition_spec())
-        elif v.kind == "leaf":
+        if v.kind == "leaf" and axes is not None:
             specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
+        elif v.kind == "leaf":
+            specs.append(partition_spec())
         elif axes is not None and instance_layout(v.value) is not None:
             where, inner = path_str(root, v.path), type(v.value).__name__
             msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
