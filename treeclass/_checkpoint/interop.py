@@ -154,9 +154,7 @@ def register(cls: type) -> None:
     assert layout is not None  # called with new treeclasses only
     name = f"{cls.__module__}.{cls.__qualname__}"
     serialize = functools.partial(_serialize, layout)
-    known = name in _layouts
-    _layouts[name] = layout  # the latest class of a name wins
-    if not known:
+    if name not in _layouts:
         jax.export.register_pytree_node_serialization(
             cls,
             serialized_name=name,
@@ -168,11 +166,11 @@ def register(cls: type) -> None:
         # A class defined again (a notebook cell run twice): jax refuses a second registration
         # of a name, so the new class goes into its table as the public call would put it.
         _jax_export.serialization_registry[cls] = (name, serialize)
+    _layouts[name] = layout  # the latest class of a name wins
 
 
 def _to_state_dict(x: Any) -> dict[str, Any]:
-    to_state_dict = sys.modules[FLAX].to_state_dict
-    return {k: to_state_dict(child) for _, k, child in keyed(x, lambda: "") or ()}
+    return {k: sys.modules[FLAX].to_state_dict(c) for _, k, c in keyed(x, lambda: "") or ()}
 
 
 def _from_state_dict(x: Any, state: Any) -> Any:

@@ -71,8 +71,7 @@ Members = dict[str, tuple[Any, str, dict[str, Any]]]  # name: (leaf, path, manif
 
 
 def stored_dtype(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
-    """The dtype `dtype` is written as, or None. A `.npy` header cannot name ml_dtypes
-    (bfloat16: `np.save` writes `|V2`), so they are raw bits, named in the manifest."""
+    """The dtype `dtype` is written as, or None; ml_dtypes (a .npy header cannot name) as bits."""
     if dtype.names is not None or dtype.subdtype is not None:
         return None
     if dtype.isbuiltin == 2:  # a user-defined dtype: ml_dtypes'
@@ -125,8 +124,7 @@ def _name(t: Any) -> str:
 
 
 def encode_static(value: Any) -> Any:
-    """`value` as JSON, the same in every process: sets and dicts sorted (a repr follows
-    PYTHONHASHSEED), functions, classes and enum members by name, else a repr sans addresses."""
+    """`value` as JSON, alike in each process: sets and dicts sorted, code by name, no addresses."""
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
@@ -209,8 +207,7 @@ class _Capped:
 
 
 class FileSource(Source):
-    """The saved side of `restore()` for an open checkpoint: manifest entries, arrays read on
-    demand; every failure of the file is a `CheckpointError`."""
+    """The saved side of `restore()` for an open file; its every failure is a `CheckpointError`."""
 
     name = "file"
 

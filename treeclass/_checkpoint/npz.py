@@ -27,10 +27,9 @@ from treeclass._checkpoint.manifest import (
 from treeclass._checkpoint.state_dict import check_root, restore, wrong_argument
 
 _T = TypeVar("_T")
-_Array = np.ndarray[Any, Any]
 
 
-def write_member(zf: zipfile.ZipFile, name: str, array: _Array) -> int:
+def write_member(zf: zipfile.ZipFile, name: str, array: np.ndarray[Any, Any]) -> int:
     """numpy.savez for one array, never pickling; returns the member's CRC-32 (as stored)."""
     with zf.open(name + ".npy", mode="w", force_zip64=True) as fp:
         np.lib.format.write_array(fp, array, allow_pickle=False)

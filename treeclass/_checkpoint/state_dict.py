@@ -94,8 +94,7 @@ def fits(value: Any, dtype: Any) -> bool:
 
 
 def as_template(template: Any, value: Any) -> Any:
-    """`value` as a leaf of the template's kind (a `jax.Array` with its weak type and committed
-    sharding); the one conversion of `from_state_dict` and `load`."""
+    """`value` as a leaf of the template's kind: a `jax.Array` with its weak type and sharding."""
     if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
         return value
     if type(template) in PYTHON_SCALARS:
@@ -183,14 +182,12 @@ class Source:
                 for d in (saved[1], template[1])
             )
             raise self.error(path, _MSG_KEYS.format(saved=were, template=are, source=self.name))
-        for what, theirs, ours in zip(("shape", "dtype"), saved, template, strict=True):
-            if theirs != ours:
-                msg = f"{what} {theirs} in the {self.name}, {ours} in the template"
-                raise self.error(path, msg)
+        for what, found, ours in zip(("shape", "dtype"), saved, template, strict=True):
+            if found != ours:
+                raise self.error(path, f"{what} {found} in the {self.name}, {ours} in the template")
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
-        if type(saved) in (list, tuple):
-            # orbax restores sequences as lists without a target
+        if type(saved) in (list, tuple):  # orbax restores sequences as lists without a target
             return {str(i): item for i, item in enumerate(saved)}
         if not isinstance(saved, Mapping):
             raise self.mismatch(path, template, saved)

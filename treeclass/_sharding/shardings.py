@@ -63,8 +63,7 @@ def rule_table(rules: Rules | None) -> dict[str, MeshAxes] | None:
     """The rules as a dict (the first pair naming an axis wins); None stays None."""
     if rules is None:
         return None
-    # Checked as `object`: the annotation is what we accept, not what callers pass.
-    found = cast("object", rules)
+    found = cast("object", rules)  # checked as object: untyped callers pass anything
     if isinstance(found, Mapping):
         found = list(cast("Mapping[object, object]", found).items())
     # A str is a Sequence too: rules="batch" must not read as the pairs "b", "a", ...
@@ -155,9 +154,8 @@ class AxisMap:
         if self.strict:
             close = closest(name, known)
             hint = f" Did you mean {close!r}?" if close else ""
-            known_msg = f"{listed} {known}"
-            msg = _MSG_UNMAPPED.format(where=where, name=name, why=why, hint=hint, known=known_msg)
-            raise ValueError(msg)
+            info = {"why": why, "hint": hint, "known": f"{listed} {known}"}
+            raise ValueError(_MSG_UNMAPPED.format(where=where, name=name, **info))
         return None
 
 
@@ -225,12 +223,11 @@ def partition_specs(
         layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
         field = None if layout is None else layout.fields[layout.names.index(v.name)]
         axes: Axes = None if field is None else field.metadata.get(AXES)
-        if axes is None:
-            if v.kind == "leaf":
-                specs.append(partition_spec())
-        elif v.kind == "leaf":
+        if v.kind == "leaf" and axes is not None:
             specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
-        elif instance_layout(v.value) is not None:
+        elif v.kind == "leaf":
+            specs.append(partition_spec())
+        elif axes is not None and instance_layout(v.value) is not None:
             where, inner = path_str(root, v.path), type(v.value).__name__
             msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)
             raise TypeError(msg)
@@ -274,5 +271,4 @@ def shardings(
     if not isinstance(found, Mesh | AbstractMesh):
         raise TypeError(_MSG_MESH.format(found=found))
     specs = partition_specs(obj, rules, strict=strict, mesh=mesh)
-    leaves, treedef = jax.tree.flatten(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))
-    return jax.tree.unflatten(treedef, [NamedSharding(mesh, spec) for spec in leaves])
+    return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs)  # a PartitionSpec is a leaf
