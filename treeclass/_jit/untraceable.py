@@ -166,8 +166,7 @@ def carries(leaf: Any) -> bool:
 
 
 class Carrier:
-    """Holds the functions under other libraries' nodes in one `tc.jit` function's traced
-    arguments in the treedef, as `eqx.filter_jit` does; no cost per call until one is seen."""
+    """Holds in the treedef the functions under foreign nodes in `tc.jit`'s arguments, if any."""
 
     def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
         self.fun, self.static, self.active = fun, static, False
@@ -251,8 +250,7 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `tc.jit`'s `error`, or None: before the body ran, the
-    first leaf JAX cannot trace; by the body, the int or bool fields the raising frame held."""
+    """The error naming `error`'s field: a leaf JAX cannot trace, or int/bool fields held."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)
