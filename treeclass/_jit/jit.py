@@ -150,20 +150,17 @@ def jit(
     >>> Counter.inc.trace_log.count  # five instances, one trace
     1
     """
-    jit_kwargs = dict(
-        static_argnames=static_argnames, donate_argnames=donate_argnames, **jax_jit_kwargs
-    )
+    options = dict(jax_jit_kwargs, static_argnames=static_argnames, donate_argnames=donate_argnames)
     if fun is None:
-        return functools.partial(jit, max_traces=max_traces, explain=explain, **jit_kwargs)
-    make = functools.partial(_make, jit_kwargs=jit_kwargs, max_traces=max_traces, explain=explain)
+        return functools.partial(jit, max_traces=max_traces, explain=explain, **options)
+    make = functools.partial(_make, jit_kwargs=options, max_traces=max_traces, explain=explain)
     if isinstance(fun, staticmethod):
         return staticmethod(make(fun.__func__))
     if isinstance(fun, classmethod):
         # The class is a hashable constant: static, by name. (The cast: for pyright.)
         func = cast("Callable[..., Any]", fun.__func__)
-        cls_param = next(iter(inspect.signature(func).parameters))
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        jit_kwargs["static_argnames"] = (cls_param, *names)
+        options["static_argnames"] = (next(iter(inspect.signature(func).parameters)), *names)
         return classmethod(make(func))
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__tc_jit__"):
         return fun  # already a tc.jit method, bound
@@ -171,7 +168,7 @@ def jit(
         # One compiled function per method and options, held weakly: a dropped function
         # (and its executables) is freed, and while it lives its id is its own.
         func = fun.__func__
-        key = (id(func), tuple(sorted(jit_kwargs.items())), max_traces, explain)
+        key = (id(func), tuple(sorted(options.items())), max_traces, explain)
         try:
             call = _BOUND.get(key)
             if call is None:

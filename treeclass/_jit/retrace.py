@@ -145,8 +145,7 @@ class TraceLog:
 
     def __getstate__(self) -> dict[str, Any]:
         """Without its history: in another process nothing is compiled, so the first call traces."""
-        kept = ("fun", "name", "max_traces", "explain")
-        return {k: self.__dict__[k] for k in kept}
+        return {k: self.__dict__[k] for k in ("fun", "name", "max_traces", "explain")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, signatures=[], reasons=[], _lock=threading.Lock())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import inspect
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
@@ -87,8 +87,7 @@ def labelled_arguments(
     kwargs: dict[str, Any],
     static: Collection[str | int] = (),
 ) -> list[tuple[str, Any, KeyPath]]:
-    """The arguments not in `static` (by name or position), each with its parameter name
-    (`args[i]` past the named ones) and its key path in the pytree `(args, kwargs)`."""
+    """`(name or args[i], value, key path in (args, kwargs))` of each argument not in `static`."""
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     try:
         params = inspect.signature(fun).parameters.values()
@@ -135,8 +134,7 @@ def untraceable_field(
 
 
 def foreign(x: Any, inside: bool = False) -> Iterator[bool]:
-    """For each leaf of `x` (`jax.tree.leaves` order): whether the nearest node above it
-    that is not a tuple, list, dict or NamedTuple belongs to another library."""
+    """Per leaf of `x`: whether its nearest node not a tuple, list, dict, NamedTuple is foreign."""
     below = children(x)
     if below is None:
         yield inside
@@ -168,16 +166,14 @@ def carries(leaf: Any) -> bool:
 
 
 class Carrier:
-    """Holds the functions under other libraries' nodes in one `tc.jit` function's traced
-    arguments in the treedef, as `eqx.filter_jit` does; no cost per call until one is seen."""
+    """Holds in the treedef the functions under foreign nodes in `tc.jit`'s arguments, if any."""
 
     def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
         self.fun, self.static, self.active = fun, static, False
         self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
 
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether `error`, raised before the body ran, came from a function `hide` carries:
-        JAX refuses one in a traced argument before tracing, so the body never runs twice."""
+        """Whether `error` came from a function `hide` carries (refused before tracing, so once)."""
         if self.active or hasattr(error, _HELD):
             return False
         self.active = self.hide(args, kwargs)[0] is not args  # rebuilt: a function was carried
@@ -187,7 +183,6 @@ class Carrier:
         """`(args, kwargs)` with each function under another library's node held static."""
         tree = (args, kwargs)
         leaves, treedef = jax.tree.flatten(tree)
-        treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
         at = self._at.get(treedef)
         if at is None:  # the leaves under another library's node, in no static argument
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
@@ -199,17 +194,16 @@ class Carrier:
         found = [i for i in at if carries(leaves[i])]
         for i in found:
             leaves[i] = _Carried(leaves[i])
-        return treedef.unflatten(leaves) if found else tree
+        return jax.tree.unflatten(treedef, leaves) if found else tree
 
 
 def carried(tree: Any) -> Any:
     """`tree` (a traced result) with each function under another library's node held static."""
-    leaves, treedef = jax.tree.flatten(tree)
-    treedef = cast("Any", treedef)  # a PyTreeDef: jaxlib ships no stubs
-    if not any(map(carries, leaves)):
+    xs, treedef = jax.tree.flatten(tree)
+    if not any(map(carries, xs)):
         return tree
-    flags = foreign(tree)
-    return treedef.unflatten([_Carried(x) if next(flags) and carries(x) else x for x in leaves])
+    new = [_Carried(x) if f and carries(x) else x for x, f in zip(xs, foreign(tree), strict=True)]
+    return jax.tree.unflatten(treedef, new)
 
 
 _MSG_CONCRETE: Final = """\
@@ -232,8 +226,7 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error` with the key paths of the tracers in `tree` that the raising frame holds;
-    each tc.jit marks it anew (an inner one's paths are into its own arguments)."""
+    """Marks `error` with the key paths of `tree`'s tracers the raising frame holds (per tc.jit)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -257,8 +250,7 @@ def field_error(
     kwargs: dict[str, Any],
     static: Collection[str | int],
 ) -> TypeError | None:
-    """The error naming the field behind `tc.jit`'s `error`, or None: before the body ran, the
-    first leaf JAX cannot trace; by the body, the int or bool fields the raising frame held."""
+    """The error naming `error`'s field: a leaf JAX cannot trace, or int/bool fields held."""
     if not hasattr(error, _HELD):
         return untraceable_field(fun, args, kwargs, static)
     held: set[KeyPath] = getattr(error, _HELD)

@@ -252,7 +252,5 @@ def put(parent: Any, kind: int, changes: dict[Any, Any]) -> Any:
     if kind == FOREIGN:  # another library's node, rebuilt by its unflatten (as eqx.tree_at)
         new = [changes.get(entry, child) for entry, child in children(parent) or ()]
         return node_def(parent).unflatten(new)
-    items = list(parent)
-    for i, value in changes.items():
-        items[i] = value
+    items = [changes.get(i, item) for i, item in enumerate(parent)]
     return items if kind == LIST else tuple(items)

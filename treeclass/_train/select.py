@@ -241,8 +241,7 @@ def _default(v: Visit) -> bool:
 
 
 def _warn_shared(root: str, visits: list[Visit]) -> None:
-    """Warns of each trainable array object held at two or more paths (not a field's default):
-    an integer or frozen one is never updated, so it stays shared."""
+    """Warns of each trainable array at two paths (not a default): others are never updated."""
     paths: dict[int, list[Visit]] = {}
     for v in visits:
         if isinstance(v.value, ARRAY_TYPES) and trainable(v):
