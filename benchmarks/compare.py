@@ -134,11 +134,19 @@ def pln_table(quick: bool) -> Table:
             on_oaks = "pyPLNmodels" in stats
             gap = f"{fit['elbo'] - OAKS_OPTIMUM:+.3f}" if on_oaks else "-"
             first = f"{out['first_s']:.2f}" if name == "treeclass" else "-"
-            rows.append((
-                f"{name} {dtype}", f"{st.median:.3f}", f"{low:.3f}-{high:.3f}",
-                f"{st.ratio:.1f}", f"{ratio_low:.1f}-{ratio_high:.1f}",
-                str(fit["iterations"]), f"{fit['elbo']:.2f}", gap, first,
-            ))  # fmt: skip
+            rows.append(
+                (
+                    f"{name} {dtype}",
+                    f"{st.median:.3f}",
+                    f"{low:.3f}-{high:.3f}",
+                    f"{st.ratio:.1f}",
+                    f"{ratio_low:.1f}-{ratio_high:.1f}",
+                    str(fit["iterations"]),
+                    f"{fit['elbo']:.2f}",
+                    gap,
+                    first,
+                )
+            )
     header = ("fit", "median s", "IQR s", "x treeclass", "ratio IQR", "iterations")
     header += ("final ELBO", "- optimum", "first call s")
     note = f"data: {out['label']}; {rounds} interleaved rounds in one process per dtype"

@@ -186,7 +186,9 @@ def contenders() -> list[Contender]:
         Contender("tuple", make_tuple, kw, "replace_tuple(obj, x)", arrays_only),
         Contender("NamedTuple", Named, arrays, "obj._replace(a3=x)", arrays_only),
         Contender("dict", dict, arrays, "{**obj, 'a3': x}", arrays_only),
-        Contender("register_dataclass", FrozenDataclass, kw, DC_REPLACE, "frozen dataclass, C++ node"),
+        Contender(
+            "register_dataclass", FrozenDataclass, kw, DC_REPLACE, "frozen dataclass, C++ node"
+        ),
         *(
             Contender(name, cls, kw, "obj.replace(a3=x)", note)
             for name, cls, note in with_replace_method

@@ -221,4 +221,3 @@ def table(counts: dict[str, Counter[str]], n: int, seed: int) -> Table:
 def run(quick: bool) -> list[Table]:
     n = 100 if quick else 1000
     return [table(fuzz(n), n, 0)]
-

@@ -48,7 +48,7 @@ class Linear{i}:
         return x @ self.w + self.b
 '''
 
-_FILLER = '''
+_FILLER = """
 
 class Helper{i}_{j}:
     def __init__(self, n):
@@ -68,22 +68,29 @@ def work{i}_{j}(obj, values):
     result = {{"a": obj.n, "b": obj.counter}}
     result["c"] = sum(values)
     return result
-'''
+"""
 
 
 def generate(root: pathlib.Path, lines: int, modules: int = 10) -> int:
     """Writes a package `pkg` of about `lines` lines under `root`; returns its line count."""
     pkg = root / "pkg"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text('"""A generated package."""\n\nfrom .m0 import State0 as State0\n')
+    (pkg / "__init__.py").write_text(
+        '"""A generated package."""\n\nfrom .m0 import State0 as State0\n'
+    )
     filler_lines = _FILLER.count("\n")
     total = 3
     for i in range(modules):
-        imports, base = ("", "") if i == 0 else (f"from .m{i - 1} import State{i - 1} as Base{i}\n", f"Base{i}")
+        imports, base = (
+            ("", "") if i == 0 else (f"from .m{i - 1} import State{i - 1} as Base{i}\n", f"Base{i}")
+        )
         text = _HEAD.format(i=i, imports=imports, base=base)
         big = min(lines // 5, 6_000)
         share = big if i == 0 else (lines - big) // (modules - 1)
-        text += "".join(_FILLER.format(i=i, j=j) for j in range(max(1, (share - text.count("\n")) // filler_lines)))
+        text += "".join(
+            _FILLER.format(i=i, j=j)
+            for j in range(max(1, (share - text.count("\n")) // filler_lines))
+        )
         (pkg / f"m{i}.py").write_text(text)
         total += text.count("\n")
     return total
@@ -105,7 +112,22 @@ def run(quick: bool) -> list[Table]:
                 _engine.run([pathlib.Path(tmp) / "pkg" / "m0.py"])
                 one = min(one, time.perf_counter() - start)
         done = sum(r.status == "converted" for r in result.reports)
-        rows.append((f"{n:,}", f"{done} / {len(result.reports) - done}", f"{took:.2f} s", f"{took / n * 1e6:.0f} us", f"{one:.2f} s"))
+        rows.append(
+            (
+                f"{n:,}",
+                f"{done} / {len(result.reports) - done}",
+                f"{took:.2f} s",
+                f"{took / n * 1e6:.0f} us",
+                f"{one:.2f} s",
+            )
+        )
     note = "one run per package, the best of 3 for the big file alone; bounds: 10,000 lines under 10 s, 100,000 under 30 s, no file over 2 s (the big file: a fifth of the lines, at most 6,000)"
     header = ("lines", "converted / refused", "time", "per line", "biggest file alone")
-    return [Table("treeclass.migrate: time against lines (a generated package)", header, tuple(rows), note=note)]
+    return [
+        Table(
+            "treeclass.migrate: time against lines (a generated package)",
+            header,
+            tuple(rows),
+            note=note,
+        )
+    ]

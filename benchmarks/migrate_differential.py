@@ -38,9 +38,23 @@ from benchmarks._table import Table
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))  # the tests' package runner
 from migrate_runs import differential
 
-_NEEDS = {"flax": "flax", "pytreenode": "flax", "chex": "chex"}  # the families of libraries not installed are left out
+_NEEDS = {
+    "flax": "flax",
+    "pytreenode": "flax",
+    "chex": "chex",
+}  # the families of libraries not installed are left out
 FAMILIES = tuple(
-    f for f in ("handwritten", "functions", "register_dataclass", "flax", "pytreenode", "chex", "namedtuple") if f not in _NEEDS or importlib.util.find_spec(_NEEDS[f])
+    f
+    for f in (
+        "handwritten",
+        "functions",
+        "register_dataclass",
+        "flax",
+        "pytreenode",
+        "chex",
+        "namedtuple",
+    )
+    if f not in _NEEDS or importlib.util.find_spec(_NEEDS[f])
 )
 # How module `m{j}` names a class of module `m{i}` (i < j): (import line, expression).
 SPELLINGS = (
@@ -78,14 +92,22 @@ UNTYPED = {
 }
 # Each leaves in `{o}` what is shown. (A variable rebound to another type is untyped:
 # what is done to it is not attributed to the class.)
-WRITES = ("{o}.x = 5.0", "setattr({o}, 'x', 5.0)", "object.__setattr__({o}, 'x', 5.0)", "{o}.__dict__['x'] = 5.0", "a, b, *_ = {o}")
+WRITES = (
+    "{o}.x = 5.0",
+    "setattr({o}, 'x', 5.0)",
+    "object.__setattr__({o}, 'x', 5.0)",
+    "{o}.__dict__['x'] = 5.0",
+    "a, b, *_ = {o}",
+)
 
 
 def _class(family: str, name: str, base: str | None, fields: list[str]) -> str:
     """The source of one class; `base` (an expression) is a class of the same family."""
     ann = "".join(f"    {f}: float\n" for f in fields)
     bases = f"({base})" if base else ""
-    init = f"    def __init__(self, {', '.join(fields)}):\n" + "".join(f"        self.{f} = {f}\n" for f in fields)
+    init = f"    def __init__(self, {', '.join(fields)}):\n" + "".join(
+        f"        self.{f} = {f}\n" for f in fields
+    )
     if family == "handwritten":
         children = ", ".join(f"self.{f}" for f in fields)
         return (
@@ -101,7 +123,12 @@ def _class(family: str, name: str, base: str | None, fields: list[str]) -> str:
             f"def _unflatten_{name}(aux, children):\n    return {name}(*children)\n\n\n"
             f"jax.tree_util.register_pytree_node({name}, _flatten_{name}, _unflatten_{name})\n"
         )
-    decorators = {"register_dataclass": "@jax.tree_util.register_dataclass\n@dataclasses.dataclass\n", "plain": "@dataclasses.dataclass\n", "flax": "@struct.dataclass\n", "chex": "@chex.dataclass\n"}
+    decorators = {
+        "register_dataclass": "@jax.tree_util.register_dataclass\n@dataclasses.dataclass\n",
+        "plain": "@dataclasses.dataclass\n",
+        "flax": "@struct.dataclass\n",
+        "chex": "@chex.dataclass\n",
+    }
     if family in decorators:
         return f"{decorators[family]}class {name}{bases}:\n{ann}"
     default = {"pytreenode": "struct.PyTreeNode", "namedtuple": "typing.NamedTuple"}[family]
@@ -109,7 +136,9 @@ def _class(family: str, name: str, base: str | None, fields: list[str]) -> str:
 
 
 _HEADER = "import dataclasses\nimport typing\n\nimport jax\n" + "".join(
-    line for lib, line in (("chex", "import chex\n"), ("flax", "from flax import struct\n")) if importlib.util.find_spec(lib)
+    line
+    for lib, line in (("chex", "import chex\n"), ("flax", "from flax import struct\n"))
+    if importlib.util.find_spec(lib)
 )
 # What a subclass of each family is (a plain dataclass subclass stays unregistered).
 _SUBCLASS = {
@@ -144,7 +173,11 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
                     line, expr = draw(st.sampled_from(SPELLINGS))
                     modules[j].insert(1, line.format(i=i, cls=base) + "\n")
                     spelled = expr.format(i=i, cls=base)
-                fields = [f"z{j}{k}"] if family != "handwritten" else ["x", "y", f"z{j}{k}"][: n_fields + 1]
+                fields = (
+                    [f"z{j}{k}"]
+                    if family != "handwritten"
+                    else ["x", "y", f"z{j}{k}"][: n_fields + 1]
+                )
                 if family == "handwritten":
                     modules[j].append("\n\n" + _class("handwritten", name, spelled, fields))
                 else:
@@ -154,7 +187,9 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
                 family = draw(st.sampled_from(FAMILIES))
                 modules[j].append("\n\n" + _class(family, name, None, ["x", "y"]))
                 classes.append((j, name, family, 2))
-            modules[j].append(f"\n\ndef _make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n")
+            modules[j].append(
+                f"\n\ndef _make_{name}() -> {name}:\n    return {name}({', '.join(str(float(v + 1)) for v in range(classes[-1][3]))})\n"
+            )
     main = [
         "import jax\n",
         *(f"from pkg import m{j}\n" for j in range(n_modules)),
@@ -164,12 +199,19 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
         args = ", ".join(str(float(v + 1)) for v in range(n_fields))
         o = f"o_{name}"  # one variable per class: what is done to it is done to that class
         untyped = draw(st.sampled_from([None, None, *(f"{f}({{o}})" for f in UNTYPED)]))
-        for use in [*draw(st.lists(st.sampled_from(USES), min_size=1, max_size=4, unique=True)), *filter(None, [untyped])]:
+        for use in [
+            *draw(st.lists(st.sampled_from(USES), min_size=1, max_size=4, unique=True)),
+            *filter(None, [untyped]),
+        ]:
             expr = use.format(o=o, make=f"m{j}._make_{name}")
-            main.append(f"\ntry:\n    {o} = m{j}.{name}({args})\n    print({name!r}, {use!r}, show({expr}))\nexcept Exception:\n    print({name!r}, {use!r}, 'raised')\n")
+            main.append(
+                f"\ntry:\n    {o} = m{j}.{name}({args})\n    print({name!r}, {use!r}, show({expr}))\nexcept Exception:\n    print({name!r}, {use!r}, 'raised')\n"
+            )
         for write in draw(st.lists(st.sampled_from(WRITES), max_size=2, unique=True)):
             code = write.format(o=o)
-            main.append(f"\ntry:\n    {o} = m{j}.{name}({args})\n    {code}\n    print({name!r}, {write!r}, show({o}))\nexcept Exception:\n    print({name!r}, {write!r}, 'raised')\n")
+            main.append(
+                f"\ntry:\n    {o} = m{j}.{name}({args})\n    {code}\n    print({name!r}, {write!r}, show({o}))\nexcept Exception:\n    print({name!r}, {write!r}, 'raised')\n"
+            )
     used = [f"\n\n{code}" for name, code in UNTYPED.items() if any(f"{name}(o_" in m for m in main)]
     main[n_modules + 2 : n_modules + 2] = used
     files = {"pkg/__init__.py": "", "pkg/main.py": "".join(main)}
@@ -178,19 +220,29 @@ def packages(draw: st.DrawFn) -> dict[str, str]:
 
 
 def outcome(files: dict[str, str], root: Path) -> tuple[str, int, int]:
-    """"agrees", "gains" (only what raised before runs after), "differs", "breaks" (the
+    """ "agrees", "gains" (only what raised before runs after), "differs", "breaks" (the
     package no longer imports) or "tool failed", with the classes converted and refused."""
     try:
-        reports, before, after = differential(root, {k: textwrap.dedent(v) for k, v in files.items()}, "--namedtuples")
+        reports, before, after = differential(
+            root, {k: textwrap.dedent(v) for k, v in files.items()}, "--namedtuples"
+        )
     except Exception:  # noqa: BLE001 - counted
         return "tool failed", 0, 0
     statuses = Counter(r["status"] for r in reports.values())
     pairs = list(zip(before.splitlines(), after.splitlines(), strict=False))
-    if len(before.splitlines()) == len(after.splitlines()) and all(b == a or b.endswith(" raised") for b, a in pairs):
+    if len(before.splitlines()) == len(after.splitlines()) and all(
+        b == a or b.endswith(" raised") for b, a in pairs
+    ):
         # Code that raised before and runs after uses what a treeclass adds (`replace`).
-        return ("agrees" if before == after else "gains"), statuses["converted"], statuses["refused"]
+        return (
+            ("agrees" if before == after else "gains"),
+            statuses["converted"],
+            statuses["refused"],
+        )
     if before != after:
-        broken = after.startswith("raised ") and not before.startswith("raised ")  # pkg.main no longer imports
+        broken = after.startswith("raised ") and not before.startswith(
+            "raised "
+        )  # pkg.main no longer imports
         return ("breaks" if broken else "differs"), statuses["converted"], statuses["refused"]
     return "agrees", statuses["converted"], statuses["refused"]
 
@@ -199,7 +251,13 @@ def _counts(n: int) -> tuple[Counter[str], list[dict[str, str]]]:
     counts: Counter[str] = Counter()
     failures: list[dict[str, str]] = []
 
-    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=["generate"])
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=["generate"],
+    )
     @given(packages())
     def case(files: dict[str, str]) -> None:
         with tempfile.TemporaryDirectory() as folder:
@@ -217,7 +275,18 @@ def _counts(n: int) -> tuple[Counter[str], list[dict[str, str]]]:
 def run(quick: bool) -> list[Table]:
     n = 100 if quick else 1000
     counts, failures = _counts(n)
-    rows = tuple((k, str(counts[k])) for k in ("agrees", "gains", "differs", "breaks", "tool failed", "classes converted", "classes refused"))
+    rows = tuple(
+        (k, str(counts[k]))
+        for k in (
+            "agrees",
+            "gains",
+            "differs",
+            "breaks",
+            "tool failed",
+            "classes converted",
+            "classes refused",
+        )
+    )
     note = f"{n} generated packages (2 to 4 modules), each run before and after `--write --namedtuples`; 'differs', 'breaks' and 'tool failed' are defects"
     if failures:
         note += f"; first failing package:\n{failures[0]}"

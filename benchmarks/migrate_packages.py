@@ -239,7 +239,11 @@ PACKAGES: tuple[Package, ...] = (
         "0.2.8",
         "optax",
         ("absl-py",),
-        ("optax/tree_utils/_state_utils_test.py", "optax/_src/linesearch_test.py", "optax/contrib/_reduce_on_plateau_test.py"),
+        (
+            "optax/tree_utils/_state_utils_test.py",
+            "optax/_src/linesearch_test.py",
+            "optax/contrib/_reduce_on_plateau_test.py",
+        ),
         note="the state utilities (tree_get / tree_set walk every NamedTuple state through `_fields`), the line search and reduce_on_plateau tests (alias_test and the rest left out for time)",
     ),
     Package(
@@ -328,7 +332,11 @@ def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
     constraints.write_text(
         "".join(f"{line}\n" for line in freeze if "==" in line and not line.startswith("-e"))
     )
-    done = _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps]) if package.deps else None
+    done = (
+        _sh([python, "-m", "pip", "install", "-q", "-c", constraints, *package.deps])
+        if package.deps
+        else None
+    )
     if done is not None and done.returncode:
         what = f"pip install {' '.join(package.deps)} for {package.name}"
         raise _failed(what, done.stderr)
@@ -484,7 +492,9 @@ def reason_key(reason: str) -> str:
     """A refusal reason without its particulars (names in backticks, places in
     parentheses), cut at its first colon: refusals that share it share a cause."""
     text = re.sub(r"`[^`]*`", "`…`", reason)
-    text = re.sub(r"^[A-Za-z_]\w* is ", "the class is ", text)  # `Beta is a pytree class ...`: one row for all
+    text = re.sub(
+        r"^[A-Za-z_]\w* is ", "the class is ", text
+    )  # `Beta is a pytree class ...`: one row for all
     text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
     text = re.sub(r"\s+", " ", text).strip()

@@ -42,7 +42,9 @@ def _kind(check: str, error: BaseException) -> str:
     return f"{check} raised {rc.kind_of(error)}"
 
 
-def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]], dict, collections.Counter[str]]:
+def search(
+    n: int, start: int = 0
+) -> tuple[collections.Counter[tuple[str, str]], dict, collections.Counter[str]]:
     """Runs cases `start .. start+n-1`: (cases per (check, kind), the shortest
     (source, seed) per kind, cases per kind of their first disagreement)."""
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -64,24 +66,36 @@ def search(n: int, start: int = 0) -> tuple[collections.Counter[tuple[str, str]]
                 check(case)
             except Exception as e:  # noqa: BLE001 (every exception is counted by kind)
                 first = first or _kind(name, e)
-                detail = str(e) if isinstance(e, rc.Disagreement) else traceback.format_exc(limit=-3)
+                detail = (
+                    str(e) if isinstance(e, rc.Disagreement) else traceback.format_exc(limit=-3)
+                )
                 note(name, _kind(name, e), f"{detail}\n{case!r}", seed)
         if first:
             firsts[first] += 1
         if seed % FRESH_EVERY == 0:
             fresh.append((seed, case))
         if len(fresh) == FRESH_EVERY or (seed == start + n - 1 and fresh):
-            for (s, c), outcome in zip([f for f in fresh], _fresh([c for _, c in fresh]), strict=True):
+            for (s, c), outcome in zip(
+                [f for f in fresh], _fresh([c for _, c in fresh]), strict=True
+            ):
                 if outcome != "ok" and not outcome.startswith("in this process"):
-                    note("cloudpickle (new process)", f"new process: {rc.normalise(outcome)}", repr(c), s)
+                    note(
+                        "cloudpickle (new process)",
+                        f"new process: {rc.normalise(outcome)}",
+                        repr(c),
+                        s,
+                    )
             fresh.clear()
         for name in [m for m in sys.modules if m.startswith("refgen_")]:
             del sys.modules[name]  # the module of each check; JAX's caches may keep the classes
         done = seed - start + 1
         if done % 500 == 0:
             rate = done / (time.perf_counter() - began)
-            print(f"# reference: {done}/{n} cases, {firsts.total()} with a disagreement, {rate:.1f}/s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"# reference: {done}/{n} cases, {firsts.total()} with a disagreement, {rate:.1f}/s",
+                file=sys.stderr,
+                flush=True,
+            )
     return counts, shortest, firsts
 
 
@@ -94,7 +108,11 @@ def _fresh(batch: list[cs.Case]) -> list[str]:
 
 def run(quick: bool, cases: int | None = None) -> list[Table]:
     n = cases or (300 if quick else 20000)
-    with warnings.catch_warnings(), jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
+    with (
+        warnings.catch_warnings(),
+        jax.numpy_dtype_promotion("strict"),
+        jax.numpy_rank_promotion("raise"),
+    ):
         warnings.simplefilter("ignore")
         counts, shortest, firsts = search(n)
     rows = tuple(
@@ -103,12 +121,22 @@ def run(quick: bool, cases: int | None = None) -> list[Table]:
     )
     for kind, (text, seed) in sorted(shortest.items()):
         print(f"\n--- shortest case of: {kind} (seed {seed})\n{text}", file=sys.stderr)
-    note = (f"{n} cases, {len(rc.CHECKS)} checks each (+ a new-process cloudpickle check every "
-            f"{FRESH_EVERY}th); {firsts.total()} cases with at least one disagreement")
+    note = (
+        f"{n} cases, {len(rc.CHECKS)} checks each (+ a new-process cloudpickle check every "
+        f"{FRESH_EVERY}th); {firsts.total()} cases with at least one disagreement"
+    )
     first_rows = tuple((kind, str(k), str(shortest[kind][1])) for kind, k in firsts.most_common())
     return [
-        Table("reference model: disagreements by kind", ("kind", "check", "cases", "seed"),
-              rows or (("none", "", "0", ""),), note=note),
-        Table("reference model: each case's first disagreement", ("kind", "cases", "seed"),
-              first_rows or (("none", "0", ""),), note="the checks in the order tests/reference_checks.py lists them"),
+        Table(
+            "reference model: disagreements by kind",
+            ("kind", "check", "cases", "seed"),
+            rows or (("none", "", "0", ""),),
+            note=note,
+        ),
+        Table(
+            "reference model: each case's first disagreement",
+            ("kind", "cases", "seed"),
+            first_rows or (("none", "0", ""),),
+            note="the checks in the order tests/reference_checks.py lists them",
+        ),
     ]

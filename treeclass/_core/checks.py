@@ -150,9 +150,15 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
 # Never a pytree node nor an array (activations often stand here: `jax.nn.relu` is a custom_jvp).
 # Not functools.partial: jax.tree_util.Partial is one, a pytree whose arguments are leaves.
 _OPAQUE: Final = (
-    type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, enum.Enum,
-    jax.custom_jvp, jax.custom_vjp, type(jax.jit(abs)),
-)  # fmt: skip
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.ModuleType,
+    enum.Enum,
+    jax.custom_jvp,
+    jax.custom_vjp,
+    type(jax.jit(abs)),
+)
 
 
 def _array_in(value: object) -> tuple[KeyPath, object] | None:
@@ -195,7 +201,9 @@ def check_static(cls: type, name: str, value: object) -> None:
         summary = f"shape {getattr(array, 'shape', '?')}, dtype {getattr(array, 'dtype', '?')}"
         where = path_str(f"{cls.__name__}.{name}", path)
         template = _MSG_STATIC_ARRAY if not path else _MSG_STATIC_ARRAY_INSIDE
-        raise TypeError(template.format(cls=cls.__name__, name=name, kind=kind, summary=summary, path=where))
+        raise TypeError(
+            template.format(cls=cls.__name__, name=name, kind=kind, summary=summary, path=where)
+        )
     try:
         hash(value)
     except TypeError:
@@ -206,7 +214,9 @@ def check_static(cls: type, name: str, value: object) -> None:
     if found_identity is not None:
         at, what = found_identity
         what += "" if at == name else f" ({cls.__name__}.{at})"
-        msg = _MSG_STATIC_IDENTITY.format(cls=cls.__name__, name=name, what=what, const=name.upper())
+        msg = _MSG_STATIC_IDENTITY.format(
+            cls=cls.__name__, name=name, what=what, const=name.upper()
+        )
         # stacklevel 4: check_static <- generated __init__/replace <- the user's call.
         warnings.warn(msg, RecompileWarning, stacklevel=4)
 
@@ -245,11 +255,20 @@ def closest(name: str, names: Iterable[str]) -> str | None:
 
 
 def unknown_field_error(
-    cls: type, bad: Iterable[str], valid: Iterable[str], *, call: str = "replace", kind: str = "field"
+    cls: type,
+    bad: Iterable[str],
+    valid: Iterable[str],
+    *,
+    call: str = "replace",
+    kind: str = "field",
 ) -> TypeError:
     """The `TypeError` for `replace()` (or `prefix()`) with names that are not fields."""
     valid = list(valid)
-    where = f"{cls.__name__}.replace()" if call == "replace" else f"treeclass.{call}() of {cls.__name__}"
+    where = (
+        f"{cls.__name__}.replace()"
+        if call == "replace"
+        else f"treeclass.{call}() of {cls.__name__}"
+    )
     parts: list[str] = []
     for name in bad:
         close = closest(name, valid)

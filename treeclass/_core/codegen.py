@@ -78,7 +78,9 @@ def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
         read = f"{', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},"
         lines += [f"try: {read}", "except _tc_KeyError as _tc_e: _tc_not_set(_tc_e.args[0])"]
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
-    children, statics = ("".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static))
+    children, statics = (
+        "".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static)
+    )
     lines.append(seal(f"({children})", f"({statics})"))
     # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))

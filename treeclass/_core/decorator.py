@@ -45,10 +45,14 @@ def _check_fields(cls: type) -> None:
         trainable = f.metadata.get(TRAINABLE, True)
         # Every field gets both keys (a plain annotation has empty metadata); a static
         # field holds no leaves, so none of it is trainable.
-        f.metadata = types.MappingProxyType({**f.metadata, STATIC: static, TRAINABLE: trainable and not static})
+        f.metadata = types.MappingProxyType(
+            {**f.metadata, STATIC: static, TRAINABLE: trainable and not static}
+        )
         if f.name in _RESERVED or f.name.startswith("_tc_"):
             why = _RESERVED.get(f.name, "generated code uses the _tc_ prefix")
-            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=f.name, why=why, what="field")
+            msg = checks.MSG_RESERVED_NAME.format(
+                cls=cls.__name__, name=f.name, why=why, what="field"
+            )
             raise TypeError(msg)
 
 
@@ -115,7 +119,11 @@ def _inherited_init(cls: type) -> Callable[..., None] | None:
 def _mark_abstract(cls: type) -> None:
     """Sets `__abstractmethods__` as `abc.ABCMeta` does; `__init__` repeats the check 3.13 skips."""
     names = {name for k in cls.__mro__ for name in vars(k)}
-    abstract = {n for n in names if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)}
+    abstract = {
+        n
+        for n in names
+        if getattr(inspect.getattr_static(cls, n, None), "__isabstractmethod__", False)
+    }
     if not abstract:
         return
     _install(cls, __abstractmethods__=frozenset(abstract))
@@ -141,7 +149,9 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     user_init = cls.__dict__.get("__init__")
     for name, why in _OWNED.items():
         if name in cls.__dict__:
-            msg = checks.MSG_RESERVED_NAME.format(cls=cls.__name__, name=name, why=why, what="method")
+            msg = checks.MSG_RESERVED_NAME.format(
+                cls=cls.__name__, name=name, why=why, what="method"
+            )
             raise TypeError(msg)
     restore = prepare(cls)
     # eq/repr=False: ours are installed below; init=True still checks the argument order.

@@ -77,7 +77,9 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     registration: Registration = vars(type(self))["__tc_registration__"]
     layout = registration.layout
     try:
-        children, aux = (tuple(state[n] for n in names) for names in (layout.dynamic, layout.static))
+        children, aux = (
+            tuple(state[n] for n in names) for names in (layout.dynamic, layout.static)
+        )
     except KeyError as e:
         msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
         msg += "the class has a field the pickled instance has not."

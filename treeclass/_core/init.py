@@ -84,7 +84,9 @@ def install(layout: Layout, ns: dict[str, Any]) -> Callable[..., None]:
         return _wrap_user_init(layout, layout.user_init, ns["_tc_finalize"])
     init: Any = ns["__init__"]
     # What `inspect.signature(Cls)` shows, as for a dataclass: `(v: jax.Array) -> None`.
-    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {"return": None}
+    init.__annotations__ = {f.name: _resolved(layout.cls, f) for f in layout.params} | {
+        "return": None
+    }
     return cast("Callable[..., None]", init)
 
 
@@ -107,7 +109,9 @@ def _wrap_user_init(
     cls, post_init = layout.cls, layout.post_init
     names = frozenset((*layout.names, *(f.name for f in layout.initvars)))
     # The plain defaults, which `__init__` may read (as dataclasses' class attributes).
-    start = {INIT: names} | {f.name: f.default for f in layout.fields if f.default is not dataclasses.MISSING}
+    start = {INIT: names} | {
+        f.name: f.default for f in layout.fields if f.default is not dataclasses.MISSING
+    }
     initvars = tuple(f.name for f in layout.initvars)
 
     @functools.wraps(user_init)

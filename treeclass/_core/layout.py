@@ -45,7 +45,9 @@ class Guard:
             raise dataclasses.FrozenInstanceError(msg)
         d[self.name] = value
 
-    def __delete__(self, obj: object) -> None:  # `object.__delattr__`: Python's own says "__delete__"
+    def __delete__(
+        self, obj: object
+    ) -> None:  # `object.__delattr__`: Python's own says "__delete__"
         msg = f"cannot delete {type(obj).__name__}.{self.name}: treeclass instances are immutable."
         raise dataclasses.FrozenInstanceError(msg)
 
@@ -59,7 +61,9 @@ class Layout:
     fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]
     initvars: tuple[dataclasses.Field[Any], ...]
-    params: tuple[dataclasses.Field[Any], ...]  # `__init__`'s, in declaration order, InitVars included
+    params: tuple[
+        dataclasses.Field[Any], ...
+    ]  # `__init__`'s, in declaration order, InitVars included
     dynamic: tuple[str, ...]
     static: tuple[str, ...]
     frozen: frozenset[str]  # the dynamic fields declared `trainable=False`
@@ -75,7 +79,9 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)
-    return not isinstance(attr, Guard) and (hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"))
+    return not isinstance(attr, Guard) and (
+        hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    )
 
 
 def is_classvar(annotation: object) -> bool:
@@ -99,11 +105,17 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
         params=tuple(f for f in every.values() if f.init and (f in fields or f in initvars)),
         dynamic=tuple(f.name for f in fields if not f.metadata.get(STATIC, False)),
         static=tuple(f.name for f in fields if f.metadata.get(STATIC, False)),
-        frozen=frozenset(f.name for f in fields if not f.metadata.get(STATIC) and not f.metadata.get(TRAINABLE, True)),
+        frozen=frozenset(
+            f.name
+            for f in fields
+            if not f.metadata.get(STATIC) and not f.metadata.get(TRAINABLE, True)
+        ),
         converters={f.name: f.metadata[CONVERTER] for f in fields if CONVERTER in f.metadata},
         post_init=hasattr(cls, "__post_init__"),
         user_init=user_init,
-        check_inits=tuple(vars(k)["__check_init__"] for k in reversed(cls.__mro__) if "__check_init__" in vars(k)),
+        check_inits=tuple(
+            vars(k)["__check_init__"] for k in reversed(cls.__mro__) if "__check_init__" in vars(k)
+        ),
         options=options,
     )
 

@@ -57,7 +57,10 @@ annotation (also inside Optional[...], Union[...], X | None or Annotated[...]):
     {name}: tuple[int, ...]               # or dynamic: no Static inside"""
 
 # typing_extensions' own class on Python < 3.12 (and on some versions after); PEP 695's.
-_ALIASES: Final = (typing_extensions.TypeAliasType, getattr(typing, "TypeAliasType", typing_extensions.TypeAliasType))
+_ALIASES: Final = (
+    typing_extensions.TypeAliasType,
+    getattr(typing, "TypeAliasType", typing_extensions.TypeAliasType),
+)
 _UNIONS: Final = (typing.Union, types.UnionType)
 
 
@@ -85,11 +88,15 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
     ours = [f for f in frames if f.f_globals.get("__name__") == cls.__module__] or frames[:1]
     globals_ = ours[0].f_globals if ours else {}
     module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
-    scopes = [dict(f.f_locals) for f in frames if f.f_globals is globals_ and f.f_locals is not globals_]
+    scopes = [
+        dict(f.f_locals) for f in frames if f.f_globals is globals_ and f.f_locals is not globals_
+    ]
     return globals_, _Names({cls.__name__: cls}, dict(vars(cls)), *scopes, module, globals_)
 
 
-def _find(a: Any, outer: str | None, scopes: Callable[[], Any], seen: frozenset[int] = frozenset()) -> bool:
+def _find(
+    a: Any, outer: str | None, scopes: Callable[[], Any], seen: frozenset[int] = frozenset()
+) -> bool:
     """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into."""
     origin = typing.get_origin(a)
     if isinstance(origin, _ALIASES):  # `Hyper[float]` of a generic alias: its value decides
@@ -144,6 +151,7 @@ that makes a new one per instance:
 
 (A jax.Array default is fine as it is: JAX arrays are immutable.)"""
 
+
 class _Shared(typing.NamedTuple):
     """Hides a `jax.Array` default (immutable: safe to share) from dataclasses' mutable check."""
 
@@ -166,8 +174,12 @@ def _check_defaults(cls: type) -> Callable[[], None]:
             field.default = _Shared(default)
             setattr(cls, name, field)
         elif type(default).__hash__ is None:
-            value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix("builtins.")
-            raise ValueError(_MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}"))
+            value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix(
+                "builtins."
+            )
+            raise ValueError(
+                _MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}")
+            )
 
     def restore() -> None:
         for f in vars(cls).get("__dataclass_fields__", {}).values():
@@ -185,7 +197,11 @@ def prepare(cls: type) -> Callable[[], None]:
         # Annotated again in a subclass, a field keeps the parent's plain default (its `Guard`'s).
         guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
         if isinstance(guard, Guard):
-            setattr(cls, name, dataclasses.field() if guard.default is dataclasses.MISSING else guard.default)
+            setattr(
+                cls,
+                name,
+                dataclasses.field() if guard.default is dataclasses.MISSING else guard.default,
+            )
         if is_classvar(annotation):
             continue
         value = cls.__dict__.get(name, dataclasses.MISSING)
@@ -194,9 +210,13 @@ def prepare(cls: type) -> Callable[[], None]:
             is_static = _find(annotation, None, scopes)
         except _Refused as e:
             template, detail = e.args
-            if template is _MSG_NESTED or not specified:  # else the field specifier declares the kind
+            if (
+                template is _MSG_NESTED or not specified
+            ):  # else the field specifier declares the kind
                 text = annotation if isinstance(annotation, str) else repr(annotation)
-                msg = template.format(cls=cls.__name__, name=name, text=text, outer=detail, error=detail)
+                msg = template.format(
+                    cls=cls.__name__, name=name, text=text, outer=detail, error=detail
+                )
                 raise TypeError(msg) from None
             is_static = False
         if isinstance(value, dataclasses.Field):
@@ -207,10 +227,14 @@ def prepare(cls: type) -> Callable[[], None]:
                 f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
                 setattr(cls, name, f)
             # A static field takes every option of `field()` but `trainable=False` and `axes=`.
-            if f.metadata.get(STATIC, False) and (AXES in f.metadata or f.metadata.get(TRAINABLE) is False):
+            if f.metadata.get(STATIC, False) and (
+                AXES in f.metadata or f.metadata.get(TRAINABLE) is False
+            ):
                 option = "axes=..." if AXES in f.metadata else "trainable=False"
                 why = _WHY_REFUSED[option]
-                raise TypeError(_MSG_STATIC_OPTION.format(cls=cls.__name__, name=name, option=option, why=why))
+                raise TypeError(
+                    _MSG_STATIC_OPTION.format(cls=cls.__name__, name=name, option=option, why=why)
+                )
         elif is_static:
             setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
     return _check_defaults(cls)

@@ -165,8 +165,11 @@ def _explain(first: Any, other: Any, i: int) -> None:
         for v, values in zip((a, b), seen, strict=True):
             if v is not None:
                 values[v.path] = v.value
-        if a is None or b is None or (a.path, a.kind) != (b.path, b.kind) or (
-            a.kind == "node" and type(a.value) is not type(b.value)
+        if (
+            a is None
+            or b is None
+            or (a.path, a.kind) != (b.path, b.kind)
+            or (a.kind == "node" and type(a.value) is not type(b.value))
         ):
             # Where they differ (leaf types may): the node both name, or the deeper one's parent.
             paths = sorted((v.path for v in (a, b) if v is not None), key=len)

@@ -38,7 +38,9 @@ def dtype_name(dtype: Any) -> str:
     if name == "bfloat16":
         return "bf16"
     bits = re.fullmatch(r"(?:float|u?int|complex)(\d+)", name)  # the first letter and the bits
-    return name[0] + bits[1] if bits else name  # float8_e4m3fn and friends: the full name is clearer
+    return (
+        name[0] + bits[1] if bits else name
+    )  # float8_e4m3fn and friends: the full name is clearer
 
 
 def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:

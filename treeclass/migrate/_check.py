@@ -82,7 +82,11 @@ def _round_trip(obj: Any, which: str) -> Any:
         msg = f"{which} {type(obj).__name__} unflattens to a {type(back).__name__}"
         raise AssertionError(msg)
     again, again_def = jax.tree.flatten(back)
-    if str(again_def) != str(treedef) or len(again) != len(leaves) or any(a is not b for a, b in zip(again, leaves, strict=True)):
+    if (
+        str(again_def) != str(treedef)
+        or len(again) != len(leaves)
+        or any(a is not b for a, b in zip(again, leaves, strict=True))
+    ):
         msg = f"{which} {type(obj).__name__} changes in a flatten/unflatten round trip: {treedef} -> {again_def}"
         raise AssertionError(msg)
     return back
@@ -152,7 +156,9 @@ def check(old: Any, new: Any) -> None:
     old_statics, new_statics = _statics(old), _statics(new)
     unmatched = list(new_statics)
     for value in old_statics:
-        match = next((i for i, v in enumerate(unmatched) if type(v) is type(value) and v == value), None)
+        match = next(
+            (i for i, v in enumerate(unmatched) if type(v) is type(value) and v == value), None
+        )
         if match is None:
             msg = (
                 f"static values differ: old {o} has {value!r}, which new {n} has not"

@@ -27,15 +27,27 @@ _OWNED = {
 
 # Class decorators that do not look at what the class defines.
 _SAFE_DECORATORS = frozenset(
-    {"typing.final", "typing_extensions.final", "typing.runtime_checkable", "typing_extensions.runtime_checkable", "typing.type_check_only"}
+    {
+        "typing.final",
+        "typing_extensions.final",
+        "typing.runtime_checkable",
+        "typing_extensions.runtime_checkable",
+        "typing.type_check_only",
+    }
 )
 
 
 def _is_dataclasses_replace(ctx: Context, fn: ast.FunctionDef) -> bool:
     """`def replace(self, **kw): return dataclasses.replace(self, **kw)` (a docstring allowed)."""
-    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    body = [
+        s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
     a = fn.args
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+    if (
+        len(body) != 1
+        or not isinstance(body[0], ast.Return)
+        or not isinstance(body[0].value, ast.Call)
+    ):
         return False
     call, me = body[0].value, (a.posonlyargs + a.args)[0].arg if a.posonlyargs + a.args else None
     if len(a.posonlyargs + a.args) != 1 or a.vararg or a.kwonlyargs or a.kwarg is None:
@@ -57,7 +69,9 @@ def _validates(ctx: Context, fn: ast.FunctionDef) -> bool:
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             return False
-        if isinstance(node, ast.Call) and (_names.dotted(node.func, ctx.names) or "").split(".")[-1] in ("setattr", "__setattr__", "delattr"):
+        if isinstance(node, ast.Call) and (_names.dotted(node.func, ctx.names) or "").split(".")[
+            -1
+        ] in ("setattr", "__setattr__", "delattr"):
             return False
     return True
 
@@ -69,7 +83,12 @@ def check_owned(ctx: Context) -> tuple[str, ...]:
     remove: list[str] = []
     for i, decorator in enumerate(ctx.found.node.decorator_list):
         qualified = _names.dotted(decorator, ctx.names) or ""
-        if i != ctx.found.decorator and qualified not in _names.DATACLASS and qualified not in _SAFE_DECORATORS and i not in ctx.harmless:
+        if (
+            i != ctx.found.decorator
+            and qualified not in _names.DATACLASS
+            and qualified not in _SAFE_DECORATORS
+            and i not in ctx.harmless
+        ):
             raise Refused(_messages.DECORATOR.format(code=ctx.code(decorator)))
     for stmt in ctx.found.node.body:
         names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.ClassDef) else []
@@ -77,12 +96,22 @@ def check_owned(ctx: Context) -> tuple[str, ...]:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
         for name in names:
-            if isinstance(stmt, ast.FunctionDef) and name == "replace" and _is_dataclasses_replace(ctx, stmt):
+            if (
+                isinstance(stmt, ast.FunctionDef)
+                and name == "replace"
+                and _is_dataclasses_replace(ctx, stmt)
+            ):
                 remove.append(name)
-            elif isinstance(stmt, ast.FunctionDef) and name == "__post_init__" and _validates(ctx, stmt):
+            elif (
+                isinstance(stmt, ast.FunctionDef)
+                and name == "__post_init__"
+                and _validates(ctx, stmt)
+            ):
                 continue
             elif name in _OWNED:
-                raise Refused(_messages.OWNED.format(cls=ctx.found.name, name=name, why=_OWNED[name]))
+                raise Refused(
+                    _messages.OWNED.format(cls=ctx.found.name, name=name, why=_OWNED[name])
+                )
     return tuple(remove)
 
 
@@ -95,17 +124,28 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
         if cls == name:
             reasons.append(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
     for attr in attrs:
-        for table, message in ((facts.mutated, _messages.MUTATED), (facts.assigned, _messages.ASSIGNED)):
-            events = own_first([e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related], name)
+        for table, message in (
+            (facts.mutated, _messages.MUTATED),
+            (facts.assigned, _messages.ASSIGNED),
+        ):
+            events = own_first(
+                [e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related], name
+            )
             if events:
                 reasons.append(message.format(attr=attr, site=events[0].site))
     other_classes = {f.name for f in ctx.found_in_module if f.name != name}
     # A class that defines none of the methods (a dataclass family, a class registered
     # with functions) is reached by no call of them, whatever the receiver.
     for method in (m for m in FLATTEN_METHODS if m in ctx.methods):
-        calls = [e for e in facts.flatten_calls.get(method, []) if _reaches(e[0], ctx.related, other_classes)]
+        calls = [
+            e
+            for e in facts.flatten_calls.get(method, [])
+            if _reaches(e[0], ctx.related, other_classes)
+        ]
         if calls:  # its own first: a call on an instance of it, of a base, then the rest
-            site = min(calls, key=lambda e: (e[0] != f"self:{name}", not e[0].startswith("self:")))[1]
+            site = min(calls, key=lambda e: (e[0] != f"self:{name}", not e[0].startswith("self:")))[
+                1
+            ]
             reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
     return list(dict.fromkeys(reasons))
 

@@ -51,7 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched for *.py): give the whole package")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="files or directories (searched for *.py): give the whole package",
+    )
     parser.add_argument(
         "--form",
         choices=("base", "decorator"),
@@ -60,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--write", action="store_true", help="rewrite the files in place")
     parser.add_argument("--check", action="store_true", help="exit 1 when any file would change")
-    parser.add_argument("--json", action="store_true", help="one JSON object per class found, no diff")
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object per class found, no diff"
+    )
     parser.add_argument(
         "--namedtuples",
         action="store_true",
@@ -97,10 +105,14 @@ def _diff(file: _engine.File) -> str:
         fromfile=file.path if Path(file.path).is_absolute() else f"a/{file.path}",
         tofile=file.path if Path(file.path).is_absolute() else f"b/{file.path}",
     )
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     """Runs the command line; returns the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

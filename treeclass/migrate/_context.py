@@ -27,13 +27,25 @@ class Context:
     found_in_module: list[Found]  # every top-level class of the module
     # The plan for each base that is converted in this run (a subclass extends it),
     # and each base's Found (for inherited flatten methods), by the base's position.
-    base_plans: dict[int, tuple[Found, Plan]] = dataclasses.field(default_factory=dict[int, tuple[Found, Plan]])
+    base_plans: dict[int, tuple[Found, Plan]] = dataclasses.field(
+        default_factory=dict[int, tuple[Found, Plan]]
+    )
     base_found: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])
-    mixins: set[int] = dataclasses.field(default_factory=set[int])  # stateless bases, kept as they are
-    harmless: set[int] = dataclasses.field(default_factory=set[int])  # decorators that only write dunders
-    methods: set[str] = dataclasses.field(default_factory=set[str])  # defined by it or a base in the run
-    refused_bases: dict[int, Found] = dataclasses.field(default_factory=dict[int, Found])  # said once, by the run
-    related: set[str] = dataclasses.field(default_factory=set[str])  # its name and its bases' in the run
+    mixins: set[int] = dataclasses.field(
+        default_factory=set[int]
+    )  # stateless bases, kept as they are
+    harmless: set[int] = dataclasses.field(
+        default_factory=set[int]
+    )  # decorators that only write dunders
+    methods: set[str] = dataclasses.field(
+        default_factory=set[str]
+    )  # defined by it or a base in the run
+    refused_bases: dict[int, Found] = dataclasses.field(
+        default_factory=dict[int, Found]
+    )  # said once, by the run
+    related: set[str] = dataclasses.field(
+        default_factory=set[str]
+    )  # its name and its bases' in the run
     # Why an annotation naming a class of the run may hold an unhashable value (_hashable.why_not).
     unhashable: Callable[[ast.expr], str | None] = lambda annotation: None
 

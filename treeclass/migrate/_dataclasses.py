@@ -22,12 +22,44 @@ __all__ = ["DeclaredField", "declared_fields", "plan_dataclass", "rewrite_fields
 
 # dataclasses.field / flax struct.field keywords that tc.field and tc.static take.
 _KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
-_FIELD_CALLS = {"dataclasses.field", "flax.struct.field", "jax_dataclasses.field", "jax_dataclasses.static_field"}
+_FIELD_CALLS = {
+    "dataclasses.field",
+    "flax.struct.field",
+    "jax_dataclasses.field",
+    "jax_dataclasses.static_field",
+}
 # Decorator and class keywords: what treeclass does the same way, what it cannot do.
-_SAME = {"frozen": "True", "init": "True", "order": "False", "unsafe_hash": "False", "slots": "False", "match_args": "True"}
+_SAME = {
+    "frozen": "True",
+    "init": "True",
+    "order": "False",
+    "unsafe_hash": "False",
+    "slots": "False",
+    "match_args": "True",
+}
 # Annotations and defaults of a static field that cannot hold a hashable value.
-UNHASHABLE_TYPES = ("list", "dict", "set", "List", "Dict", "Set", "Mapping", "MutableMapping", "MutableSequence", "ndarray", "Array", "ArrayLike", "DataFrame")
-_UNHASHABLE_FACTORIES = ("list", "dict", "set", "collections.defaultdict", "collections.OrderedDict")
+UNHASHABLE_TYPES = (
+    "list",
+    "dict",
+    "set",
+    "List",
+    "Dict",
+    "Set",
+    "Mapping",
+    "MutableMapping",
+    "MutableSequence",
+    "ndarray",
+    "Array",
+    "ArrayLike",
+    "DataFrame",
+)
+_UNHASHABLE_FACTORIES = (
+    "list",
+    "dict",
+    "set",
+    "collections.defaultdict",
+    "collections.OrderedDict",
+)
 
 
 def unhashable_annotation(code: str) -> bool:
@@ -35,8 +67,14 @@ def unhashable_annotation(code: str) -> bool:
     `np.ndarray`, `Optional[List[int]]`."""
     return any(
         part.split(".")[-1] in UNHASHABLE_TYPES
-        for part in code.replace("[", " ").replace("]", " ").replace(",", " ").replace("|", " ").split()
+        for part in code.replace("[", " ")
+        .replace("]", " ")
+        .replace(",", " ")
+        .replace("|", " ")
+        .split()
     )
+
+
 _OPTIONS = ("kw_only", "repr", "eq")
 
 
@@ -62,14 +100,25 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
     for stmt in ctx.found.node.body:
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue
-        if (_names.dotted(stmt.annotation, ctx.names) or "").endswith("ClassVar") or "ClassVar" in ctx.code(stmt.annotation)[:9]:
+        if (_names.dotted(stmt.annotation, ctx.names) or "").endswith(
+            "ClassVar"
+        ) or "ClassVar" in ctx.code(stmt.annotation)[:9]:
             continue
-        call = stmt.value if isinstance(stmt.value, ast.Call) and _names.dotted(stmt.value.func, ctx.names) in _FIELD_CALLS else None
+        call = (
+            stmt.value
+            if isinstance(stmt.value, ast.Call)
+            and _names.dotted(stmt.value.func, ctx.names) in _FIELD_CALLS
+            else None
+        )
         static = _jdc_static(ctx, stmt.annotation) is not None
         if call is not None:
             static = static or _names.dotted(call.func, ctx.names) == "jax_dataclasses.static_field"
             for kw in call.keywords:
-                if kw.arg == "pytree_node" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                if (
+                    kw.arg == "pytree_node"
+                    and isinstance(kw.value, ast.Constant)
+                    and kw.value.value is False
+                ):
                     static = True
                 if kw.arg == "metadata" and _is_static_metadata(kw.value):
                     static = True
@@ -79,7 +128,10 @@ def declared_fields(ctx: Context) -> list[DeclaredField]:
 
 def _jdc_static(ctx: Context, annotation: ast.expr) -> ast.expr | None:
     """T of a `jdc.Static[T]` annotation, else None."""
-    if isinstance(annotation, ast.Subscript) and _names.dotted(annotation.value, ctx.names) in _names.JDC_STATIC:
+    if (
+        isinstance(annotation, ast.Subscript)
+        and _names.dotted(annotation.value, ctx.names) in _names.JDC_STATIC
+    ):
         return annotation.slice
     return None
 
@@ -91,15 +143,21 @@ def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str])
         static = f.name in statics
         inner = _jdc_static(ctx, f.stmt.annotation)
         if f.call is None:
-            annotation = f"{ctx.tc}.Static[{ctx.code(inner or f.stmt.annotation)}]" if static else None
+            annotation = (
+                f"{ctx.tc}.Static[{ctx.code(inner or f.stmt.annotation)}]" if static else None
+            )
             out.append(Field(f.name, static, annotation, None))
             continue
         kept: list[str] = []
         for kw in f.call.keywords:
-            if kw.arg == "pytree_node" or (kw.arg == "metadata" and _is_static_metadata(kw.value) and _only_static(kw.value)):
+            if kw.arg == "pytree_node" or (
+                kw.arg == "metadata" and _is_static_metadata(kw.value) and _only_static(kw.value)
+            ):
                 continue
             if kw.arg not in _KEPT:
-                raise Refused(_messages.FIELD_SPEC.format(code=f"{kw.arg}=" if kw.arg else "**", attr=f.name))
+                raise Refused(
+                    _messages.FIELD_SPEC.format(code=f"{kw.arg}=" if kw.arg else "**", attr=f.name)
+                )
             kept.append(ctx.code(kw))
         if f.call.args:
             raise Refused(_messages.FIELD_SPEC.format(code=ctx.code(f.call), attr=f.name))
@@ -122,12 +180,18 @@ def _unhashable_default(ctx: Context, f: DeclaredField) -> str | None:
             factory = given["default_factory"]
             if isinstance(factory, ast.Lambda):
                 factory = factory.body
-            if isinstance(factory, ast.List | ast.Dict | ast.Set) or _names.dotted(factory, ctx.names) in _UNHASHABLE_FACTORIES:
+            if (
+                isinstance(factory, ast.List | ast.Dict | ast.Set)
+                or _names.dotted(factory, ctx.names) in _UNHASHABLE_FACTORIES
+            ):
                 return ctx.code(given["default_factory"])
         value = given.get("default")
     if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
         return ctx.code(value)
-    if isinstance(value, ast.Call) and _names.dotted(value.func, ctx.names) in _UNHASHABLE_FACTORIES:
+    if (
+        isinstance(value, ast.Call)
+        and _names.dotted(value.func, ctx.names) in _UNHASHABLE_FACTORIES
+    ):
         return ctx.code(value)
     return None
 
@@ -139,18 +203,34 @@ def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) 
         if f.name not in statics:
             continue
         keys: list[str | int] = [f.name] if ctx.base_plans else [f.name, i]
-        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        sites = [
+            site
+            for key in keys
+            for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])
+        ]
         if sites:
-            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given an unhashable value at {sites[0]}"))
+            raise Refused(
+                _messages.STATIC_UNHASHABLE.format(
+                    attr=f.name, why=f"given an unhashable value at {sites[0]}"
+                )
+            )
         annotation = ctx.code(f.stmt.annotation)
         if unhashable_annotation(annotation):
-            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`"))
+            raise Refused(
+                _messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"annotated `{annotation}`")
+            )
         why = ctx.unhashable(f.stmt.annotation)
         if why is not None:
-            raise Refused(_messages.STATIC_UNPROVEN.format(attr=f.name, annotation=annotation, why=why))
+            raise Refused(
+                _messages.STATIC_UNPROVEN.format(attr=f.name, annotation=annotation, why=why)
+            )
         default = _unhashable_default(ctx, f)
         if default is not None:
-            raise Refused(_messages.STATIC_UNHASHABLE.format(attr=f.name, why=f"given the default `{default}`"))
+            raise Refused(
+                _messages.STATIC_UNHASHABLE.format(
+                    attr=f.name, why=f"given the default `{default}`"
+                )
+            )
 
 
 def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) -> dict[str, str]:
@@ -171,36 +251,58 @@ def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) ->
             elif kw.arg in _SAME and value == _SAME[kw.arg]:
                 continue
             elif kw.arg == "unsafe_hash" and value == "True" and options.get("eq") != "False":
-                options["_hash"] = ""  # a treeclass hashes by type and static values already: dropped, noted
+                options["_hash"] = (
+                    ""  # a treeclass hashes by type and static values already: dropped, noted
+                )
             elif not (kw.arg == "frozen" and value == "False"):
-                raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="a treeclass is a frozen dataclass with these defaults"))
+                raise Refused(
+                    _messages.OPTION.format(
+                        code=ctx.code(kw),
+                        why="a treeclass is a frozen dataclass with these defaults",
+                    )
+                )
     if refuse_mappable and not any(
-        isinstance(d, ast.Call) and any(kw.arg == "mappable_dataclass" for kw in d.keywords) for d in decorators
+        isinstance(d, ast.Call) and any(kw.arg == "mappable_dataclass" for kw in d.keywords)
+        for d in decorators
     ):
         raise Refused(_messages.CHEX_MAPPABLE)
     return options
 
 
-def _register_dataclass_fields(ctx: Context, call: ast.Call | None) -> tuple[list[str] | None, set[str] | None]:
+def _register_dataclass_fields(
+    ctx: Context, call: ast.Call | None
+) -> tuple[list[str] | None, set[str] | None]:
     """data_fields and meta_fields of a `register_dataclass(Cls, ...)` call."""
     if call is None:
         return None, None
-    given: dict[str, ast.expr] = dict(zip(("nodetype", "data_fields", "meta_fields", "drop_fields"), call.args, strict=False))
+    given: dict[str, ast.expr] = dict(
+        zip(("nodetype", "data_fields", "meta_fields", "drop_fields"), call.args, strict=False)
+    )
     given.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
     lists: dict[str, list[str]] = {}
     for key in ("data_fields", "meta_fields", "drop_fields"):
         node = given.get(key)
         if node is None:
             continue
-        if not isinstance(node, ast.List | ast.Tuple) or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-            raise Refused(_messages.OPTION.format(code=ctx.code(node), why="the tool reads literal lists of names only"))
+        if not isinstance(node, ast.List | ast.Tuple) or not all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+        ):
+            raise Refused(
+                _messages.OPTION.format(
+                    code=ctx.code(node), why="the tool reads literal lists of names only"
+                )
+            )
         lists[key] = [e.value for e in node.elts]  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
     if lists.get("drop_fields"):
-        raise Refused(_messages.OPTION.format(code="drop_fields=", why="a treeclass flattens every field"))
+        raise Refused(
+            _messages.OPTION.format(code="drop_fields=", why="a treeclass flattens every field")
+        )
     return lists.get("data_fields"), set(lists.get("meta_fields", []))
 
 
-def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None, children: list[str] | None = None) -> Plan:
+def plan_dataclass(
+    ctx: Context, family: Family, statics: set[str] | None = None, children: list[str] | None = None
+) -> Plan:
     """The plan for a class whose body declares its fields (`statics`/`children`: what a
     hand-written flatten of a `@dataclass` says)."""
     node, found = ctx.found.node, ctx.found
@@ -216,16 +318,32 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
     if found.wrapper is not None:
         dataclass_decorators.append(found.wrapper)  # the options the wrapper fixes
     # flax.struct.PyTreeNode takes the dataclass options as class keywords.
-    keywords = ast.Call(ast.Name("dataclass"), [], list(node.keywords)) if family == "flax.struct" else None
-    options = _options(ctx, [*dataclass_decorators, *([keywords] if keywords else [])], refuse_mappable=family == "chex.dataclass")
+    keywords = (
+        ast.Call(ast.Name("dataclass"), [], list(node.keywords))
+        if family == "flax.struct"
+        else None
+    )
+    options = _options(
+        ctx,
+        [*dataclass_decorators, *([keywords] if keywords else [])],
+        refuse_mappable=family == "chex.dataclass",
+    )
     remove_bases = tuple(
-        i for i, b in enumerate(found.bases) if b in _names.FLAX_BASE or b in _names.NAMEDTUPLE or b in ("object",)
+        i
+        for i, b in enumerate(found.bases)
+        if b in _names.FLAX_BASE or b in _names.NAMEDTUPLE or b in ("object",)
     )
     for kw in [] if keywords else node.keywords:
-        raise Refused(_messages.OPTION.format(code=ctx.code(kw), why="class keywords of the old base"))
+        raise Refused(
+            _messages.OPTION.format(code=ctx.code(kw), why="class keywords of the old base")
+        )
     if family == "chex.dataclass":
         if names != sorted(names):
-            raise Refused(_messages.CHEX_ORDER.format(sorted=", ".join(sorted(names)), declared=", ".join(names)))
+            raise Refused(
+                _messages.CHEX_ORDER.format(
+                    sorted=", ".join(sorted(names)), declared=", ".join(names)
+                )
+            )
         statics = set()
     elif family in ("flax.struct", "jax_dataclasses"):
         statics = {f.name for f in fields if f.static_marked}
@@ -244,14 +362,28 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
         statics = set()
         for f in fields:
             value = f.stmt.value
-            if value is not None and not all(isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(value)):
+            if value is not None and not all(
+                isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load)
+                for n in ast.walk(value)
+            ):
                 raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
     statics = statics or set()
     check_statics(ctx, fields, statics)
     if children is not None and children != [n for n in names if n not in statics]:
-        msg = _messages.PREFIX.format(children=children, base="its declared fields", base_children=[n for n in names if n not in statics])
+        msg = _messages.PREFIX.format(
+            children=children,
+            base="its declared fields",
+            base_children=[n for n in names if n not in statics],
+        )
         raise Refused(msg)
-    notes = _notes(ctx, family, options, [f.name for f in fields if f.name in statics], dataclass_decorators, keywords)
+    notes = _notes(
+        ctx,
+        family,
+        options,
+        [f.name for f in fields if f.name in statics],
+        dataclass_decorators,
+        keywords,
+    )
     options.pop("_hash", None)
     return Plan(
         found.name,
@@ -268,9 +400,21 @@ def plan_dataclass(ctx: Context, family: Family, statics: set[str] | None = None
     )
 
 
-def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[str], decorators: list[ast.expr], keywords: ast.Call | None) -> list[str]:
+def _notes(
+    ctx: Context,
+    family: Family,
+    options: dict[str, str],
+    statics: list[str],
+    decorators: list[ast.expr],
+    keywords: ast.Call | None,
+) -> list[str]:
     """What changes for the users of a converted dataclass."""
-    given = {kw.arg: ctx.code(kw.value) for d in [*decorators, *([keywords] if keywords else [])] if isinstance(d, ast.Call) for kw in d.keywords}
+    given = {
+        kw.arg: ctx.code(kw.value)
+        for d in [*decorators, *([keywords] if keywords else [])]
+        if isinstance(d, ast.Call)
+        for kw in d.keywords
+    }
     frozen = family in ("flax.struct", "jax_dataclasses") or given.get("frozen") == "True"
     notes = [] if frozen else [_messages.NOTE_FROZEN]
     if family == "NamedTuple":
@@ -281,7 +425,9 @@ def _notes(ctx: Context, family: Family, options: dict[str, str], statics: list[
         notes.append(_messages.NOTE_DATACLASS_EQ)
     if "_hash" in options:
         notes.append(_messages.NOTE_HASH)
-    if any(isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body):
+    if any(
+        isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body
+    ):
         notes.append(_messages.NOTE_POST_INIT)
     if family in ("flax.struct", "jax_dataclasses"):
         notes.append(_messages.NOTE_FLAX)

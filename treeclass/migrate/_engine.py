@@ -44,7 +44,11 @@ from treeclass.migrate._text import Text
 
 __all__ = ["File", "Result", "parse", "run", "source_files"]
 
-_HANDWRITTEN = ("register_pytree_node_class", "register_pytree_with_keys_class", "register_pytree_node")
+_HANDWRITTEN = (
+    "register_pytree_node_class",
+    "register_pytree_with_keys_class",
+    "register_pytree_node",
+)
 _ALLOWED_BASES = {*ALLOWED_MIXINS, *_names.FLAX_BASE, *_names.NAMEDTUPLE}
 
 
@@ -84,7 +88,12 @@ def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
     for path in paths:
         if path.is_dir():
             files += sorted(
-                p for p in path.rglob("*.py") if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
+                p
+                for p in path.rglob("*.py")
+                if not any(
+                    part.startswith(".") or part == "__pycache__"
+                    for part in p.relative_to(path).parts
+                )
             )
         elif path.is_file():
             files.append(path)
@@ -102,9 +111,10 @@ def _tc_name(tree: ast.Module, names: dict[str, str]) -> str:
 
 
 def _binds(tree: ast.Module, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(tree)) or any(
-        isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name for n in tree.body
-    )
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+        for n in ast.walk(tree)
+    ) or any(isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name for n in tree.body)
 
 
 def parse(source: str, filename: str = "<unknown>") -> ast.Module:
@@ -124,7 +134,9 @@ def _read(path: Path, errors: list[str]) -> File | None:
             encoding = "utf-8"
         source = data.decode(encoding)
     except UnicodeDecodeError as e:
-        errors.append(f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} ({e.reason} at byte {e.start}); left unchanged")
+        errors.append(
+            f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} ({e.reason} at byte {e.start}); left unchanged"
+        )
         return None
     except OSError as e:
         errors.append(f"{path}: cannot be read ({e.strerror}); left unchanged")
@@ -146,7 +158,12 @@ class _Run:
         self.decided: dict[int, Plan | Refusal] = {}
         self.attributes: dict[int, list[str]] = {}  # id(found) -> _attributes, its bases' included
         # The run's module-level functions by `module.name` (class decorators it defines).
-        self.functions = {f"{file.module}.{s.name}": s for file in files for s in file.tree.body if isinstance(s, ast.FunctionDef)}
+        self.functions = {
+            f"{file.module}.{s.name}": s
+            for file in files
+            for s in file.tree.body
+            if isinstance(s, ast.FunctionDef)
+        }
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:
@@ -159,7 +176,9 @@ class _Run:
             return self.decided[id(found)]
 
     def _decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
-        ctx = Context(file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found)
+        ctx = Context(
+            file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found
+        )
         ctx.related = self.program.ancestors(file, found) | {found.name}
         ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
         ctx.methods = self.program.methods(file, found)
@@ -168,7 +187,9 @@ class _Run:
             if fn is not None and harmless_decorator(fn, factory=isinstance(decorator, ast.Call)):
                 ctx.harmless.add(i)
         reasons: list[str] = []
-        mixin_names: set[str] = set()  # what the stateless bases bind: a field so named would take it as default
+        mixin_names: set[str] = (
+            set()
+        )  # what the stateless bases bind: a field so named would take it as default
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)
             if resolved is None or resolved[1] is found:
@@ -177,7 +198,9 @@ class _Run:
                 continue
             base_file, base = resolved
             decided = self.decide(base_file, base, form)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-            if base.registers_subclasses is not None:  # `__init_subclass__` registers it, or an eqx.Module
+            if (
+                base.registers_subclasses is not None
+            ):  # `__init_subclass__` registers it, or an eqx.Module
                 found.registers_subclasses = found.registers_subclasses or base.registers_subclasses
                 if found.family is None:
                     _find.unhandled(found, found.registers_subclasses)
@@ -200,8 +223,14 @@ class _Run:
         plan = self._plan(ctx, reasons)
         clash = sorted(mixin_names & {f.name for f in plan.fields}) if plan else []
         if clash:
-            reasons.append(_messages.CLASS_ATTRIBUTE.format(name=clash[0], line=f"{found.node.lineno}, in a base"))
-        inherited = [a for base, _ in ctx.base_plans.values() for a in self.attributes.get(id(base), [])]
+            reasons.append(
+                _messages.CLASS_ATTRIBUTE.format(
+                    name=clash[0], line=f"{found.node.lineno}, in a base"
+                )
+            )
+        inherited = [
+            a for base, _ in ctx.base_plans.values() for a in self.attributes.get(id(base), [])
+        ]
         self.attributes[id(found)] = _attributes(ctx, plan, inherited)
         reasons += _checks.check_facts(ctx, self.attributes[id(found)])
         decision = Refusal(_messages.join(reasons)) if reasons or plan is None else plan
@@ -220,15 +249,27 @@ class _Run:
             else:
                 removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
-                    if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in _ALLOWED_BASES:
-                        raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i])))
-                tuple_api = _facts.own_first([e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related], found.name)
+                    if (
+                        i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases}
+                        and base not in _ALLOWED_BASES
+                    ):
+                        raise Refused(
+                            _messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i]))
+                        )
+                tuple_api = _facts.own_first(
+                    [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related],
+                    found.name,
+                )
                 if found.family == "NamedTuple" and tuple_api:
                     raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
                 if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
-                    raise Refused(_messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0]))
+                    raise Refused(
+                        _messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0])
+                    )
                 if found.family == "NamedTuple" and self.facts.returned_out.get(found.name):
-                    raise Refused(_messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0]))
+                    raise Refused(
+                        _messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0])
+                    )
                 assert found.family is not None
                 plan = _dataclasses.plan_dataclass(ctx, found.family)
                 plan.remove_methods += removed
@@ -258,13 +299,21 @@ class _Run:
                         base = resolved[1]
                         mine, theirs = self.decided.get(id(found)), self.decided.get(id(base))
                         if isinstance(theirs, Plan) and not isinstance(mine, Plan):
-                            why = _messages.SUBCLASS_NOT_REGISTERED if mine is None else _messages.SUBCLASS_REFUSED
+                            why = (
+                                _messages.SUBCLASS_NOT_REGISTERED
+                                if mine is None
+                                else _messages.SUBCLASS_REFUSED
+                            )
                             where = f"{file.path}:{found.node.lineno}"
-                            msg = _messages.SUBCLASS.format(sub=found.name, where=where, why=why, cls=base.name)
+                            msg = _messages.SUBCLASS.format(
+                                sub=found.name, where=where, why=why, cls=base.name
+                            )
                             self.decided[id(base)] = Refusal(msg)
                             changed = True
                         elif isinstance(mine, Plan) and isinstance(theirs, Refusal):
-                            self.decided[id(found)] = Refusal(_messages.BASE_REFUSED.format(base=base.name))
+                            self.decided[id(found)] = Refusal(
+                                _messages.BASE_REFUSED.format(base=base.name)
+                            )
                             changed = True
 
     def _unresolved_subclasses(self) -> None:
@@ -281,10 +330,16 @@ class _Run:
                 for i, qualified in enumerate(found.bases):
                     if qualified is None or self.program.base(file, found, i) is not None:
                         continue
-                    ours = qualified.startswith(".") or qualified.split(".")[0] in self.facts.packages or "." not in qualified
+                    ours = (
+                        qualified.startswith(".")
+                        or qualified.split(".")[0] in self.facts.packages
+                        or "." not in qualified
+                    )
                     for cls in converted.get(qualified.split(".")[-1], []) if ours else []:
                         where = f"{file.path}:{found.node.lineno}"
-                        msg = _messages.SUBCLASS_UNRESOLVED.format(sub=found.name, where=where, base=qualified, cls=cls.name)
+                        msg = _messages.SUBCLASS_UNRESOLVED.format(
+                            sub=found.name, where=where, base=qualified, cls=cls.name
+                        )
                         self.decided[id(cls)] = Refusal(msg)
 
 
@@ -298,7 +353,13 @@ def _attributes(ctx: Context, plan: Plan | None, inherited: list[str]) -> list[s
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             names.append(stmt.target.id)
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-            names += [t.attr for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Attribute)]
+            names += [
+                t.attr
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Attribute)
+            ]
     return list(dict.fromkeys(names))
 
 
@@ -320,7 +381,9 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
     for file in files:
         for found in file.found:
-            facts.attr_types.update(_types.attribute_types(found.node, file.names, facts.classes, returns[file.path]))
+            facts.attr_types.update(
+                _types.attribute_types(found.node, file.names, facts.classes, returns[file.path])
+            )
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     facts.narrow()
@@ -339,10 +402,23 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             if decision is None:
                 continue
             if isinstance(decision, Plan):
-                notes = [*decision.notes, *([_messages.NOTE_PARTIAL.format(package=partial)] if partial else [])]
-                reports.append(Report(file.path, found.node.lineno, found.name, "converted", "; ".join(dict.fromkeys(notes))))
+                notes = [
+                    *decision.notes,
+                    *([_messages.NOTE_PARTIAL.format(package=partial)] if partial else []),
+                ]
+                reports.append(
+                    Report(
+                        file.path,
+                        found.node.lineno,
+                        found.name,
+                        "converted",
+                        "; ".join(dict.fromkeys(notes)),
+                    )
+                )
             else:
-                reports.append(Report(file.path, found.node.lineno, found.name, "refused", decision.reason))
+                reports.append(
+                    Report(file.path, found.node.lineno, found.name, "refused", decision.reason)
+                )
     return Result(files, reports, errors)
 
 
@@ -350,7 +426,11 @@ def internal(found: Found, error: Exception) -> Refusal:
     """The refusal of a class the tool failed on: the error named, the run goes on."""
     where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
     at = f" in {Path(where.filename).name}:{where.lineno}" if where else ""
-    return Refusal(_messages.INTERNAL.format(cls=found.name, error=f"{type(error).__name__}{at}: {error}".rstrip(": ")))
+    return Refusal(
+        _messages.INTERNAL.format(
+            cls=found.name, error=f"{type(error).__name__}{at}: {error}".rstrip(": ")
+        )
+    )
 
 
 def _rewrite_all(the_run: _Run, form: str) -> bool:
@@ -359,14 +439,18 @@ def _rewrite_all(the_run: _Run, form: str) -> bool:
     the file's, if none does) is refused."""
     failed = False
     for file in the_run.files:
-        found_plans = [(f, d) for f in file.found if isinstance(d := the_run.decided.get(id(f)), Plan)]
+        found_plans = [
+            (f, d) for f in file.found if isinstance(d := the_run.decided.get(id(f)), Plan)
+        ]
         file.new_source = None
         if not found_plans:
             continue
         own = file.module.split(".")[0] if "." in file.module else ""
 
         def rewrite(plans: list[Plan], file: File = file, own: str = own) -> str:
-            return _skeleton.rewrite_source(file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=own)
+            return _skeleton.rewrite_source(
+                file.source, file.tree, plans, file.names, tc=file.tc, form=form, own=own
+            )
 
         try:
             new = rewrite([p for _, p in found_plans])

@@ -31,11 +31,36 @@ from treeclass.migrate._text import Text
 from treeclass.migrate._tuples import TupleUses, call_returns, namedtuple_fields
 from treeclass.migrate._types import OTHER, annotation_name
 
-__all__ = ["FLATTEN_METHODS", "Event", "Facts", "Site", "call_returns", "namedtuple_fields", "own_first", "scan"]  # call_returns, namedtuple_fields: _tuples'
+__all__ = [
+    "FLATTEN_METHODS",
+    "Event",
+    "Facts",
+    "Site",
+    "call_returns",
+    "namedtuple_fields",
+    "own_first",
+    "scan",
+]  # call_returns, namedtuple_fields: _tuples'
 
 FLATTEN_METHODS = ("tree_flatten", "tree_unflatten", "tree_flatten_with_keys")
 _MUTATORS = frozenset(
-    ["append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"]
+    [
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "popitem",
+        "remove",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "sort",
+        "reverse",
+        "__setitem__",
+        "__delitem__",
+    ]
 )
 _TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
@@ -70,33 +95,52 @@ def own_first(events: list[Event], name: str) -> list[Event]:
 @dataclasses.dataclass
 class Facts:
     classes: frozenset[str] = frozenset()  # the names of the run's classes
-    packages: frozenset[str] = frozenset()  # the run's top-level modules: `from pkg.x import f` is the run's
+    packages: frozenset[str] = (
+        frozenset()
+    )  # the run's top-level modules: `from pkg.x import f` is the run's
     # (class, attribute) -> the class name its class-body annotation names (`geom: Geometry`)
     attr_types: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # method name -> (receiver: "self:Cls" inside Cls, "name:x" for a name (a class or
     # a variable), "" for any other expression; site)
-    flatten_calls: dict[str, list[tuple[str, Site]]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    flatten_calls: dict[str, list[tuple[str, Site]]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
     mutated: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     assigned: dict[str, list[Event]] = dataclasses.field(default_factory=lambda: defaultdict(list))
     # (class name, attribute) -> sites of `self.attr = ...` in a method other than __init__
-    self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
     tuple_api: list[Event] = dataclasses.field(default_factory=list)
-    tuple_use: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> sites
-    call_returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # see call_returns()
-    namedtuple_fields: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # NamedTuple -> its fields
+    tuple_use: dict[str, list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )  # class -> sites
+    call_returns: dict[str, set[str]] = dataclasses.field(
+        default_factory=dict
+    )  # see call_returns()
+    namedtuple_fields: dict[str, set[str]] = dataclasses.field(
+        default_factory=dict
+    )  # NamedTuple -> its fields
     # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; a tuple
     # use of a value of unknown type: the (fewest, most) fields of the NamedTuples it can
     # be about, and where (_tuples). `narrow()` counts them against those NamedTuples.
     untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
     untyped_use: list[tuple[tuple[int, int], Site]] = dataclasses.field(default_factory=list)
-    passed: set[str] = dataclasses.field(default_factory=set)  # classes whose instances go where they are not typed
-    returned_out: dict[str, list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))  # class -> public returns
+    passed: set[str] = dataclasses.field(
+        default_factory=set
+    )  # classes whose instances go where they are not typed
+    returned_out: dict[str, list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )  # class -> public returns
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
-    jdc_mutate: list[Site] = dataclasses.field(default_factory=list)  # jax_dataclasses.copy_and_mutate calls
+    jdc_mutate: list[Site] = dataclasses.field(
+        default_factory=list
+    )  # jax_dataclasses.copy_and_mutate calls
     # (class, keyword or argument index) -> sites that pass it an unhashable literal
     # (`Cls(meta={...})`, `obj.replace(meta=[...])` with obj of the class)
-    unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(default_factory=lambda: defaultdict(list))
-
+    unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def narrow(self) -> None:
         """Counts the untyped tuple uses, once the whole run is scanned: an untyped
@@ -105,7 +149,11 @@ class Facts:
         go where they are not typed, with a number of fields that fits it (`a, b =
         lax.cond(...)`: jaxopt's line searches, two fields)."""
         for keywords, site in self.untyped_replace:
-            self.tuple_api += [Event(cls, site) for cls, fields in self.namedtuple_fields.items() if keywords <= fields]
+            self.tuple_api += [
+                Event(cls, site)
+                for cls, fields in self.namedtuple_fields.items()
+                if keywords <= fields
+            ]
         for (fewest, most), site in self.untyped_use:
             for cls, fields in self.namedtuple_fields.items():
                 if fewest <= len(fields) <= most and cls in self.passed:
@@ -113,9 +161,15 @@ class Facts:
 
 
 class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the visit_ names
-    def __init__(self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]) -> None:
+    def __init__(
+        self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]
+    ) -> None:
         self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.classes, self.attr_types, self.packages = facts.classes, facts.attr_types, facts.packages
+        self.classes, self.attr_types, self.packages = (
+            facts.classes,
+            facts.attr_types,
+            facts.packages,
+        )
         self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None
@@ -128,7 +182,9 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         # bypasses __init__ builds its instance with attribute writes.
         self.new_objects: set[str] = set()
         self.returns: dict[str, str] = {}  # set by scan()
-        self.unflattens: set[str] = set(FLATTEN_METHODS)  # and the module's functions given to register_pytree_node
+        self.unflattens: set[str] = set(
+            FLATTEN_METHODS
+        )  # and the module's functions given to register_pytree_node
         self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
 
     def site(self, node: ast.AST) -> Site:
@@ -139,8 +195,15 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self._bindings(node.body, self.globals)
         for stmt in node.body:
             call = stmt.value if isinstance(stmt, ast.Expr) else None
-            if isinstance(call, ast.Call) and _names.dotted(call.func, self.names) in _names.REGISTER_FUNCTION:
-                self.unflattens |= {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
+            if (
+                isinstance(call, ast.Call)
+                and _names.dotted(call.func, self.names) in _names.REGISTER_FUNCTION
+            ):
+                self.unflattens |= {
+                    a.id
+                    for a in [*call.args, *(k.value for k in call.keywords)]
+                    if isinstance(a, ast.Name)
+                }
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -160,7 +223,10 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         for a in filter(None, (node.args.vararg, node.args.kwarg)):
             self.types[a.arg] = OTHER  # `*args` is a tuple, `**kwargs` a dict
-        outer_returning, self.returning = self.returning, annotation_name(node.returns, self.names) if node.returns else None
+        outer_returning, self.returning = (
+            self.returning,
+            annotation_name(node.returns, self.names) if node.returns else None,
+        )
         if self.method is None and self.cls is not None:
             self.method, self.self_name = node.name, args[0].arg if args else None
             if self.self_name is not None:
@@ -186,20 +252,33 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self._target(target.value, stmt)
         elif isinstance(target, ast.Subscript):
             key = target.slice
-            if isinstance(target.value, ast.Attribute) and target.value.attr == "__dict__" and isinstance(key, ast.Constant) and isinstance(key.value, str):
-                self._assigned(target.value.value, key.value, stmt)  # `obj.__dict__["w"] = v` bypasses __setattr__
+            if (
+                isinstance(target.value, ast.Attribute)
+                and target.value.attr == "__dict__"
+                and isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+            ):
+                self._assigned(
+                    target.value.value, key.value, stmt
+                )  # `obj.__dict__["w"] = v` bypasses __setattr__
             elif isinstance(target.value, ast.Attribute):
                 self._record(self.facts.mutated, target.value.value, target.value.attr, stmt)
         elif isinstance(target, ast.Attribute):
             self._assigned(target.value, target.attr, stmt)
 
-    def _record(self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
+    def _record(
+        self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST
+    ) -> None:
         owner = self._receiver(receiver)
         if owner != OTHER:
             table[attr].append(Event(owner, self.site(stmt)))
 
     def _assigned(self, receiver: ast.expr, attr: str, stmt: ast.AST) -> None:
-        if isinstance(receiver, ast.Name) and receiver.id in self.new_objects and self.method in self.unflattens:
+        if (
+            isinstance(receiver, ast.Name)
+            and receiver.id in self.new_objects
+            and self.method in self.unflattens
+        ):
             return  # an unflatten building its instance: it goes with the conversion
         if self._is_self(receiver) and self.cls is not None:
             if self.method != "__init__":
@@ -232,7 +311,11 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_Expr(self, node: ast.Expr) -> None:
         call = node.value  # a mutator called for its effect; `s = s.add(x)` is functional
         func = call.func if isinstance(call, ast.Call) else None
-        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Attribute):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _MUTATORS
+            and isinstance(func.value, ast.Attribute)
+        ):
             self._record(self.facts.mutated, func.value.value, func.value.attr, node)
         self.generic_visit(node)
 
@@ -244,11 +327,22 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
         if not owner:
             return
-        given: list[tuple[str | int, ast.expr]] = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
-        given += [] if isinstance(func, ast.Attribute) and func.attr == "replace" else list(enumerate(node.args))
+        given: list[tuple[str | int, ast.expr]] = [
+            (kw.arg, kw.value) for kw in node.keywords if kw.arg
+        ]
+        given += (
+            []
+            if isinstance(func, ast.Attribute) and func.attr == "replace"
+            else list(enumerate(node.args))
+        )
         for key, value in given:
-            unhashable = isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp)
-            if unhashable or (isinstance(value, ast.Call) and _names.dotted(value.func, self.names) in ("dict", "list", "set")):
+            unhashable = isinstance(
+                value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp
+            )
+            if unhashable or (
+                isinstance(value, ast.Call)
+                and _names.dotted(value.func, self.names) in ("dict", "list", "set")
+            ):
                 self.facts.unhashable_args[(owner, key)].append(self.site(node))
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -260,12 +354,18 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
         self._tuple_calls(node, qualified)
-        if qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"} and len(node.args) >= 2:
+        if (
+            qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"}
+            and len(node.args) >= 2
+        ):
             name = node.args[1]
             building = self.method == "__init__" and self._is_self(node.args[0])
             if isinstance(name, ast.Constant) and isinstance(name.value, str) and not building:
                 self._assigned(node.args[0], name.value, node)
-        if qualified in ("jax_dataclasses.copy_and_mutate", "jax_dataclasses._copy_and_mutate.copy_and_mutate"):
+        if qualified in (
+            "jax_dataclasses.copy_and_mutate",
+            "jax_dataclasses._copy_and_mutate.copy_and_mutate",
+        ):
             self.facts.jdc_mutate.append(self.site(node))
         if qualified is not None and qualified.startswith("flax.serialization"):
             self.facts.flax_serialization.append(self.site(node))
@@ -278,9 +378,17 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         qualified = _names.dotted(receiver, self.names) or ""
         if qualified == "jax" or qualified.startswith("jax."):
             return  # `jax.tree_util.tree_flatten(x)`: a module's function, not a method
-        if isinstance(receiver, ast.Call) and _names.dotted(receiver.func, self.names) == "type" and len(receiver.args) == 1:
+        if (
+            isinstance(receiver, ast.Call)
+            and _names.dotted(receiver.func, self.names) == "type"
+            and len(receiver.args) == 1
+        ):
             receiver = receiver.args[0]  # `type(self).tree_unflatten(...)`
-        if isinstance(receiver, ast.Name) and (receiver.id == self.self_name or receiver.id == "cls") and self.cls:
+        if (
+            isinstance(receiver, ast.Name)
+            and (receiver.id == self.self_name or receiver.id == "cls")
+            and self.cls
+        ):
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it
             owner = f"self:{self.cls}"
@@ -309,23 +417,30 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self.replace_calls.add(id(func))
             self.facts.untyped_replace.append((keywords, self.site(func)))
 
-
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
             self.modules |= {a.asname or a.name.split(".")[0] for a in node.names}
         for alias in node.names:
             full = (getattr(node, "module", None) or "") + "." + alias.name
             if "flax.serialization" in full or alias.name == "flax.serialization":
-                self.facts.flax_serialization.append(Site(self.path, node.lineno, f"import {alias.name}"))
+                self.facts.flax_serialization.append(
+                    Site(self.path, node.lineno, f"import {alias.name}")
+                )
 
     visit_ImportFrom = visit_Import  # noqa: N815 - ast's visitor naming
 
 
-def scan(facts: Facts, tree: ast.Module, path: str, text: Text, names: dict[str, str], returns: dict[str, str]) -> None:
+def scan(
+    facts: Facts,
+    tree: ast.Module,
+    path: str,
+    text: Text,
+    names: dict[str, str],
+    returns: dict[str, str],
+) -> None:
     """Adds what `tree` (the module at `path`, whose functions annotated to return a class
     of the run are `returns`: _types.returns) does to `facts` (its `namedtuple_fields`
     read from every module of the run first)."""
     scanner = _Scanner(facts, path, text, names, set())
     scanner.returns = returns
     scanner.visit(tree)
-

@@ -48,7 +48,11 @@ class Found:
 def decorator_family(qualified: str | None) -> Family | None:
     if qualified in _names.REGISTER_CLASS:
         kind = _names.REGISTER_CLASS[qualified]
-        return "register_pytree_with_keys_class" if kind.endswith("keys_class") else "register_pytree_node_class"
+        return (
+            "register_pytree_with_keys_class"
+            if kind.endswith("keys_class")
+            else "register_pytree_node_class"
+        )
     if qualified in _names.REGISTER_DATACLASS:
         return "register_dataclass"
     if qualified in _names.FLAX_DATACLASS:
@@ -66,7 +70,9 @@ def _set_family(found: Found, family: Family) -> None:
     found.family = family
 
 
-def _registration_call(stmt: ast.stmt, names: dict[str, str]) -> tuple[str, Family, ast.Call] | None:
+def _registration_call(
+    stmt: ast.stmt, names: dict[str, str]
+) -> tuple[str, Family, ast.Call] | None:
     """`register_pytree_node(Cls, f, g)` (or another registration) as a statement."""
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return None
@@ -87,11 +93,19 @@ def _registration_call(stmt: ast.stmt, names: dict[str, str]) -> tuple[str, Fami
 _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
 
 
-def _registers_parameter(fn: ast.FunctionDef, names: dict[str, str], also: frozenset[str] | set[str] = frozenset()) -> bool:
+def _registers_parameter(
+    fn: ast.FunctionDef, names: dict[str, str], also: frozenset[str] | set[str] = frozenset()
+) -> bool:
     params = fn.args.posonlyargs + fn.args.args
     return bool(params) and any(
-        isinstance(n, ast.Call) and (_names.dotted(n.func, names) in _REGISTERING or (isinstance(n.func, ast.Name) and n.func.id in also))
-        and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == params[0].arg
+        isinstance(n, ast.Call)
+        and (
+            _names.dotted(n.func, names) in _REGISTERING
+            or (isinstance(n.func, ast.Name) and n.func.id in also)
+        )
+        and n.args
+        and isinstance(n.args[0], ast.Name)
+        and n.args[0].id == params[0].arg
         for n in ast.walk(fn)
     )
 
@@ -99,13 +113,36 @@ def _registers_parameter(fn: ast.FunctionDef, names: dict[str, str], also: froze
 def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[tuple[str, str]]:
     """Classes a statement registers other than directly: `for c in (A, B):
     register_pytree_node(c, ...)`, or `helper(A)` with a helper of this module."""
-    if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Tuple | ast.List):
+    if (
+        isinstance(stmt, ast.For)
+        and isinstance(stmt.target, ast.Name)
+        and isinstance(stmt.iter, ast.Tuple | ast.List)
+    ):
         var = stmt.target.id
         loop = ast.Module(body=stmt.body, type_ignores=[])
-        calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == var]
-        if any(_names.dotted(c.func, names) in _REGISTERING or (isinstance(c.func, ast.Name) and c.func.id in helpers) for c in calls):
-            return [(e.id, f"in a loop at line {stmt.lineno}") for e in stmt.iter.elts if isinstance(e, ast.Name)]
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name):
+        calls = [
+            n
+            for n in ast.walk(loop)
+            if isinstance(n, ast.Call)
+            and n.args
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id == var
+        ]
+        if any(
+            _names.dotted(c.func, names) in _REGISTERING
+            or (isinstance(c.func, ast.Name) and c.func.id in helpers)
+            for c in calls
+        ):
+            return [
+                (e.id, f"in a loop at line {stmt.lineno}")
+                for e in stmt.iter.elts
+                if isinstance(e, ast.Name)
+            ]
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Name)
+    ):
         call = stmt.value
         if call.func.id in helpers and call.args and isinstance(call.args[0], ast.Name):  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
             return [(call.args[0].id, f"through the helper {call.func.id}() at line {stmt.lineno}")]  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
@@ -114,19 +151,32 @@ def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[
 
 # Bases whose subclasses are pytrees the tool does not rewrite (a frozen dataclass of the
 # library's own, with its own field machinery).
-_UNHANDLED_BASES = {"equinox.Module": "a subclass of equinox.Module", "equinox._module.Module": "a subclass of equinox.Module"}
+_UNHANDLED_BASES = {
+    "equinox.Module": "a subclass of equinox.Module",
+    "equinox._module.Module": "a subclass of equinox.Module",
+}
 _RECIPES = {"a subclass of equinox.Module": "docs/migration.md#from-equinoxmodule"}
 
 
-def _registers_subclasses(node: ast.ClassDef, names: dict[str, str], copies: set[str]) -> str | None:
+def _registers_subclasses(
+    node: ast.ClassDef, names: dict[str, str], copies: set[str]
+) -> str | None:
     """How `node` makes its subclasses pytrees: an `__init_subclass__` that registers
     `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a copy
     of flax.struct.dataclass of this module, `copies`, applied to it), or an unhandled
     base; None if it does not."""
     for stmt in node.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init_subclass__" and _registers_parameter(stmt, names, copies):
+        if (
+            isinstance(stmt, ast.FunctionDef)
+            and stmt.name == "__init_subclass__"
+            and _registers_parameter(stmt, names, copies)
+        ):
             return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
-    kinds = [_UNHANDLED_BASES[b] for b in map(str, [_names.dotted(b, names) for b in node.bases]) if b in _UNHANDLED_BASES]
+    kinds = [
+        _UNHANDLED_BASES[b]
+        for b in map(str, [_names.dotted(b, names) for b in node.bases])
+        if b in _UNHANDLED_BASES
+    ]
     return kinds[0] if kinds else None
 
 
@@ -152,7 +202,11 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
             if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
                 _set_family(found, "NamedTuple")
             found.registers_subclasses = _registers_subclasses(stmt, names, copies)
-            if found.registers_subclasses is not None and found.family is None and any(b in _UNHANDLED_BASES for b in bases):
+            if (
+                found.registers_subclasses is not None
+                and found.family is None
+                and any(b in _UNHANDLED_BASES for b in bases)
+            ):
                 unhandled(found, found.registers_subclasses)
             classes[stmt.name] = found
         for name, how in _indirect(stmt, names, helpers):
@@ -183,19 +237,35 @@ def _flax_copy(fn: ast.FunctionDef, calls: list[ast.Call], names: dict[str, str]
     "pytree_node" and registers the class with jax.tree_util, so its classes behave as
     flax's (a vendored copy)."""
     frozen = [
-        c for c in calls
-        if _names.dotted(c.func, names) in _names.DATACLASS and isinstance(c.func, ast.Call)
-        and any(k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True for k in c.func.keywords)
+        c
+        for c in calls
+        if _names.dotted(c.func, names) in _names.DATACLASS
+        and isinstance(c.func, ast.Call)
+        and any(
+            k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in c.func.keywords
+        )
         and all(k.arg in ("frozen", None) for k in c.func.keywords)
     ]
     if len(frozen) != 1:  # most functions: the walk below is left out (whole-run time)
         return False
-    registers = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS, *_names.REGISTER_CLASS}]
+    registers = [
+        c
+        for c in calls
+        if _names.dotted(c.func, names)
+        in {*_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS, *_names.REGISTER_CLASS}
+    ]
     # Its own flatten functions (as flax's), in declaration order: a `register_dataclass`
     # with lists of its own, or a sort, is some other wrapper.
-    own = bool(registers) and all(_names.dotted(c.func, names) in _names.REGISTER_FUNCTION for c in registers)
+    own = bool(registers) and all(
+        _names.dotted(c.func, names) in _names.REGISTER_FUNCTION for c in registers
+    )
     unsorted = not any(_names.dotted(c.func, names) == "sorted" for c in calls)
-    return own and unsorted and any(isinstance(n, ast.Constant) and n.value == "pytree_node" for n in ast.walk(fn))
+    return (
+        own
+        and unsorted
+        and any(isinstance(n, ast.Constant) and n.value == "pytree_node" for n in ast.walk(fn))
+    )
 
 
 def unhandled(found: Found, how: str) -> None:
@@ -203,7 +273,9 @@ def unhandled(found: Found, how: str) -> None:
     what to do): an equinox.Module, a subclass registered by its base's
     `__init_subclass__`."""
     found.family = "register_pytree_node"
-    recipe = _RECIPES.get(how, "fields declared, the registration removed: docs/migration.md#by-hand")
+    recipe = _RECIPES.get(
+        how, "fields declared, the registration removed: docs/migration.md#by-hand"
+    )
     found.indirect = _messages.UNHANDLED.format(cls=found.name, how=how, recipe=recipe)
 
 
@@ -225,10 +297,20 @@ def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
         return FLAX_COPY
     dataclass = [c for c in calls if _names.dotted(c.func, names) in _names.DATACLASS]
     register = [c for c in calls if _names.dotted(c.func, names) in _names.REGISTER_DATACLASS]
-    other = [c for c in calls if _names.dotted(c.func, names) in {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION}]
+    other = [
+        c
+        for c in calls
+        if _names.dotted(c.func, names) in {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION}
+    ]
     if not dataclass or not (register or other):
         return None
-    if len(dataclass) != 1 or len(register) != 1 or other or len(register[0].args) != 1 or register[0].keywords:
+    if (
+        len(dataclass) != 1
+        or len(register) != 1
+        or other
+        or len(register[0].args) != 1
+        or register[0].keywords
+    ):
         return False
     keywords: list[ast.keyword] = []
     for kw in dataclass[0].keywords:

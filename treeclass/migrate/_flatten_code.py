@@ -97,7 +97,11 @@ def _locals(fn: ast.FunctionDef | ast.Lambda, where: str) -> tuple[dict[str, ast
                 line = getattr(node, "lineno", 0)
                 raise Refused(_messages.VALUE_DEPENDENT.format(what=what, where=where, line=line))
     for stmt in body[:-1]:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             name = stmt.targets[0].id
             if name in env:
                 raise Refused(_messages.FLATTEN_SHAPE.format(code=f"`{name}` assigned twice"))
@@ -125,7 +129,11 @@ def _resolve(node: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
 
 
 def _attr(node: ast.expr, obj: str) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == obj:
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == obj
+    ):
         return node.attr
     return None
 
@@ -156,11 +164,15 @@ def _read_aux(node: ast.expr, obj: str, env: dict[str, ast.expr]) -> Aux:
     return Aux("single", [attr])
 
 
-def _read_children(node: ast.expr, obj: str, env: dict[str, ast.expr], *, keyed: bool) -> tuple[list[str], list[str | None]]:
+def _read_children(
+    node: ast.expr, obj: str, env: dict[str, ast.expr], *, keyed: bool
+) -> tuple[list[str], list[str | None]]:
     node = _resolve(node, env)
     whole = _attr(node, obj)
     if whole is not None:
-        raise Refused(_messages.VARIABLE_CHILDREN.format(what=f"`{obj}.{whole}` itself", attr=whole))
+        raise Refused(
+            _messages.VARIABLE_CHILDREN.format(what=f"`{obj}.{whole}` itself", attr=whole)
+        )
     if not isinstance(node, ast.Tuple | ast.List):
         raise Refused(_messages.FLATTEN_SHAPE.format(code=_code(node)))
     children: list[str] = []
@@ -168,13 +180,19 @@ def _read_children(node: ast.expr, obj: str, env: dict[str, ast.expr], *, keyed:
     for i, element in enumerate(node.elts):
         element = _resolve(element, env)
         if isinstance(element, ast.Starred):
-            raise Refused(_messages.VARIABLE_CHILDREN.format(what=f"`{_code(element)}`", attr=_code(element.value).split(".")[-1]))
+            raise Refused(
+                _messages.VARIABLE_CHILDREN.format(
+                    what=f"`{_code(element)}`", attr=_code(element.value).split(".")[-1]
+                )
+            )
         key: str | None = None
         if keyed:
             if not (isinstance(element, ast.Tuple) and len(element.elts) == 2):
                 raise Refused(_messages.FLATTEN_SHAPE.format(code=_code(element)))
             key_node, element = element.elts
-            is_attr_key = isinstance(key_node, ast.Call) and (dotted(key_node.func, {}) or "").endswith("GetAttrKey")
+            is_attr_key = isinstance(key_node, ast.Call) and (
+                dotted(key_node.func, {}) or ""
+            ).endswith("GetAttrKey")
             arg = key_node.args[0] if isinstance(key_node, ast.Call) and key_node.args else None
             if is_attr_key and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 key = arg.value
@@ -195,7 +213,11 @@ def read_flatten(fn: ast.FunctionDef | ast.Lambda, where: str, *, keyed: bool = 
         raise Refused(_messages.FLATTEN_SHAPE.format(code=f"{where} takes {len(args)} arguments"))
     obj = args[0].arg
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("tree_flatten", "tree_flatten_with_keys"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("tree_flatten", "tree_flatten_with_keys")
+        ):
             raise Refused(_messages.SUPER_FLATTEN)
     env, value = _locals(fn, where)
     value = _resolve(value, env)
@@ -230,20 +252,35 @@ class _Reader:
     def slot(self, node: ast.expr) -> Slot | str:
         if isinstance(node, ast.Name) and node.id in self.env:
             return self.env[node.id]
-        if isinstance(node, ast.Call) and dotted(node.func, {}) in ("tuple", "list") and len(node.args) == 1:
+        if (
+            isinstance(node, ast.Call)
+            and dotted(node.func, {}) in ("tuple", "list")
+            and len(node.args) == 1
+        ):
             inner = self.slot(node.args[0])
             if inner == "children":
                 return inner
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             whole, index = self.slot(node.value), node.slice.value
-            if whole == "children" and isinstance(index, int) and 0 <= index < len(self.flat.children):
+            if (
+                whole == "children"
+                and isinstance(index, int)
+                and 0 <= index < len(self.flat.children)
+            ):
                 return ("c", index)
             aux = self.flat.aux
-            if whole == "aux" and aux.kind == "tuple" and isinstance(index, int) and 0 <= index < len(aux.attrs):
+            if (
+                whole == "aux"
+                and aux.kind == "tuple"
+                and isinstance(index, int)
+                and 0 <= index < len(aux.attrs)
+            ):
                 return ("a", index)
             if whole == "aux" and aux.kind == "dict" and index in aux.keys:
                 return ("a", index)
-        raise Refused(_messages.UNFLATTEN.format(detail=f"`{_code(node)}` is not one child or one aux value"))
+        raise Refused(
+            _messages.UNFLATTEN.format(detail=f"`{_code(node)}` is not one child or one aux value")
+        )
 
     def whole(self, value: Slot | str) -> Slot:
         if value == "aux" and self.flat.aux.kind == "single":
@@ -260,7 +297,9 @@ class _Reader:
         else:
             raise Refused(_messages.UNFLATTEN.format(detail=f"`{_code(target)}` unpacks `{value}`"))
         if len(target.elts) != len(slots) or not all(isinstance(t, ast.Name) for t in target.elts):
-            raise Refused(_messages.UNFLATTEN.format(detail=f"`{_code(target)}` unpacks {len(slots)} values"))
+            raise Refused(
+                _messages.UNFLATTEN.format(detail=f"`{_code(target)}` unpacks {len(slots)} values")
+            )
         for t, s in zip(target.elts, slots, strict=True):
             self.env[t.id] = s  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -273,7 +312,9 @@ class _Reader:
         raise Refused(_messages.UNFLATTEN.format(detail=f"`*{_code(node)}`"))
 
 
-def read_unflatten(fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names: set[str], *, method: bool) -> Unflattened:
+def read_unflatten(
+    fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names: set[str], *, method: bool
+) -> Unflattened:
     """Where each argument of a `cls(...)` call, or each attribute of a bypass, comes from."""
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
     if method:
@@ -291,10 +332,18 @@ def read_unflatten(fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names:
                 bypass = target.id
             elif isinstance(target, ast.Name):
                 reader.env[target.id] = reader.slot(stmt.value)
-            elif isinstance(target, ast.Tuple | ast.List) and all(isinstance(t, ast.Name) for t in target.elts):
+            elif isinstance(target, ast.Tuple | ast.List) and all(
+                isinstance(t, ast.Name) for t in target.elts
+            ):
                 reader.unpack(target, reader.slot(stmt.value))
-            elif bypass and isinstance(target, ast.Tuple | ast.List) and all(_attr(t, bypass) for t in target.elts):
-                names = ast.Tuple([ast.Name(f"_tc_{i}", ast.Store()) for i in range(len(target.elts))])
+            elif (
+                bypass
+                and isinstance(target, ast.Tuple | ast.List)
+                and all(_attr(t, bypass) for t in target.elts)
+            ):
+                names = ast.Tuple(
+                    [ast.Name(f"_tc_{i}", ast.Store()) for i in range(len(target.elts))]
+                )
                 reader.unpack(names, reader.slot(stmt.value))
                 for i, t in enumerate(target.elts):
                     attrs[_attr(t, bypass) or ""] = reader.whole(reader.env[f"_tc_{i}"])
@@ -321,10 +370,18 @@ def read_unflatten(fn: ast.FunctionDef | ast.Lambda, flat: Flattened, cls_names:
             value = stmt.value
             if bypass and isinstance(value, ast.Name) and value.id == bypass:
                 return Unflattened("bypass", [], attrs)
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in cls_names:
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id in cls_names
+            ):
                 args: list[Slot] = []
                 for arg in value.args:
-                    args += reader.expand(arg.value) if isinstance(arg, ast.Starred) else [reader.whole(reader.slot(arg))]
+                    args += (
+                        reader.expand(arg.value)
+                        if isinstance(arg, ast.Starred)
+                        else [reader.whole(reader.slot(arg))]
+                    )
                 kwargs: dict[str, Slot] = {}
                 for kw in value.keywords:
                     if kw.arg is not None:

@@ -46,14 +46,22 @@ def _inherited(ctx: Context, name: str) -> tuple[ast.FunctionDef | None, str | N
     return None, None
 
 
-def _functions(ctx: Context) -> tuple[ast.FunctionDef | ast.Lambda, ast.FunctionDef | ast.Lambda, bool, tuple[str, ...]]:
+def _functions(
+    ctx: Context,
+) -> tuple[ast.FunctionDef | ast.Lambda, ast.FunctionDef | ast.Lambda, bool, tuple[str, ...]]:
     """flatten, unflatten, keyed?, and the module functions to remove, of a
     `register_pytree_node(Cls, flatten, unflatten)` / `register_pytree_with_keys` call."""
     call = ctx.found.registration
     assert call is not None  # the finder sets it for this family
     keyed = (_names.dotted(call.func, ctx.names) or "").endswith("with_keys")
-    given: dict[str, ast.expr] = dict(zip(("nodetype", "flatten", "unflatten", "flatten_func"), call.args, strict=False))
-    keywords = {"flatten_func": "flatten", "flatten_with_keys": "flatten", "unflatten_func": "unflatten"}
+    given: dict[str, ast.expr] = dict(
+        zip(("nodetype", "flatten", "unflatten", "flatten_func"), call.args, strict=False)
+    )
+    keywords = {
+        "flatten_func": "flatten",
+        "flatten_with_keys": "flatten",
+        "unflatten_func": "unflatten",
+    }
     given.update({keywords.get(kw.arg, kw.arg): kw.value for kw in call.keywords if kw.arg})
     functions, used = ctx.functions(), []
     out: list[ast.FunctionDef | ast.Lambda] = []
@@ -65,9 +73,17 @@ def _functions(ctx: Context) -> tuple[ast.FunctionDef | ast.Lambda, ast.Function
             out.append(functions[node.id])
             used.append(node.id)
         else:
-            raise Refused(_messages.NOT_FOUND.format(what=f"{role} function `{ctx.code(node) if node else '?'}`"))
+            raise Refused(
+                _messages.NOT_FOUND.format(
+                    what=f"{role} function `{ctx.code(node) if node else '?'}`"
+                )
+            )
     for fn in used:
-        loads = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.Name) and n.id == fn and isinstance(n.ctx, ast.Load)]
+        loads = [
+            n
+            for n in ast.walk(ctx.tree)
+            if isinstance(n, ast.Name) and n.id == fn and isinstance(n.ctx, ast.Load)
+        ]
         if len(loads) > 1 or fn in ctx.facts.flatten_calls:
             site = f"{ctx.path}:{loads[-1].lineno}"
             raise Refused(_messages.CALLED.format(method=f"flatten function {fn}()", site=site))
@@ -126,7 +142,9 @@ def _check_class_body(ctx: Context, fields: list[str]) -> dict[str, ast.AnnAssig
         elif isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 if isinstance(target, ast.Name) and target.id in fields:
-                    raise Refused(_messages.CLASS_ATTRIBUTE.format(name=target.id, line=stmt.lineno))
+                    raise Refused(
+                        _messages.CLASS_ATTRIBUTE.format(name=target.id, line=stmt.lineno)
+                    )
         elif isinstance(stmt, ast.FunctionDef | ast.ClassDef) and stmt.name in fields:
             raise Refused(_messages.CLASS_ATTRIBUTE.format(name=stmt.name, line=stmt.lineno))
     return moved
@@ -135,7 +153,9 @@ def _check_class_body(ctx: Context, fields: list[str]) -> dict[str, ast.AnnAssig
 def _check_static(ctx: Context, init: Init, attr: str) -> None:
     assigned = init.assigned[attr][0]
     value = assigned.value
-    unhashable = isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp)
+    unhashable = isinstance(
+        value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp
+    )
     qualified = _names.dotted(value, ctx.names) if isinstance(value, ast.Call) else None
     if unhashable or (qualified or "").split(".")[0] in ("dict", "list", "set", "numpy", "jax"):
         raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"set to `{ctx.code(value)}`"))
@@ -144,20 +164,34 @@ def _check_static(ctx: Context, init: Init, attr: str) -> None:
         if p.name != param:
             continue
         keys: list[str | int] = [p.name, i] if p.kind in ("pos", "posonly") else [p.name]
-        sites = [site for key in keys for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])]
+        sites = [
+            site
+            for key in keys
+            for site in ctx.facts.unhashable_args.get((ctx.found.name, key), [])
+        ]
         if sites:
-            raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"given an unhashable value at {sites[0]}"))
+            raise Refused(
+                _messages.AUX_UNHASHABLE.format(
+                    attr=attr, why=f"given an unhashable value at {sites[0]}"
+                )
+            )
         annotation = ctx.code(p.annotation) if p.annotation is not None else ""
         if _dataclasses.unhashable_annotation(annotation):
-            raise Refused(_messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`"))
+            raise Refused(
+                _messages.AUX_UNHASHABLE.format(attr=attr, why=f"annotated `{annotation}`")
+            )
         why = ctx.unhashable(p.annotation) if p.annotation is not None else None
         if why is not None:
-            raise Refused(_messages.STATIC_UNPROVEN.format(attr=attr, annotation=annotation, why=why))
+            raise Refused(
+                _messages.STATIC_UNPROVEN.format(attr=attr, annotation=annotation, why=why)
+            )
         if isinstance(p.default, ast.List | ast.Dict | ast.Set):
             raise Refused(_messages.STATIC_DEFAULT.format(attr=attr, code=ctx.code(p.default)))
 
 
-def _check_unflatten(ctx: Context, flat: Flattened, unflatten: ast.FunctionDef | ast.Lambda, method: bool, init: Init) -> None:
+def _check_unflatten(
+    ctx: Context, flat: Flattened, unflatten: ast.FunctionDef | ast.Lambda, method: bool, init: Init
+) -> None:
     slots = flat.slots()
     rebuilt = read_unflatten(unflatten, flat, {ctx.found.name}, method=method)
     if rebuilt.kind == "bypass":
@@ -181,7 +215,11 @@ def _annotation(ctx: Context, init: Init, attr: str, moved: dict[str, ast.AnnAss
         return ctx.code(assigned.annotation)
     if isinstance(assigned.value, ast.Name):
         for p in init.params:
-            if p.name == assigned.value.id and p.annotation is not None and p.name not in init.rebound:
+            if (
+                p.name == assigned.value.id
+                and p.annotation is not None
+                and p.name not in init.rebound
+            ):
                 return ctx.code(p.annotation)
     return "Any"
 
@@ -190,14 +228,22 @@ def _plain(ctx: Context, init: Init, flat: Flattened) -> bool:
     """`self.a = a` for each parameter, in the children's order, nothing else."""
     fn = init.node
     text = ctx.code(fn)
-    if init.has_docstring or not init.only_assignments or fn.decorator_list or "#" in text or fn.returns is not None:
+    if (
+        init.has_docstring
+        or not init.only_assignments
+        or fn.decorator_list
+        or "#" in text
+        or fn.returns is not None
+    ):
         return False
     names = [p.name for p in init.params]
     if any(p.kind != "pos" for p in init.params) or set(names) != set(flat.slots()):
         return False
     for name in names:
         entries = init.assigned.get(name, [])
-        if len(entries) != 1 or not (isinstance(entries[0].value, ast.Name) and entries[0].value.id == name):
+        if len(entries) != 1 or not (
+            isinstance(entries[0].value, ast.Name) and entries[0].value.id == name
+        ):
             return False
         if entries[0].annotation is not None:
             return False
@@ -206,9 +252,12 @@ def _plain(ctx: Context, init: Init, flat: Flattened) -> bool:
     for p in init.params:
         if p.default is not None:
             literal = isinstance(p.default, _LITERAL_DEFAULTS) and all(
-                isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load) for n in ast.walk(p.default)
+                isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load)
+                for n in ast.walk(p.default)
             )
-            if not literal and (p.name in flat.children or not isinstance(p.default, ast.Name | ast.Attribute)):
+            if not literal and (
+                p.name in flat.children or not isinstance(p.default, ast.Name | ast.Attribute)
+            ):
                 return False
     return True
 
@@ -218,11 +267,17 @@ def plan_handwritten(ctx: Context) -> Plan:
     found, node = ctx.found, ctx.found.node
     removed = check_owned(ctx)
     for i, base in enumerate(found.bases):
-        if i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases} and base not in ALLOWED_MIXINS:
+        if (
+            i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases}
+            and base not in ALLOWED_MIXINS
+        ):
             if i in ctx.base_found:
                 _read(ctx)  # the base's own flatten, read through the subclass: its reason first
             raise Refused(_messages.BASE_UNKNOWN.format(base=ctx.code(node.bases[i])))
-    own_flatten = _method(node, "tree_flatten") is not None or _method(node, "tree_flatten_with_keys") is not None
+    own_flatten = (
+        _method(node, "tree_flatten") is not None
+        or _method(node, "tree_flatten_with_keys") is not None
+    )
     if ctx.refused_bases and not own_flatten:  # inherited from the refused base: the run says why
         base = found.bases[min(ctx.refused_bases)] or "?"
         raise Refused(_messages.BASE_REFUSED.format(base=base.split(".")[-1]))
@@ -230,8 +285,12 @@ def plan_handwritten(ctx: Context) -> Plan:
         return _plan_subclass(ctx)
     if any(_names.dotted(d, ctx.names) in _names.DATACLASS for d in node.decorator_list):
         flat, _, _, _ = _read(ctx)
-        plan = _dataclasses.plan_dataclass(ctx, found.family or "register_pytree_node_class", set(flat.aux.attrs), flat.children)
-        plan.remove_methods = tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed
+        plan = _dataclasses.plan_dataclass(
+            ctx, found.family or "register_pytree_node_class", set(flat.aux.attrs), flat.children
+        )
+        plan.remove_methods = (
+            tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed
+        )
         return plan
     flat, unflatten, method, functions = _read(ctx)
     fields = flat.children + flat.aux.attrs
@@ -242,7 +301,11 @@ def plan_handwritten(ctx: Context) -> Plan:
     for base_found, base_plan in ctx.base_plans.values():
         inherited = [f.name for f in base_plan.fields if not f.static]
         if flat.children[: len(inherited)] != inherited:
-            raise Refused(_messages.PREFIX.format(children=flat.children, base=base_found.name, base_children=inherited))
+            raise Refused(
+                _messages.PREFIX.format(
+                    children=flat.children, base=base_found.name, base_children=inherited
+                )
+            )
         fields = [f for f in fields if f not in {f.name for f in base_plan.fields}]
     moved = _check_class_body(ctx, fields)
     init_node = _method(node, "__init__")
@@ -295,7 +358,9 @@ def plan_handwritten(ctx: Context) -> Plan:
     )
     plan.notes = [_messages.NOTE_FROZEN]
     if flat.keys is None and flat.children:
-        plan.notes.append(_messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}"))
+        plan.notes.append(
+            _messages.NOTE_KEYS.format(example=f"[<flat index 0>] -> .{flat.children[0]}")
+        )
     if flat.aux.attrs:
         plan.notes.append(_messages.NOTE_STATICS.format(fields=", ".join(flat.aux.attrs)))
     if not plain:
@@ -314,13 +379,21 @@ def _repr_option(ctx: Context) -> dict[str, str]:
     return {}
 
 
-def _plan_fieldless(ctx: Context, unflatten: ast.FunctionDef | ast.Lambda, method: bool, functions: tuple[str, ...], removed: tuple[str, ...]) -> Plan:
+def _plan_fieldless(
+    ctx: Context,
+    unflatten: ast.FunctionDef | ast.Lambda,
+    method: bool,
+    functions: tuple[str, ...],
+    removed: tuple[str, ...],
+) -> Plan:
     """A class with no `__init__` that flattens to nothing (an abstract base, a marker):
     a field-less treeclass, when its unflatten is `cls()`."""
     found, node = ctx.found, ctx.found.node
     rebuilt = read_unflatten(unflatten, Flattened([], Aux("none", [])), {found.name}, method=method)
     if rebuilt.args or rebuilt.kwargs:
-        raise Refused(_messages.UNFLATTEN.format(detail="it passes values to a class that flattens none"))
+        raise Refused(
+            _messages.UNFLATTEN.format(detail="it passes values to a class that flattens none")
+        )
     has_eq = _method(node, "__eq__") is not None
     return Plan(
         found.name,

@@ -40,12 +40,16 @@ def _names_used(code: str) -> set[str]:
     return used
 
 
-def _prune(stmt: cst.SimpleStatementLine, removed: set[str], used: set[str]) -> cst.SimpleStatementLine | None:
+def _prune(
+    stmt: cst.SimpleStatementLine, removed: set[str], used: set[str]
+) -> cst.SimpleStatementLine | None:
     """The import statement without the aliases nothing uses any more (None: none left)."""
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Import | cst.ImportFrom):
         return stmt
     small = stmt.body[0]
-    if isinstance(small, cst.ImportFrom) and (isinstance(small.names, cst.ImportStar) or small.relative):
+    if isinstance(small, cst.ImportFrom) and (
+        isinstance(small.names, cst.ImportStar) or small.relative
+    ):
         return stmt
     names = small.names
     assert not isinstance(names, cst.ImportStar)
@@ -70,11 +74,20 @@ def is_docstring(stmt: cst.BaseStatement) -> bool:
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+    )
 
 
 def fix_imports(
-    module: cst.Module, removed: set[str], *, tc: str, has_tc: bool, needs_any: bool, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
+    module: cst.Module,
+    removed: set[str],
+    *,
+    tc: str,
+    has_tc: bool,
+    needs_any: bool,
+    also_used: frozenset[str] | set[str] = frozenset(),
+    own: str = "",
 ) -> cst.Module:
     """`module` with the imports of `removed` names pruned and treeclass's added (`own`:
     the module's top-level package, whose imports come after the third-party ones)."""
@@ -92,7 +105,12 @@ def fix_imports(
             stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])
             carry = []
         body.append(stmt)
-    if body and module.body and body[0] is not module.body[0] and isinstance(body[0], cst.SimpleStatementLine | cst.BaseCompoundStatement):
+    if (
+        body
+        and module.body
+        and body[0] is not module.body[0]
+        and isinstance(body[0], cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    ):
         # The first statement went: the next one must not start the file with a blank line.
         kept = list(body[0].leading_lines)
         while kept and kept[0].comment is None:
@@ -118,10 +136,16 @@ def _group(top: str | None, own: str) -> int | None:
     absolute); None: not an import."""
     if top is None:
         return None
-    return 0 if top in sys.stdlib_module_names or top == "__future__" else (2 if top in ("", own) else 1)
+    return (
+        0
+        if top in sys.stdlib_module_names or top == "__future__"
+        else (2 if top in ("", own) else 1)
+    )
 
 
-def _insert(body: list[cst.BaseStatement], end: int, name: str, line: str, *, third_party: bool, own: str) -> None:
+def _insert(
+    body: list[cst.BaseStatement], end: int, name: str, line: str, *, third_party: bool, own: str
+) -> None:
     at = _place(body, end, name, third_party=third_party, own=own)
     stmt = cst.parse_statement(line)
     assert isinstance(stmt, cst.SimpleStatementLine)
@@ -130,7 +154,10 @@ def _insert(body: list[cst.BaseStatement], end: int, name: str, line: str, *, th
     if at == 0 or _group(_top(body[at - 1]), own) != mine:  # the first of its group
         stmt = stmt.with_changes(leading_lines=blank)
         following = body[at] if at < len(body) else None
-        if isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not following.leading_lines:
+        if (
+            isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+            and not following.leading_lines
+        ):
             body[at] = following.with_changes(leading_lines=blank)
     if at == 0:
         stmt = stmt.with_changes(leading_lines=[])
@@ -150,7 +177,9 @@ def _top(stmt: cst.BaseStatement) -> str | None:
     return cst.Module([]).code_for_node(small.names[0].name).split(".")[0]
 
 
-def _place(body: list[cst.BaseStatement], end: int, name: str, *, third_party: bool, own: str) -> int:
+def _place(
+    body: list[cst.BaseStatement], end: int, name: str, *, third_party: bool, own: str
+) -> int:
     """Where an import of `name` goes in the leading imports `body[:end]`: after the last
     import of its group that sorts before it, else before the first of the next group."""
     at = None

@@ -26,7 +26,9 @@ __all__ = ["IDEMPOTENT_ANY", "Assigned", "Init", "Param", "bind", "passed_throug
 # a child, `float(x)` or `np.asarray(x)` is no such thing: after `jax.device_put` the old
 # unflatten turned the jax.Array back into a float (a numpy array), a treeclass keeps it.
 IDEMPOTENT_ANY: frozenset[str] = frozenset({"jax.numpy.asarray", "jax.numpy.array", "tuple"})
-_IDEMPOTENT_STATIC: frozenset[str] = frozenset({"bool", "str", "frozenset", "int", "float", "numpy.asarray"})
+_IDEMPOTENT_STATIC: frozenset[str] = frozenset(
+    {"bool", "str", "frozenset", "int", "float", "numpy.asarray"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,14 +63,19 @@ class Init:
 def _params(fn: ast.FunctionDef) -> list[Param]:
     a = fn.args
     positional = a.posonlyargs + a.args
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(
+        a.defaults
+    )
     params = [
         Param(arg.arg, "posonly" if i < len(a.posonlyargs) else "pos", default, arg.annotation)
         for i, (arg, default) in enumerate(zip(positional, defaults, strict=True))
     ][1:]
     if a.vararg:
         params.append(Param(a.vararg.arg, "varargs", None, a.vararg.annotation))
-    params += [Param(arg.arg, "kwonly", d, arg.annotation) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+    params += [
+        Param(arg.arg, "kwonly", d, arg.annotation)
+        for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+    ]
     if a.kwarg:
         params.append(Param(a.kwarg.arg, "varkw", None, a.kwarg.annotation))
     return params
@@ -81,26 +88,40 @@ def read_init(fn: ast.FunctionDef, text: Text) -> Init:
         raise Refused(_messages.INIT_FORM.format(code="__init__ without self", line=fn.lineno))
     me = positional[0].arg
     body = fn.body
-    has_docstring = bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    has_docstring = (
+        bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    )
     init = Init(fn, me, _params(fn), {}, set(), True, has_docstring, [])
     top = set(map(id, body))
 
     def is_self_attr(node: ast.expr) -> TypeGuard[ast.Attribute]:
-        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == me
+        return (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == me
+        )
 
-    def record(target: ast.Attribute, value: ast.expr, stmt: ast.stmt, annotation: ast.expr | None = None) -> None:
+    def record(
+        target: ast.Attribute, value: ast.expr, stmt: ast.stmt, annotation: ast.expr | None = None
+    ) -> None:
         entry = Assigned(target.attr, value, id(stmt) in top, stmt.lineno, annotation)
         init.assigned.setdefault(target.attr, []).append(entry)
 
     def refuse(stmt: ast.AST) -> Refused:
         code = " ".join(text.code(stmt).split())
-        return Refused(_messages.INIT_FORM.format(code=code, line=getattr(stmt, "lineno", fn.lineno)))
+        return Refused(
+            _messages.INIT_FORM.format(code=code, line=getattr(stmt, "lineno", fn.lineno))
+        )
 
     def visit(stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             if isinstance(stmt, ast.Assign):
                 targets = stmt.targets
-                touches_self = any(is_self_attr(t) or (isinstance(t, ast.Tuple) and any(is_self_attr(e) for e in t.elts)) for t in targets)
+                touches_self = any(
+                    is_self_attr(t)
+                    or (isinstance(t, ast.Tuple) and any(is_self_attr(e) for e in t.elts))
+                    for t in targets
+                )
                 if touches_self and len(targets) != 1:
                     raise refuse(stmt)
                 target = targets[0]
@@ -109,8 +130,13 @@ def read_init(fn: ast.FunctionDef, text: Text) -> Init:
                     continue
                 if isinstance(target, ast.Tuple) and any(is_self_attr(e) for e in target.elts):
                     value = stmt.value
-                    reads_self = any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(value))
-                    if not (isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts)) or reads_self:
+                    reads_self = any(
+                        isinstance(n, ast.Name) and n.id == me for n in ast.walk(value)
+                    )
+                    if (
+                        not (isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts))
+                        or reads_self
+                    ):
                         raise refuse(stmt)
                     for t, v in zip(target.elts, value.elts, strict=True):
                         if not is_self_attr(t):
@@ -135,14 +161,26 @@ def read_init(fn: ast.FunctionDef, text: Text) -> Init:
             for field in ("body", "orelse", "finalbody", "handlers"):
                 inner = getattr(stmt, field, None)
                 if isinstance(inner, list):
-                    visit([s for s in inner if isinstance(s, ast.stmt)] + [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body])
+                    visit(
+                        [s for s in inner if isinstance(s, ast.stmt)]
+                        + [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body]
+                    )
             for node in ast.walk(stmt):
-                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and is_self_attr(node) and not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.ctx, ast.Store)
+                    and is_self_attr(node)
+                    and not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try)
+                ):
                     raise refuse(stmt)
 
     visit(body)
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+        ):
             init.super_calls.append(node)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             init.rebound.add(node.id)
@@ -155,24 +193,34 @@ def bind(init: Init, args: list[Slot], kwargs: dict[str, Slot]) -> dict[str, Slo
     bound: dict[str, Slot | None] = {}
     positional = [p for p in init.params if p.kind in ("posonly", "pos")]
     if len(args) > len(positional):
-        msg = _messages.UNFLATTEN.format(detail=f"__init__ takes {len(positional)} positional arguments, tree_unflatten passes {len(args)}")
+        msg = _messages.UNFLATTEN.format(
+            detail=f"__init__ takes {len(positional)} positional arguments, tree_unflatten passes {len(args)}"
+        )
         raise Refused(msg)
     for param, slot in zip(positional, args, strict=False):
         bound[param.name] = slot
     by_name = {p.name: p for p in init.params if p.kind in ("pos", "kwonly")}
     for name, slot in kwargs.items():
         if name not in by_name or name in bound:
-            raise Refused(_messages.UNFLATTEN.format(detail=f"__init__ takes no keyword `{name}` (or takes it twice)"))
+            raise Refused(
+                _messages.UNFLATTEN.format(
+                    detail=f"__init__ takes no keyword `{name}` (or takes it twice)"
+                )
+            )
         bound[name] = slot
     for param in init.params:
         if param.name not in bound and param.kind not in ("varargs", "varkw"):
             if param.default is None:
-                raise Refused(_messages.UNFLATTEN.format(detail=f"__init__'s `{param.name}` gets no value"))
+                raise Refused(
+                    _messages.UNFLATTEN.format(detail=f"__init__'s `{param.name}` gets no value")
+                )
             bound[param.name] = None
     return bound
 
 
-def passed_through(init: Init, assigned: Assigned, names: dict[str, str], *, static: bool) -> str | None:
+def passed_through(
+    init: Init, assigned: Assigned, names: dict[str, str], *, static: bool
+) -> str | None:
     """The parameter whose value `self.x = ...` stores unchanged (up to an idempotent
     conversion), or None."""
     value = assigned.value

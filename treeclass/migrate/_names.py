@@ -35,12 +35,20 @@ REGISTER_FUNCTION: Final = {
 REGISTER_DATACLASS: Final = {"jax.tree_util.register_dataclass"}
 FLAX_DATACLASS: Final = {"flax.struct.dataclass"}
 FLAX_BASE: Final = {"flax.struct.PyTreeNode"}
-JDC_DATACLASS: Final = {"jax_dataclasses.pytree_dataclass", "jax_dataclasses._dataclasses.pytree_dataclass"}
+JDC_DATACLASS: Final = {
+    "jax_dataclasses.pytree_dataclass",
+    "jax_dataclasses._dataclasses.pytree_dataclass",
+}
 JDC_STATIC: Final = {"jax_dataclasses.Static", "jax_dataclasses._dataclasses.Static"}
 CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
 NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
 DATACLASS: Final = {"dataclasses.dataclass"}
-GENERIC: Final = {"typing.Generic", "typing_extensions.Generic", "typing.Protocol", "typing_extensions.Protocol"}
+GENERIC: Final = {
+    "typing.Generic",
+    "typing_extensions.Generic",
+    "typing.Protocol",
+    "typing_extensions.Protocol",
+}
 
 
 def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
@@ -51,7 +59,9 @@ def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
         if isinstance(node, ast.Import | ast.ImportFrom):
             out.append(node)
         elif isinstance(node, ast.If) and (dotted(node.test, {}) or "").endswith("TYPE_CHECKING"):
-            out += _imports([*node.orelse, *node.body])  # what runs first, then what type checkers see
+            out += _imports(
+                [*node.orelse, *node.body]
+            )  # what runs first, then what type checkers see
         elif isinstance(node, ast.If | ast.Try | ast.TryStar):
             inner = [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
             inner += [s for h in getattr(node, "handlers", []) for s in h.body]

@@ -83,4 +83,10 @@ class Report:
     reason: str
 
     def as_json(self) -> dict[str, str | int]:
-        return {"path": self.path, "line": self.line, "class": self.cls, "status": self.status, "reason": self.reason}
+        return {
+            "path": self.path,
+            "line": self.line,
+            "class": self.cls,
+            "status": self.status,
+            "reason": self.reason,
+        }

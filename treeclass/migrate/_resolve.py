@@ -19,7 +19,14 @@ from typing import Final, Protocol, TypeVar
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._find import FLAX_COPY, Found, decorator_family, wrapper
 
-__all__ = ["ALLOWED_MIXINS", "Program", "harmless_decorator", "mark_wrapped", "module_name", "stateless"]
+__all__ = [
+    "ALLOWED_MIXINS",
+    "Program",
+    "harmless_decorator",
+    "mark_wrapped",
+    "module_name",
+    "stateless",
+]
 
 _T = TypeVar("_T")
 
@@ -36,7 +43,18 @@ ALLOWED_MIXINS: Final = frozenset(
 )
 # What a stateless base must not define: each stores or shapes instance state.
 _STATEFUL = frozenset(
-    {"__init__", "__new__", "__slots__", "__setattr__", "__delattr__", "__post_init__", "__init_subclass__", "__getstate__", "__setstate__", "__dict__"}
+    {
+        "__init__",
+        "__new__",
+        "__slots__",
+        "__setattr__",
+        "__delattr__",
+        "__post_init__",
+        "__init_subclass__",
+        "__getstate__",
+        "__setstate__",
+        "__dict__",
+    }
 )
 
 
@@ -71,18 +89,26 @@ class Program:
             parts = Path(file.path).with_suffix("").parts
             for i in range(len(parts)):  # files given without their package: by path suffix
                 for found in file.found:
-                    self.suffixes.setdefault(".".join([*parts[i:], found.name]), []).append((file, found))
+                    self.suffixes.setdefault(".".join([*parts[i:], found.name]), []).append(
+                        (file, found)
+                    )
 
     def absolute(self, file: _File, qualified: str) -> str:
         """`qualified` with a leading `.`/`..` (a relative import) made absolute."""
         level = len(qualified) - len(qualified.lstrip("."))
         if not level:
             return qualified
-        package = file.module.split(".") if Path(file.path).stem == "__init__" else file.module.split(".")[:-1]
+        package = (
+            file.module.split(".")
+            if Path(file.path).stem == "__init__"
+            else file.module.split(".")[:-1]
+        )
         package = package[: len(package) - (level - 1)] if level > 1 else package
         return ".".join([*package, qualified[level:]])
 
-    def resolve(self, file: _File, qualified: str | None, depth: int = 0) -> tuple[_File, Found] | None:
+    def resolve(
+        self, file: _File, qualified: str | None, depth: int = 0
+    ) -> tuple[_File, Found] | None:
         """The class of the run that `qualified` (a name as `file`'s imports spell it) is."""
         if qualified is None or depth > 20:
             return None
@@ -111,7 +137,9 @@ class Program:
                 return matches[0] if len(matches) == 1 else None
         return None
 
-    def function(self, file: _File, qualified: str | None, functions: Mapping[str, _T], depth: int = 0) -> _T | None:
+    def function(
+        self, file: _File, qualified: str | None, functions: Mapping[str, _T], depth: int = 0
+    ) -> _T | None:
         """The entry of `functions` (by `module.name`) that `qualified` names in `file`."""
         if qualified is None or depth > 20:
             return None
@@ -138,10 +166,26 @@ class Program:
             if id(c) in seen:
                 continue
             seen.add(id(c))
-            out |= {s.name for s in c.node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+            out |= {
+                s.name
+                for s in c.node.body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            }
             if everything:
-                out |= {t.id for s in c.node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
-                out |= {s.target.id for s in c.node.body if isinstance(s, ast.AnnAssign) and s.value is not None and isinstance(s.target, ast.Name)}
+                out |= {
+                    t.id
+                    for s in c.node.body
+                    if isinstance(s, ast.Assign)
+                    for t in s.targets
+                    if isinstance(t, ast.Name)
+                }
+                out |= {
+                    s.target.id
+                    for s in c.node.body
+                    if isinstance(s, ast.AnnAssign)
+                    and s.value is not None
+                    and isinstance(s.target, ast.Name)
+                }
             todo += [b for b in (self.base(f, c, i) for i in range(len(c.bases))) if b is not None]
         return out
 
@@ -164,7 +208,9 @@ def _abstract(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.FunctionDef):
         return False
     for s in stmt.body:
-        if isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):
+        if isinstance(s, ast.Pass) or (
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+        ):
             continue
         if isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s):
             continue
@@ -178,12 +224,23 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
     node = found.node
     if found.family is not None or node.decorator_list or depth > 20:
         return False
-    if any(kw.arg != "metaclass" or _names.dotted(kw.value, file.names) not in ("abc.ABCMeta",) for kw in node.keywords):
+    if any(
+        kw.arg != "metaclass" or _names.dotted(kw.value, file.names) not in ("abc.ABCMeta",)
+        for kw in node.keywords
+    ):
         return False
     for stmt in node.body:
-        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None and "ClassVar" not in ast.unparse(stmt.annotation):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and stmt.value is not None
+            and "ClassVar" not in ast.unparse(stmt.annotation)
+        ):
             return False  # an annotation alone is no field of a plain class (nor of a dataclass subclass)
-        names = [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
+        names = (
+            [stmt.name]
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            else []
+        )
         if isinstance(stmt, ast.Assign):
             names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
         if any(n in _STATEFUL for n in names) and not (names == ["__init__"] and _abstract(stmt)):
@@ -194,9 +251,17 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
             args = stmt.args.posonlyargs + stmt.args.args
             me = args[0].arg if args else None
             for n in ast.walk(stmt):
-                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del) and isinstance(n.value, ast.Name) and n.value.id == me:
+                if (
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.ctx, ast.Store | ast.Del)
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == me
+                ):
                     return False
-                if isinstance(n, ast.Call) and _names.dotted(n.func, file.names) in ("setattr", "object.__setattr__"):
+                if isinstance(n, ast.Call) and _names.dotted(n.func, file.names) in (
+                    "setattr",
+                    "object.__setattr__",
+                ):
                     return False
     for i, qualified in enumerate(found.bases):
         if qualified in ALLOWED_MIXINS or qualified in _names.GENERIC:
@@ -215,7 +280,13 @@ def harmless_decorator(fn: ast.FunctionDef, *, factory: bool) -> bool:
     if factory:
         inner = [s for s in fn.body if isinstance(s, ast.FunctionDef)]
         returns = [s for s in ast.walk(fn) if isinstance(s, ast.Return) and s in fn.body]
-        if len(inner) != 1 or not returns or any(not (isinstance(r.value, ast.Name) and r.value.id == inner[0].name) for r in returns):
+        if (
+            len(inner) != 1
+            or not returns
+            or any(
+                not (isinstance(r.value, ast.Name) and r.value.id == inner[0].name) for r in returns
+            )
+        ):
             return False
         fn = inner[0]
     params = fn.args.posonlyargs + fn.args.args
@@ -225,7 +296,9 @@ def harmless_decorator(fn: ast.FunctionDef, *, factory: bool) -> bool:
     dunder_lists = {
         n.target.id
         for n in ast.walk(fn)
-        if isinstance(n, ast.For) and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.List | ast.Tuple)
+        if isinstance(n, ast.For)
+        and isinstance(n.target, ast.Name)
+        and isinstance(n.iter, ast.List | ast.Tuple)
         and all(isinstance(e, ast.Constant) and str(e.value).startswith("__") for e in n.iter.elts)
     }
     for n in ast.walk(fn):
@@ -233,13 +306,29 @@ def harmless_decorator(fn: ast.FunctionDef, *, factory: bool) -> bool:
             return False
         if isinstance(n, ast.Return) and not (isinstance(n.value, ast.Name) and n.value.id == me):
             return False
-        dunder_write = isinstance(n.value, ast.Name) and n.value.id == me and n.attr.startswith("__") if isinstance(n, ast.Attribute) else True
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store | ast.Del) and not dunder_write:
+        dunder_write = (
+            isinstance(n.value, ast.Name) and n.value.id == me and n.attr.startswith("__")
+            if isinstance(n, ast.Attribute)
+            else True
+        )
+        if (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store | ast.Del)
+            and not dunder_write
+        ):
             return False
-        if isinstance(n, ast.Call) and _names.dotted(n.func, {}) in ("setattr", "delattr", "object.__setattr__"):
+        if isinstance(n, ast.Call) and _names.dotted(n.func, {}) in (
+            "setattr",
+            "delattr",
+            "object.__setattr__",
+        ):
             name = n.args[1] if len(n.args) > 1 else None
             dunder = isinstance(name, ast.Constant) and str(name.value).startswith("__")
-            if not (isinstance(n.args[0], ast.Name) and n.args[0].id == me and (dunder or (isinstance(name, ast.Name) and name.id in dunder_lists))):
+            if not (
+                isinstance(n.args[0], ast.Name)
+                and n.args[0].id == me
+                and (dunder or (isinstance(name, ast.Name) and name.id in dunder_lists))
+            ):
                 return False
         if isinstance(n, ast.Name) and n.id == me and isinstance(n.ctx, ast.Store):
             return False
@@ -253,12 +342,16 @@ def mark_wrapped(files: list[_File]) -> None:
         for stmt in file.tree.body:
             options = wrapper(stmt, file.names)
             if isinstance(stmt, ast.FunctionDef) and options is not None:  # a wrapper is a function
-                wrappers[f"{file.module}.{stmt.name}"] = options if isinstance(options, ast.Call) else stmt.name
+                wrappers[f"{file.module}.{stmt.name}"] = (
+                    options if isinstance(options, ast.Call) else stmt.name
+                )
     if not wrappers:
         return
     program = Program(files)
     for file in files:
-        for found in (f for f in file.found if f.family is None):  # flax's own struct.dataclass is known
+        for found in (
+            f for f in file.found if f.family is None
+        ):  # flax's own struct.dataclass is known
             for i, decorator in enumerate(found.node.decorator_list):
                 qualified = _names.dotted(decorator, file.names)
                 known = decorator_family(program.absolute(file, qualified or ""))
@@ -267,7 +360,10 @@ def mark_wrapped(files: list[_File]) -> None:
                     break
                 wrapped = program.function(file, qualified, wrappers)
                 if isinstance(wrapped, str):  # a wrapper the tool cannot read
-                    found.family, found.indirect = "register_dataclass", _messages.WRAPPER.format(cls=found.name, name=wrapped)
+                    found.family, found.indirect = (
+                        "register_dataclass",
+                        _messages.WRAPPER.format(cls=found.name, name=wrapped),
+                    )
                 elif wrapped is FLAX_COPY:  # a vendored flax.struct.dataclass
                     found.family, found.decorator = "flax.struct", i
                 elif wrapped is not None:

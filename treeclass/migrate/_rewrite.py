@@ -23,7 +23,9 @@ from treeclass.migrate._plan import Field, Plan
 
 __all__ = ["rewrite"]
 
-_NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+_NO_SPACE = cst.AssignEqual(
+    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+)
 
 
 class _Names(cst.CSTVisitor):
@@ -55,7 +57,9 @@ class _SetAttr(cst.CSTTransformer):
         self.depth += 1
         return self.depth == 1
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
         self.depth -= 1
         return updated_node
 
@@ -66,7 +70,11 @@ class _SetAttr(cst.CSTTransformer):
         return False
 
     def _attr(self, node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == self.me:
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.me
+        ):
             return node.attr.value
         return None
 
@@ -86,7 +94,10 @@ class _SetAttr(cst.CSTTransformer):
                     out.append(self._call(attr, stmt.value))
                     continue
                 if isinstance(target, cst.Tuple) and isinstance(stmt.value, cst.Tuple):
-                    pairs = [(self._attr(t.value), v.value) for t, v in zip(target.elements, stmt.value.elements, strict=True)]
+                    pairs = [
+                        (self._attr(t.value), v.value)
+                        for t, v in zip(target.elements, stmt.value.elements, strict=True)
+                    ]
                     out += [self._call(a, v) for a, v in pairs if a is not None]
                     continue
             if isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
@@ -128,7 +139,11 @@ def _rewrite_field(stmt: cst.SimpleStatementLine, field: Field) -> cst.SimpleSta
     small = stmt.body[0]
     assert isinstance(small, cst.AnnAssign)
     if field.annotation is not None:
-        small = small.with_changes(annotation=small.annotation.with_changes(annotation=cst.parse_expression(field.annotation)))
+        small = small.with_changes(
+            annotation=small.annotation.with_changes(
+                annotation=cst.parse_expression(field.annotation)
+            )
+        )
     if field.value == "":
         small = small.with_changes(value=None, equal=cst.MaybeSentinel.DEFAULT)
     elif field.value is not None:
@@ -154,12 +169,15 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
     for stmt in _block(node).body:
         name = _ann_name(stmt)
         if isinstance(stmt, cst.FunctionDef) and (
-            stmt.name.value in plan.remove_methods or (stmt.name.value == "__init__" and not plan.keep_init)
+            stmt.name.value in plan.remove_methods
+            or (stmt.name.value == "__init__" and not plan.keep_init)
         ):
             removed.append(stmt)
         elif name in plan.moved_annotations and isinstance(stmt, cst.SimpleStatementLine):
             moved[name] = stmt
-        elif name in fields and not plan.declare_fields and isinstance(stmt, cst.SimpleStatementLine):
+        elif (
+            name in fields and not plan.declare_fields and isinstance(stmt, cst.SimpleStatementLine)
+        ):
             removed.append(stmt)
             body.append(_rewrite_field(stmt, fields[name]))
         elif isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
@@ -173,7 +191,10 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
         if at and not block[0].leading_lines:
             block[0] = block[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         following = body[at] if at < len(body) else None
-        if isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement) and not following.leading_lines:
+        if (
+            isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+            and not following.leading_lines
+        ):
             body[at] = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[at:at] = block
     if not body:
@@ -181,13 +202,20 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
     return body
 
 
-def _class(node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst.CSTNode]) -> cst.ClassDef:
+def _class(
+    node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst.CSTNode]
+) -> cst.ClassDef:
     options = [
-        cst.Arg(cst.parse_expression(v), keyword=cst.Name(k), equal=_NO_SPACE) for k, v in plan.options.items()
+        cst.Arg(cst.parse_expression(v), keyword=cst.Name(k), equal=_NO_SPACE)
+        for k, v in plan.options.items()
     ]
     decorators = list(node.decorators)
     removed += [decorators[i] for i in plan.remove_decorators]
-    kept_bases = [b.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, b in enumerate(node.bases) if i not in plan.remove_bases]
+    kept_bases = [
+        b.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        for i, b in enumerate(node.bases)
+        if i not in plan.remove_bases
+    ]
     removed += [b for i, b in enumerate(node.bases) if i in plan.remove_bases]
     if form == "decorator":
         decorator = cst.Decorator(cst.parse_expression(f"{tc}.treeclass"))
@@ -202,15 +230,25 @@ def _class(node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst
         if plan.add_base:
             kept_bases.insert(0, cst.Arg(cst.parse_expression(f"{tc}.TreeClass")))
         keywords = [*([] if plan.drop_keywords else node.keywords), *options]
-    changes: dict[str, object] = {"decorators": decorators, "bases": kept_bases, "keywords": keywords}
+    changes: dict[str, object] = {
+        "decorators": decorators,
+        "bases": kept_bases,
+        "keywords": keywords,
+    }
     if not kept_bases and not keywords:
         changes.update(lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT)
     changes["body"] = _block(node).with_changes(body=_body(node, plan, removed))
     return node.with_changes(**changes)
 
 
-def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dict[str, str]) -> bool:
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+def _is_registration(
+    stmt: cst.BaseStatement, plans: dict[str, Plan], names: dict[str, str]
+) -> bool:
+    if not (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+    ):
         return False
     call = stmt.body[0].value
     if not (isinstance(call, cst.Call) and call.args and isinstance(call.args[0].value, cst.Name)):
@@ -225,7 +263,14 @@ def _is_registration(stmt: cst.BaseStatement, plans: dict[str, Plan], names: dic
 
 
 def rewrite(
-    module: cst.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, also_used: frozenset[str] | set[str] = frozenset(), own: str = ""
+    module: cst.Module,
+    plans: list[Plan],
+    names: dict[str, str],
+    *,
+    tc: str,
+    form: str,
+    also_used: frozenset[str] | set[str] = frozenset(),
+    own: str = "",
 ) -> cst.Module:
     """`module` with the plans applied (unchanged if `plans` is empty); `also_used`: the
     names that code not in `module` reads (see _skeleton)."""
@@ -238,7 +283,9 @@ def rewrite(
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef) and stmt.name.value in by_name:
             body.append(_class(stmt, by_name[stmt.name.value], tc, form, removed))
-        elif (isinstance(stmt, cst.FunctionDef) and stmt.name.value in functions) or _is_registration(stmt, by_name, names):
+        elif (
+            isinstance(stmt, cst.FunctionDef) and stmt.name.value in functions
+        ) or _is_registration(stmt, by_name, names):
             removed.append(stmt)
         else:
             body.append(stmt)
@@ -247,7 +294,17 @@ def rewrite(
     # `import treeclass as tc` only where the new code names it (a subclass of a class
     # converted in another module may need nothing).
     uses_tc = form == "decorator" or any(p.add_base for p in plans)
-    uses_tc = uses_tc or any(f"{tc}." in (f.annotation or "") + (f.value or "") for p in plans for f in p.fields)
+    uses_tc = uses_tc or any(
+        f"{tc}." in (f.annotation or "") + (f.value or "") for p in plans for f in p.fields
+    )
     has_tc = names.get(tc) == "treeclass" or not uses_tc
     new = module.with_changes(body=body)
-    return fix_imports(new, _names_in(removed), tc=tc, has_tc=has_tc, needs_any=needs_any, also_used=also_used, own=own)
+    return fix_imports(
+        new,
+        _names_in(removed),
+        tc=tc,
+        has_tc=has_tc,
+        needs_any=needs_any,
+        also_used=also_used,
+        own=own,
+    )

@@ -54,7 +54,14 @@ def _names_read(stmts: list[ast.stmt]) -> set[str]:
 
 
 def rewrite_source(
-    source: str, tree: ast.Module, plans: list[Plan], names: dict[str, str], *, tc: str, form: str, own: str = ""
+    source: str,
+    tree: ast.Module,
+    plans: list[Plan],
+    names: dict[str, str],
+    *,
+    tc: str,
+    form: str,
+    own: str = "",
 ) -> str:
     """`source` with the plans applied."""
     by_name = {p.cls: p for p in plans}
@@ -64,7 +71,9 @@ def rewrite_source(
         (line[len(line.rstrip("\r\n")) :] for line in lines if line.rstrip("\r\n") != line), "\n"
     )
     # Top-level statements grouped so that no two groups share a line (`a = 1; b = 2`).
-    groups: list[tuple[int, int, bool, list[ast.stmt]]] = []  # (first line, last line, touched, statements)
+    groups: list[
+        tuple[int, int, bool, list[ast.stmt]]
+    ] = []  # (first line, last line, touched, statements)
     for i, stmt in enumerate(tree.body):
         touched = _touched(stmt, by_name, functions, first=i == 0)
         start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])

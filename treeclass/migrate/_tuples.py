@@ -29,33 +29,58 @@ from treeclass.migrate._types import OTHER, Typing, annotation_name
 __all__ = ["ANY", "TupleUses", "call_returns", "namedtuple_fields"]
 
 _TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
-_ITERATING = frozenset({"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"})
+_ITERATING = frozenset(
+    {"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"}
+)
 # Calls that read a NamedTuple as a pytree or an object, never as a tuple: giving them
 # one does not take it where it is not typed.
-_OPAQUE = frozenset({"isinstance", "type", "print", "repr", "str", "id", "hasattr", "getattr", "jax.jit"})
+_OPAQUE = frozenset(
+    {"isinstance", "type", "print", "repr", "str", "id", "hasattr", "getattr", "jax.jit"}
+)
 ANY = (0, 1 << 30)  # (fewest, most) fields of the NamedTuples a use can be about
 
 
 def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
     """A tuple or list literal, or a `tuple(...)` / `list(...)` call."""
-    return isinstance(node, ast.Tuple | ast.List) or (isinstance(node, ast.Call) and _names.dotted(node.func, names) in ("tuple", "list"))
+    return isinstance(node, ast.Tuple | ast.List) or (
+        isinstance(node, ast.Call) and _names.dotted(node.func, names) in ("tuple", "list")
+    )
 
 
 def _makes_tuples(node: ast.expr, names: dict[str, str]) -> bool:
     """`enumerate(...)`, `zip(...)`, `d.items()`: their items are plain tuples."""
     func = node.func if isinstance(node, ast.Call) else None
-    return _names.dotted(func, names) in ("enumerate", "zip") if isinstance(func, ast.Name) else isinstance(func, ast.Attribute) and func.attr == "items"
+    return (
+        _names.dotted(func, names) in ("enumerate", "zip")
+        if isinstance(func, ast.Name)
+        else isinstance(func, ast.Attribute) and func.attr == "items"
+    )
 
 
 def _index_fields(index: ast.expr) -> tuple[int, int] | None:
     """The NamedTuples an index of an untyped value can be about: `[1]` those with 2
     fields or more, `[-1]` 1 or more, a constant slice any."""
-    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(index.operand, ast.Constant):
+    if (
+        isinstance(index, ast.UnaryOp)
+        and isinstance(index.op, ast.USub)
+        and isinstance(index.operand, ast.Constant)
+    ):
         return (index.operand.value, ANY[1]) if isinstance(index.operand.value, int) else None
     if isinstance(index, ast.Constant):
-        return (index.value + 1, ANY[1]) if isinstance(index.value, int) and not isinstance(index.value, bool) else None
+        return (
+            (index.value + 1, ANY[1])
+            if isinstance(index.value, int) and not isinstance(index.value, bool)
+            else None
+        )
     if isinstance(index, ast.Slice):  # `p[1:]`; `x[: n]` is an array's
-        return ANY if all(b is None or isinstance(b, ast.Constant | ast.UnaryOp) for b in (index.lower, index.upper, index.step)) else None
+        return (
+            ANY
+            if all(
+                b is None or isinstance(b, ast.Constant | ast.UnaryOp)
+                for b in (index.lower, index.upper, index.step)
+            )
+            else None
+        )
     return None  # `x[i]`, `x[order]`, `x[:, 0]`, `x["k"]`: an array's or a mapping's (a NamedTuple's is a gap)
 
 
@@ -80,24 +105,49 @@ class TupleUses(Typing, ast.NodeVisitor):
     def _passes(self, *values: ast.expr | None) -> None:
         """Instances in `values` go where they cannot be typed."""
         for value in values if self.facts.namedtuple_fields else ():
-            kind = self._typed(value.value if isinstance(value, ast.Starred) else value) if value is not None else None
+            kind = (
+                self._typed(value.value if isinstance(value, ast.Starred) else value)
+                if value is not None
+                else None
+            )
             if kind not in (None, OTHER):
                 self.facts.passed.add(kind)
-            if isinstance(value, ast.Name):  # `lax.cond(p, make, other)`: what the callback returns goes there
+            if isinstance(
+                value, ast.Name
+            ):  # `lax.cond(p, make, other)`: what the callback returns goes there
                 self.facts.passed |= self.facts.call_returns.get(value.id, set())
 
-    def _tuple_use(self, value: ast.expr, node: ast.AST, fields: tuple[int, int] | None = ANY, *, unpacked: bool = False) -> None:
+    def _tuple_use(
+        self,
+        value: ast.expr,
+        node: ast.AST,
+        fields: tuple[int, int] | None = ANY,
+        *,
+        unpacked: bool = False,
+    ) -> None:
         """`value` used as a tuple; if untyped, by the NamedTuples of `fields` (None: none)."""
         if not self.facts.namedtuple_fields:
             return
         owners = {self._typed(value)}
-        if isinstance(value, ast.Call):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
+        if isinstance(
+            value, ast.Call
+        ):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
             func = value.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            name = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else None
+            )
             owners |= self.facts.call_returns.get(name or "", set())
         for owner in filter(None, owners - {OTHER}):
             self.facts.tuple_use[owner].append(self.site(node))
-        if owners == {None} and fields is not None and (self._own(value) or (unpacked and isinstance(value, ast.Call))):
+        if (
+            owners == {None}
+            and fields is not None
+            and (self._own(value) or (unpacked and isinstance(value, ast.Call)))
+        ):
             self.facts.untyped_use.append((fields, self.site(node)))
 
     def _own(self, value: ast.expr) -> bool:
@@ -106,19 +156,31 @@ class TupleUses(Typing, ast.NodeVisitor):
         the run cannot type."""
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
             name = value.func.id
-            return self.names[name].split(".")[0] in self.packages if name in self.names else not hasattr(builtins, name)
-        bound = isinstance(value, ast.Name) and (value.id in self.types or value.id in self.globals) and value.id not in self.names
+            return (
+                self.names[name].split(".")[0] in self.packages
+                if name in self.names
+                else not hasattr(builtins, name)
+            )
+        bound = (
+            isinstance(value, ast.Name)
+            and (value.id in self.types or value.id in self.globals)
+            and value.id not in self.names
+        )
         return bound and getattr(value, "id", None) != "self"
 
     def _unpacked(self, target: ast.expr, value: ast.expr, node: ast.AST) -> None:
         if isinstance(target, ast.Tuple | ast.List):
             named = sum(not isinstance(e, ast.Starred) for e in target.elts)
-            self._tuple_use(value, node, (named, named if named == len(target.elts) else ANY[1]), unpacked=True)
+            self._tuple_use(
+                value, node, (named, named if named == len(target.elts) else ANY[1]), unpacked=True
+            )
 
     def visit_Compare(self, node: ast.Compare) -> None:
         """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
         sides = [node.left, *node.comparators]
-        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(_tuple_like(s, self.names) for s in sides):
+        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(
+            _tuple_like(s, self.names) for s in sides
+        ):
             for side in sides:
                 if not _tuple_like(side, self.names):
                     self._tuple_use(side, node)
@@ -131,8 +193,14 @@ class TupleUses(Typing, ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
         self._tuple_use(node.iter, node.iter)
-        if self.facts.namedtuple_fields and isinstance(node.target, ast.Tuple | ast.List) and not _makes_tuples(node.iter, self.names):
-            named = sum(not isinstance(e, ast.Starred) for e in node.target.elts)  # `for a, b in pairs`: each is unpacked
+        if (
+            self.facts.namedtuple_fields
+            and isinstance(node.target, ast.Tuple | ast.List)
+            and not _makes_tuples(node.iter, self.names)
+        ):
+            named = sum(
+                not isinstance(e, ast.Starred) for e in node.target.elts
+            )  # `for a, b in pairs`: each is unpacked
             fields = (named, named if named == len(node.target.elts) else ANY[1])
             self.facts.untyped_use.append((fields, self.site(node.target)))
         self.generic_visit(node)
@@ -151,19 +219,38 @@ class TupleUses(Typing, ast.NodeVisitor):
             self._tuple_use(node.args[0], node)
         if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
             for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
-                if qualified in _ITERATING or self._typed(arg) is not None:  # an untyped array is the rule in NumPy
+                if (
+                    qualified in _ITERATING or self._typed(arg) is not None
+                ):  # an untyped array is the rule in NumPy
                     self._tuple_use(arg, node)
-        if qualified == "isinstance" and len(node.args) == 2 and "tuple" in {_names.dotted(n, self.names) for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}:
+        if (
+            qualified == "isinstance"
+            and len(node.args) == 2
+            and "tuple"
+            in {
+                _names.dotted(n, self.names)
+                for n in ast.walk(node.args[1])
+                if isinstance(n, ast.Name)
+            }
+        ):
             self._tuple_use(node.args[0], node)
-        if qualified not in _OPAQUE and not (qualified or "").startswith(("jax.tree.", "jax.tree_util.")):
+        if qualified not in _OPAQUE and not (qualified or "").startswith(
+            ("jax.tree.", "jax.tree_util.")
+        ):
             self._passes(*node.args, *(k.value for k in node.keywords))
 
     # --- where an instance goes untyped -------------------------------------------------
     def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
-        kind = self._typed(node.value) if node.value is not None and self.facts.namedtuple_fields else None
+        kind = (
+            self._typed(node.value)
+            if node.value is not None and self.facts.namedtuple_fields
+            else None
+        )
         if node.value is not None and kind != self.returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
-        if self.returning in self.classes and not (self.method or "_").startswith("_"):  # a public signature: its callers may be outside the run
+        if self.returning in self.classes and not (self.method or "_").startswith(
+            "_"
+        ):  # a public signature: its callers may be outside the run
             self.facts.returned_out[self.returning].append(self.site(node))
         self.generic_visit(node)
 
@@ -187,7 +274,11 @@ class TupleUses(Typing, ast.NodeVisitor):
     def _stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
         """`obj.p = P(...)`, `d[k] = p`, or a module-level `P0 = P(...)` (imported
         elsewhere, untyped there)."""
-        if value is not None and self.facts.namedtuple_fields and (top or any(not isinstance(t, ast.Name) for t in targets)):
+        if (
+            value is not None
+            and self.facts.namedtuple_fields
+            and (top or any(not isinstance(t, ast.Name) for t in targets))
+        ):
             self._passes(value)
 
 
@@ -195,12 +286,20 @@ def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, se
     """Adds to `out` each NamedTuple of `tree`'s top level with its fields. A run without
     one skips the tuple-use analysis: only a NamedTuple is refused for it."""
     for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and any(_names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases):
-            declared = {s.target.id for s in stmt.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+        if isinstance(stmt, ast.ClassDef) and any(
+            _names.dotted(b, names) in _names.NAMEDTUPLE for b in stmt.bases
+        ):
+            declared = {
+                s.target.id
+                for s in stmt.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+            }
             out[stmt.name] = out.get(stmt.name, set()) | declared
 
 
-def call_returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]) -> None:
+def call_returns(
+    tree: ast.Module, names: dict[str, str], classes: frozenset[str], out: dict[str, set[str]]
+) -> None:
     """Adds to `out` each function or method of `tree`, at any depth, by name, with the
     classes of the run its return annotation names (`def as_rpy(self) -> hints.Rpy`):
     what a call of that name may return, for the tuple use of its result

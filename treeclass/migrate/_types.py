@@ -21,13 +21,45 @@ __all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
-_MAY_RETURN_YOURS = frozenset({"jax", "flax", "chex", "equinox", "optax", "copy", "functools", "dataclasses", "typing", "builtins", "pickle", "cloudpickle"})
-_OTHER_BUILTINS = frozenset({"int", "float", "str", "bytes", "bool", "list", "dict", "set", "frozenset", "tuple", "range", "open"})
+_MAY_RETURN_YOURS = frozenset(
+    {
+        "jax",
+        "flax",
+        "chex",
+        "equinox",
+        "optax",
+        "copy",
+        "functools",
+        "dataclasses",
+        "typing",
+        "builtins",
+        "pickle",
+        "cloudpickle",
+    }
+)
+_OTHER_BUILTINS = frozenset(
+    {
+        "int",
+        "float",
+        "str",
+        "bytes",
+        "bool",
+        "list",
+        "dict",
+        "set",
+        "frozenset",
+        "tuple",
+        "range",
+        "open",
+    }
+)
 OTHER: str = ""  # a known type that is not a class of the run
 # Array types left out of a union (`geom: Union[jnp.ndarray, PointCloud]` is a PointCloud
 # where it is an instance of a class of the run): a class of the run that derives from one
 # has a base from outside the run, and such a class is refused whatever its receivers.
-_ARRAYS = frozenset({"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"})
+_ARRAYS = frozenset(
+    {"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"}
+)
 
 
 class Typing:
@@ -58,7 +90,12 @@ class Typing:
                 return None
         members = self._members(node)
         if members is not None:  # a union: what is left without None and the array types
-            kept = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None) and _names.dotted(m, self.names) not in _ARRAYS]
+            kept = [
+                m
+                for m in members
+                if not (isinstance(m, ast.Constant) and m.value is None)
+                and _names.dotted(m, self.names) not in _ARRAYS
+            ]
             return self._annotation_type(kept[0]) if len(kept) == 1 else None
         return self._named_type(node)
 
@@ -66,7 +103,11 @@ class Typing:
         """The members of `Optional[X]`, `Union[X, Y]`, `X | Y`; None if not a union."""
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return [m for side in (node.left, node.right) for m in (self._members(side) or [side])]
-        last = (_names.dotted(node.value, self.names) or "").split(".")[-1] if isinstance(node, ast.Subscript) else ""
+        last = (
+            (_names.dotted(node.value, self.names) or "").split(".")[-1]
+            if isinstance(node, ast.Subscript)
+            else ""
+        )
         if isinstance(node, ast.Subscript) and last in ("Optional", "Union"):
             return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         return None
@@ -85,31 +126,73 @@ class Typing:
         root = node
         while isinstance(root, ast.Attribute | ast.Call | ast.Subscript):
             root = root.func if isinstance(root, ast.Call) else root.value
-        imported = isinstance(root, ast.Name) and root.id in self.names and not self.names[root.id].startswith(".")
+        imported = (
+            isinstance(root, ast.Name)
+            and root.id in self.names
+            and not self.names[root.id].startswith(".")
+        )
         top = qualified.split(".")[0]
-        if imported and top not in _MAY_RETURN_YOURS and top not in self.classes and top not in self.packages:
+        if (
+            imported
+            and top not in _MAY_RETURN_YOURS
+            and top not in self.classes
+            and top not in self.packages
+        ):
             return OTHER  # built by another library: not an instance of a class of the run
         return None
 
     def _value_type(self, value: ast.expr) -> str | None:
         if isinstance(value, ast.Call):
             func = value.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes:
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in self.classes
+            ):
                 return func.value.id  # State.create(...): a classmethod of the class
-            if isinstance(func, ast.Name) and func.id in self.returns and not (func.id in self.types or func.id in self.globals or func.id in self.names):
-                return self.returns[func.id]  # `step(...)` with `def step(...) -> State` in the module
+            if (
+                isinstance(func, ast.Name)
+                and func.id in self.returns
+                and not (func.id in self.types or func.id in self.globals or func.id in self.names)
+            ):
+                return self.returns[
+                    func.id
+                ]  # `step(...)` with `def step(...) -> State` in the module
             receiver = self._receiver(func.value) if isinstance(func, ast.Attribute) else None
-            if receiver and isinstance(func, ast.Attribute) and (receiver, f"{func.attr}()") in self.attr_types:
-                return self.attr_types[receiver, f"{func.attr}()"]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
+            if (
+                receiver
+                and isinstance(func, ast.Attribute)
+                and (receiver, f"{func.attr}()") in self.attr_types
+            ):
+                return self.attr_types[
+                    receiver, f"{func.attr}()"
+                ]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
-        if isinstance(value, ast.Constant | ast.List | ast.Dict | ast.Set | ast.JoinedStr | ast.ListComp | ast.DictComp):
+        if isinstance(
+            value,
+            ast.Constant
+            | ast.List
+            | ast.Dict
+            | ast.Set
+            | ast.JoinedStr
+            | ast.ListComp
+            | ast.DictComp,
+        ):
             return OTHER
         return None
 
     def _foreign_call(self, node: ast.expr) -> bool:
         """Another library's function given only constants (`pygame.event.get()`)."""
-        call = node if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self._named_type(node.func) == OTHER else None
-        return call is not None and all(isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)])
+        call = (
+            node
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and self._named_type(node.func) == OTHER
+            else None
+        )
+        return call is not None and all(
+            isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)]
+        )
 
     def _receiver(self, node: ast.expr) -> str | None:
         """The class `node` is an instance of: a name, OTHER or None (unknown)."""
@@ -131,29 +214,52 @@ class Typing:
             if owner:  # `const.geom` with `const: KMeansConst` and `geom: Geometry` declared there
                 declared = self.attr_types.get((owner, node.attr))
                 return declared if declared in self.classes else None
-        if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "type" and len(node.args) == 1:
+        if (
+            isinstance(node, ast.Call)
+            and _names.dotted(node.func, self.names) == "type"
+            and len(node.args) == 1
+        ):
             return self._receiver(node.args[0])  # `type(self).tree_unflatten(...)`
         return None
 
     def _is_class(self, node: ast.Name) -> bool:
         """`node` names a class of the run itself, not a variable (which may hold an instance)."""
-        return node.id in self.classes and node.id not in self.types and node.id not in self.globals and node.id not in self.modules
+        return (
+            node.id in self.classes
+            and node.id not in self.types
+            and node.id not in self.globals
+            and node.id not in self.modules
+        )
 
     def _narrowed(self, node: ast.AST) -> tuple[str, str] | None:
         """`type(v) is self.__class__` / `type(v) == type(self)` / `isinstance(v, C)`:
         `v` is an instance of the class there (a guard before its use)."""
-        if isinstance(node, ast.Call) and _names.dotted(node.func, self.names) == "isinstance" and len(node.args) == 2:
+        if (
+            isinstance(node, ast.Call)
+            and _names.dotted(node.func, self.names) == "isinstance"
+            and len(node.args) == 2
+        ):
             v, kind = node.args
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is | ast.Eq | ast.IsNot | ast.NotEq):
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Is | ast.Eq | ast.IsNot | ast.NotEq)
+        ):
             v, kind = node.left, node.comparators[0]
-            if not (isinstance(v, ast.Call) and _names.dotted(v.func, self.names) == "type" and len(v.args) == 1):
+            if not (
+                isinstance(v, ast.Call)
+                and _names.dotted(v.func, self.names) == "type"
+                and len(v.args) == 1
+            ):
                 return None
             v = v.args[0]
         else:
             return None
         if not isinstance(v, ast.Name):
             return None
-        if (isinstance(kind, ast.Attribute) and kind.attr == "__class__") or (isinstance(kind, ast.Call) and _names.dotted(kind.func, self.names) == "type"):
+        if (isinstance(kind, ast.Attribute) and kind.attr == "__class__") or (
+            isinstance(kind, ast.Call) and _names.dotted(kind.func, self.names) == "type"
+        ):
             owner = self.cls if self.self_name is not None else None
         else:
             owner = self._named_type(kind)
@@ -184,7 +290,11 @@ class Typing:
                 scope[narrowed[0]] = narrowed[1]
             if isinstance(node, ast.Assign):
                 value = node.value
-                new = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "__new__"
+                new = (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "__new__"
+                )
                 source = _copied(value)
                 for t in node.targets:
                     if isinstance(t, ast.Name) and source is not None:
@@ -200,10 +310,31 @@ class Typing:
                                 self._bind(scope, e.id, None)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 self.declare(scope, node.target.id, self._annotation_type(node.annotation))
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension) and isinstance(node.target, ast.Name) and self._foreign_call(node.iter):
-                self._bind(scope, node.target.id, OTHER)  # `for event in pygame.event.get()`: another library's objects
-            elif isinstance(node, ast.For | ast.AsyncFor | ast.With | ast.NamedExpr | ast.AugAssign | ast.comprehension):
-                for n in ast.walk(node.target if isinstance(node, ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension) else node):
+            elif (
+                isinstance(node, ast.For | ast.AsyncFor | ast.comprehension)
+                and isinstance(node.target, ast.Name)
+                and self._foreign_call(node.iter)
+            ):
+                self._bind(
+                    scope, node.target.id, OTHER
+                )  # `for event in pygame.event.get()`: another library's objects
+            elif isinstance(
+                node,
+                ast.For
+                | ast.AsyncFor
+                | ast.With
+                | ast.NamedExpr
+                | ast.AugAssign
+                | ast.comprehension,
+            ):
+                for n in ast.walk(
+                    node.target
+                    if isinstance(
+                        node,
+                        ast.For | ast.AsyncFor | ast.NamedExpr | ast.AugAssign | ast.comprehension,
+                    )
+                    else node
+                ):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         self._bind(scope, n.id, None)
             todo.extend(ast.iter_child_nodes(node))
@@ -220,7 +351,11 @@ class Typing:
 def _copied(value: ast.expr) -> str | None:
     """The name whose value `value` is, or a copy of (same type): `b`, `b._replace(...)`,
     `b.replace(...)`; None for anything else."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("_replace", "replace"):
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("_replace", "replace")
+    ):
         value = value.func.value
     return value.id if isinstance(value, ast.Name) else None
 
@@ -233,16 +368,25 @@ def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
             node = ast.parse(node.value, mode="eval").body
         except SyntaxError:
             return None
-    if isinstance(node, ast.Subscript) and (_names.dotted(node.value, names) or "").split(".")[-1] == "Optional":
+    if (
+        isinstance(node, ast.Subscript)
+        and (_names.dotted(node.value, names) or "").split(".")[-1] == "Optional"
+    ):
         return annotation_name(node.slice, names)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+        sides = [
+            s
+            for s in (node.left, node.right)
+            if not (isinstance(s, ast.Constant) and s.value is None)
+        ]
         return annotation_name(sides[0], names) if len(sides) == 1 else None
     qualified = _names.dotted(node, names) if isinstance(node, ast.Name | ast.Attribute) else None
     return None if qualified is None else qualified.split(".")[-1]
 
 
-def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[tuple[str, str], str]:
+def attribute_types(
+    node: ast.ClassDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+) -> dict[tuple[str, str], str]:
     """(class, attribute) -> the class its instances hold there: declared in the class
     body (`geom: Geometry`), or the one class every `self.x = ...` of its methods stores
     (`self.state = State(...)`, `self.state = self.state._replace(...)`, `self.state =
@@ -255,17 +399,40 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
             declared = annotation_name(stmt.annotation, names)
             if declared is not None:
                 out[(node.name, stmt.target.id)] = declared
-        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (stmt.args.posonlyargs + stmt.args.args):
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not (
+            stmt.args.posonlyargs + stmt.args.args
+        ):
             continue
         returned = annotation_name(stmt.returns, names) if stmt.returns is not None else None
-        if returned in classes and all(_keeps_type(d, names) or _names.dotted(d, names) in _METHOD_KINDS for d in stmt.decorator_list):
-            out[(node.name, f"{stmt.name}()")] = returned  # `def as_rpy(self) -> RollPitchYaw`: what a call returns
+        if returned in classes and all(
+            _keeps_type(d, names) or _names.dotted(d, names) in _METHOD_KINDS
+            for d in stmt.decorator_list
+        ):
+            out[(node.name, f"{stmt.name}()")] = (
+                returned  # `def as_rpy(self) -> RollPitchYaw`: what a call returns
+            )
         me = (stmt.args.posonlyargs + stmt.args.args)[0].arg
         module_returns = returns
         if returns:  # not shadowed in the method
             a = stmt.args
-            bound = {x for n in ast.walk(stmt) for x in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n))}
-            bound |= {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+            bound = {
+                x
+                for n in ast.walk(stmt)
+                for x in (
+                    [n.id]
+                    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+                    else _bound_otherwise(n)
+                )
+            }
+            bound |= {
+                p.arg
+                for p in [
+                    *a.posonlyargs,
+                    *a.args,
+                    *a.kwonlyargs,
+                    *filter(None, [a.vararg, a.kwarg]),
+                ]
+            }
             module_returns = {k: v for k, v in returns.items() if k not in bound}
         local: dict[str, str] | None = None  # its typed locals, read at the first `self.x = name`
         for n in ast.walk(stmt):
@@ -278,10 +445,16 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
             else:
                 continue
             for t in targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == me
+                ):
                     if local is None and isinstance(value, ast.Name):
                         local = _locals(stmt, names, classes, module_returns)
-                    stored.setdefault(t.attr, set()).add(_stored(value, local or {}, me, t.attr, names, classes, module_returns))
+                    stored.setdefault(t.attr, set()).add(
+                        _stored(value, local or {}, me, t.attr, names, classes, module_returns)
+                    )
     for attr, kinds in stored.items():
         kinds.discard("")  # `self.x = self.x._replace(...)`: the same type
         if len(kinds) == 1 and (node.name, attr) not in out:
@@ -292,7 +465,13 @@ def attribute_types(node: ast.ClassDef, names: dict[str, str], classes: frozense
 
 
 def _stored(
-    value: ast.expr | None, local: dict[str, str], me: str, attr: str, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+    value: ast.expr | None,
+    local: dict[str, str],
+    me: str,
+    attr: str,
+    names: dict[str, str],
+    classes: frozenset[str],
+    returns: dict[str, str],
 ) -> str | None:
     """The class of what `self.<attr> = value` stores in a method whose typed locals are
     `local` ("": the attribute's own class, `self.x._replace(...)`; None: unknown)."""
@@ -302,13 +481,20 @@ def _stored(
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace"):
             inner = func.value
-            if isinstance(inner, ast.Attribute) and inner.attr == attr and isinstance(inner.value, ast.Name) and inner.value.id == me:
+            if (
+                isinstance(inner, ast.Attribute)
+                and inner.attr == attr
+                and isinstance(inner.value, ast.Name)
+                and inner.value.id == me
+            ):
                 return ""
         return _made(value, names, classes, returns)
     return None
 
 
-def _made(value: ast.Call, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> str | None:
+def _made(
+    value: ast.Call, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]
+) -> str | None:
     """The class a call builds: `State(...)`, `mod.State(...)`, `step(...)` with `def
     step(...) -> State` in the module; None: unknown."""
     func = value.func
@@ -320,12 +506,19 @@ def _made(value: ast.Call, names: dict[str, str], classes: frozenset[str], retur
     return None
 
 
-def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], classes: frozenset[str], returns: dict[str, str]) -> dict[str, str]:
+def _locals(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    names: dict[str, str],
+    classes: frozenset[str],
+    returns: dict[str, str],
+) -> dict[str, str]:
     """The locals of `fn` to which every binding gives one class: each an assignment of
     a call that builds it, or `x = x._replace(...)`; a local bound any other way too (a
     parameter, a loop, an unpacking, `global`, `import ... as`) is left out."""
     a = fn.args
-    other = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+    other = {
+        p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+    }
     stores: dict[str, int] = {}
     kinds: dict[str, list[str | None]] = {}
     for n in ast.walk(fn):
@@ -337,8 +530,15 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], c
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
                 if isinstance(t, ast.Name) and isinstance(value, ast.Call):
                     func = value.func
-                    same = isinstance(func, ast.Attribute) and func.attr in ("_replace", "replace") and isinstance(func.value, ast.Name) and func.value.id == t.id
-                    kinds.setdefault(t.id, []).append("" if same else _made(value, names, classes, returns))
+                    same = (
+                        isinstance(func, ast.Attribute)
+                        and func.attr in ("_replace", "replace")
+                        and isinstance(func.value, ast.Name)
+                        and func.value.id == t.id
+                    )
+                    kinds.setdefault(t.id, []).append(
+                        "" if same else _made(value, names, classes, returns)
+                    )
                 elif isinstance(t, ast.Name):
                     kinds.setdefault(t.id, []).append(None)
     out: dict[str, str] = {}
@@ -350,7 +550,18 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: dict[str, str], c
     return out
 
 
-_BINDERS = (ast.Global, ast.Nonlocal, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
+_BINDERS = (
+    ast.Global,
+    ast.Nonlocal,
+    ast.alias,
+    ast.ExceptHandler,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.MatchAs,
+    ast.MatchStar,
+    ast.MatchMapping,
+)
 
 
 def _bound_otherwise(node: ast.AST) -> list[str]:
@@ -362,7 +573,19 @@ def _bound_otherwise(node: ast.AST) -> list[str]:
         return node.names
     if isinstance(node, ast.alias):
         return [(node.asname or node.name).split(".")[0]]
-    name = getattr(node, "name", None) if isinstance(node, ast.ExceptHandler | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.MatchAs | ast.MatchStar) else None
+    name = (
+        getattr(node, "name", None)
+        if isinstance(
+            node,
+            ast.ExceptHandler
+            | ast.FunctionDef
+            | ast.AsyncFunctionDef
+            | ast.ClassDef
+            | ast.MatchAs
+            | ast.MatchStar,
+        )
+        else None
+    )
     rest = node.rest if isinstance(node, ast.MatchMapping) else None
     return [x for x in (name, rest) if x is not None]
 
@@ -373,23 +596,57 @@ def returns(tree: ast.Module, names: dict[str, str], classes: frozenset[str]) ->
     (`jax.jit`, `partial(jax.jit, ...)`); a name defined twice differently is left out."""
     out: dict[str, str | None] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.returns is not None and annotation_name(stmt.returns, names) in classes:
-            kind = annotation_name(stmt.returns, names) if all(_keeps_type(d, names) for d in stmt.decorator_list) else None
+        if (
+            isinstance(stmt, ast.FunctionDef)
+            and stmt.returns is not None
+            and annotation_name(stmt.returns, names) in classes
+        ):
+            kind = (
+                annotation_name(stmt.returns, names)
+                if all(_keeps_type(d, names) for d in stmt.decorator_list)
+                else None
+            )
             out[stmt.name] = kind if out.get(stmt.name, kind) == kind else None
     if not out:
         return {}
-    todo: list[ast.AST] = [s for s in tree.body if not (isinstance(s, ast.FunctionDef) and out.get(s.name))]
-    while todo:  # any other binding of the name: `step = jax.jit(step)`, `import step`, a def under `if`
+    todo: list[ast.AST] = [
+        s for s in tree.body if not (isinstance(s, ast.FunctionDef) and out.get(s.name))
+    ]
+    while (
+        todo
+    ):  # any other binding of the name: `step = jax.jit(step)`, `import step`, a def under `if`
         n = todo.pop()
-        for name in [n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else _bound_otherwise(n):
+        for name in (
+            [n.id]
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+            else _bound_otherwise(n)
+        ):
             out[name] = None
         if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             todo.extend(ast.iter_child_nodes(n))
     return {k: v for k, v in out.items() if v is not None}
 
 
-_METHOD_KINDS = frozenset({"property", "staticmethod", "classmethod", "functools.cached_property", "abc.abstractmethod", "typing.override"})
-_KEEPS_TYPE = frozenset({"jax.jit", "jax.named_call", "jax.checkpoint", "jax.remat", "functools.cache", "functools.lru_cache"})
+_METHOD_KINDS = frozenset(
+    {
+        "property",
+        "staticmethod",
+        "classmethod",
+        "functools.cached_property",
+        "abc.abstractmethod",
+        "typing.override",
+    }
+)
+_KEEPS_TYPE = frozenset(
+    {
+        "jax.jit",
+        "jax.named_call",
+        "jax.checkpoint",
+        "jax.remat",
+        "functools.cache",
+        "functools.lru_cache",
+    }
+)
 
 
 def _keeps_type(decorator: ast.expr, names: dict[str, str]) -> bool:
