@@ -4,7 +4,7 @@ a subprocess.
 
 Either way under JAX's default settings: the in-process tests ask for conftest.py's
 `jax_defaults` fixture, and `run_example` leaves the suite's strict environment
-variables out. Warnings stay errors (`-W error`).
+variables out. Warnings stay errors (`-W error`, through `strict_python.py`).
 """
 
 import contextlib
@@ -17,6 +17,8 @@ from pathlib import Path
 from types import ModuleType
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# `python -W error`, except for other libraries' own deprecations (strict_python.py).
+STRICT = (sys.executable, str(Path(__file__).resolve().parent / "strict_python.py"))
 
 # JAX reads its settings from these too; a developer who exports the strict ones to
 # run the library's tests must not have them applied to the examples.
@@ -29,10 +31,11 @@ def example_env() -> dict[str, str]:
 
 
 def run_example(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Runs `python -W error script *args` in `cwd` under JAX's default settings."""
+    """Runs `script *args` as `python -W error` would (`STRICT`) in `cwd`, under JAX's
+    default settings."""
     # cwd is a scratch folder: a script must not depend on being run from the root.
     return subprocess.run(  # our own scripts, run with this interpreter
-        [sys.executable, "-W", "error", str(script), *args],
+        [*STRICT, str(script), *args],
         capture_output=True,
         text=True,
         timeout=600,

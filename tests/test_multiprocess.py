@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from example_modules import example_module
+from example_modules import STRICT, example_module
 
 pytestmark = [
     pytest.mark.multiprocess,
@@ -71,7 +71,7 @@ def _run(args: list[str], env: dict[str, str]) -> str:
     """Runs a Python script to the end; its output, or a failure showing it."""
     try:
         result = subprocess.run(  # our own scripts, with this interpreter
-            [sys.executable, "-W", "error", *args], capture_output=True, text=True,
+            [*STRICT, *args], capture_output=True, text=True,
             timeout=LIMIT_S + 60, env=env, check=False,
         )
     except subprocess.TimeoutExpired as error:
@@ -112,7 +112,7 @@ def _launch(scenario: str, count: int, env: dict[str, str], folder: Path,
     output it relayed."""
     with example_module("sharded", "sharded_launcher") as sharded:
         port = sharded.free_port()
-        commands = [[sys.executable, "-W", "error", str(WORKER), scenario, str(i), str(count),
+        commands = [[*STRICT, str(WORKER), scenario, str(i), str(count),
                      f"127.0.0.1:{port}", str(folder)] for i in range(count)]
         out = folder / "launcher.log"
         with open(out, "w") as log:

@@ -218,16 +218,25 @@ def test_every_version_gives_the_same_trajectory(
     pln: ModuleType, data: Any, fitted: tuple[Any, Any, np.ndarray]
 ) -> None:
     # The same float32 math in four containers: XLA may fuse (and so order) a sum
-    # differently per program, so the trajectories agree to rounding, not bit for bit
-    # (measured: losses within 4e-8 relative, B and Sigma identical). RAdam with a
-    # clipped step does not amplify rounding over 300 steps; 1e-5 leaves 200x margin.
+    # differently per program, so the trajectories agree to rounding, not bit for bit.
+    # While the loss descends (the first 100 steps) rounding is not amplified: measured
+    # within 3.1e-7 relative on jax 0.12.1 (4e-8 on 0.10.2), so 1e-5 leaves 30x margin.
+    # Near the optimum (from about step 127 on jax 0.12.1) the ELBO is flat in some
+    # directions and RAdam's steps carry a rounding difference along them: the losses then
+    # differ by up to 1.2e-3 relative and B by 0.01 between two programs, both equally good
+    # fits. So past the descent only what the fit is for is compared: the best loss reached
+    # (measured within 3e-7 relative) and the estimates, within half the tolerance each fit
+    # has to the truth (measured: B within 0.011 of the other fit, Sigma within 0.002).
     _, fit, losses = fitted
     for version in pln.VERSIONS[1:]:  # the containers; treeclass is the fixture's fit
         state, other = version.fit(version.init(data), steps=STEPS)
         B, Sigma = version.estimates(state)
-        np.testing.assert_allclose(other, losses, rtol=1e-5, err_msg=version.name)
-        np.testing.assert_allclose(B, fit.params.B, rtol=1e-4, atol=1e-5, err_msg=version.name)
-        np.testing.assert_allclose(Sigma, fit.Sigma, rtol=1e-4, atol=1e-5, err_msg=version.name)
+        np.testing.assert_allclose(other[:100], losses[:100], rtol=1e-5, err_msg=version.name)
+        assert other.min() == pytest.approx(losses.min(), rel=1e-5), version.name
+        np.testing.assert_allclose(B, fit.params.B, rtol=0, atol=B_TOL / 2, err_msg=version.name)
+        np.testing.assert_allclose(
+            Sigma, fit.Sigma, rtol=0, atol=SIGMA_TOL / 2, err_msg=version.name
+        )
 
 
 def test_pytree_class_keeps_sigma_and_omega(pln: ModuleType, data: Any) -> None:
