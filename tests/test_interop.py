@@ -117,7 +117,10 @@ class Scaled(Dense):
 """)
     sys.path.insert(0, str(tmp_path))
     try:
-        dense, scaled = __import__("postponed_models").Dense, __import__("postponed_subclass").Scaled
+        dense, scaled = (
+            __import__("postponed_models").Dense,
+            __import__("postponed_subclass").Scaled,
+        )
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("postponed_models", None)
@@ -187,12 +190,18 @@ class Config:
     tags: frozenset[str]
 
 
+class Pad(tc.TreeClass):
+    width: int
+    mode: tc.Static[str] = "same"
+
+
 class Net(tc.TreeClass):
     w: jax.Array
     act: tc.Static[object] = jax.nn.relu
     config: tc.Static[Config] = Config((3, 2), frozenset({"a", "b"}))
     scale: tc.Static[float] = float("inf")
     dtype: tc.Static[object] = np.dtype("float32")
+    pad: tc.Static[Pad] = Pad(2, "valid")  # a treeclass as configuration
 
     def __call__(self, x):
         return self.act(x @ self.w)
@@ -235,6 +244,7 @@ def test_exported_function_deserializes_in_another_process(tmp_path):
         exported = jax.export.deserialize(bytearray(open({str(tmp_path / "f.bin")!r}, "rb").read()))
         y, net = exported.call(Net(jnp.ones((3, 2))), jnp.ones(3))
         print(y.tolist(), type(net).__name__, net.config.sizes, sorted(net.config.tags), net.act is jax.nn.relu, net.dtype)
+        print(repr(net.pad), net.pad == Net(jnp.ones((3, 2))).pad)
     """
     assert run_fresh(textwrap.dedent(code), tmp_path).split() == [
         "[3.0,",
@@ -246,6 +256,9 @@ def test_exported_function_deserializes_in_another_process(tmp_path):
         "'b']",
         "True",
         "float32",
+        "Pad(width=2,",
+        "mode='valid')",
+        "True",
     ]
 
 
@@ -406,9 +419,10 @@ def _defined_again(static: bool = True):
     return Redefined
 
 
-def test_class_defined_again_serializes_and_the_latest_wins():
-    # A notebook cell run twice defines a second class of the same module and qualname;
-    # jax refuses a second registration of a name, so this must not raise.
+def test_two_live_classes_of_one_name_each_deserialize_into_their_own():
+    # Regression: the second class of one `module.qualname` (a factory; a notebook cell run
+    # twice) took over the name, so a function exported with the first deserialized into the
+    # second (its outputs were instances of the other class).
     pytest.importorskip("flatbuffers")
     first, second = _defined_again(), _defined_again()
     assert first is not second
@@ -416,9 +430,21 @@ def test_class_defined_again_serializes_and_the_latest_wins():
     for cls in (first, second):
         exported = jax.export.export(jax.jit(lambda m: m))(cls(jnp.ones(2)))
         back = jax.export.deserialize(exported.serialize())
-        assert type(back.call(second(jnp.ones(2)))) is second
-    with pytest.raises(ValueError, match="Redefined"):
-        back.call(first(jnp.ones(2)))  # jax's own check: the argument's structure differs
+        assert type(back.call(cls(jnp.ones(2)))) is cls
+        assert type(jax.tree.unflatten(back.out_tree, [jnp.ones(2)])) is cls
+        other = second if cls is first else first
+        with pytest.raises(ValueError, match="Redefined"):
+            back.call(other(jnp.ones(2)))  # jax's own check: the argument's structure differs
+
+
+def test_the_second_live_class_of_a_name_is_numbered():
+    pytest.importorskip("flatbuffers")
+    first, second = _defined_again(), _defined_again()
+    names = []
+    for cls in (first, second):
+        data = bytes(jax.export.export(jax.jit(lambda m: m))(cls(jnp.ones(2))).serialize())
+        names.append(data.count(f"{cls.__module__}.{cls.__qualname__}#".encode()))
+    assert names == [0, 1]
 
 
 # equinox, optax, orbax
