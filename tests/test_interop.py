@@ -9,6 +9,7 @@ import functools
 import io
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -437,14 +438,17 @@ def test_two_live_classes_of_one_name_each_deserialize_into_their_own():
             back.call(other(jnp.ones(2)))  # jax's own check: the argument's structure differs
 
 
-def test_the_second_live_class_of_a_name_is_numbered():
+def test_each_live_class_of_one_name_is_written_under_its_own_name():
+    # `module.qualname` for the first, then `module.qualname#2`, `#3`, ...: jax.export
+    # refuses a name twice and has no public call that replaces one.
     pytest.importorskip("flatbuffers")
-    first, second = _defined_again(), _defined_again()
-    names = []
-    for cls in (first, second):
+    written = []
+    for cls in (_defined_again(), _defined_again()):
         data = bytes(jax.export.export(jax.jit(lambda m: m))(cls(jnp.ones(2))).serialize())
-        names.append(data.count(f"{cls.__module__}.{cls.__qualname__}#".encode()))
-    assert names == [0, 1]
+        written.append(set(re.findall(rb"<locals>\.Redefined(?:#\d+)?", data)))
+    assert len(written[0]) == len(written[1]) == 1
+    assert written[0] != written[1]
+    assert b"#" in next(iter(written[1]))
 
 
 # equinox, optax, orbax
@@ -512,15 +516,3 @@ def test_orbax_restores_into_an_abstract_target(tmp_path):
         restored = checkpointer.restore(tmp_path / "ckpt", target)
     assert isinstance(restored, Linear)
     assert tc.tree_equal(restored, model)
-
-
-def test_deserializing_into_a_changed_class_names_the_difference():
-    pytest.importorskip("flatbuffers")
-    exported = jax.export.export(jax.jit(lambda m: m))(_defined_again()(jnp.ones(2)))
-    data = exported.serialize()
-    _defined_again(static=False)  # the class changed since the export: `n` is dynamic now
-    with pytest.raises(
-        ValueError,
-        match=r"Redefined was exported with static fields \['n'\]; the class here has static fields \[\]",
-    ):
-        jax.export.deserialize(data)
