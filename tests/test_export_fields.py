@@ -175,8 +175,8 @@ def test_a_field_of_another_kind_is_named():
     )
     with pytest.raises(
         ValueError,
-        match=r"^Kind\.n: exported as a static field, dynamic here; the class here has dynamic "
-        r"fields \['w', 'n'\] and static fields\n\[\]\. jax\.export finds",
+        match=r"^Kind\.n: exported as a static field, dynamic here\.\nThe class here has dynamic "
+        r"fields \['w', 'n'\] and static fields \[\]\. jax\.export finds",
     ):
         jax.export.deserialize(data)
 
@@ -276,4 +276,4 @@ def test_a_renamed_field_is_named_in_another_process(tmp_path: pathlib.Path):
     path = _export_pair(tmp_path)
     renamed = "a: jax.Array\nk: tc.Static[int]\nbias: jax.Array\ns: tc.Static[str]"
     out = _deserialize_elsewhere(tmp_path, renamed, path)
-    assert out.startswith("Pair.b: exported as a dynamic field, which is missing here;")
+    assert out.startswith("Pair.b: exported as a dynamic field, which is missing here.\n")

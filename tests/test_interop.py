@@ -118,10 +118,7 @@ class Scaled(Dense):
 """)
     sys.path.insert(0, str(tmp_path))
     try:
-        dense, scaled = (
-            __import__("postponed_models").Dense,
-            __import__("postponed_subclass").Scaled,
-        )
+        dense, scaled = __import__("postponed_models").Dense, __import__("postponed_subclass").Scaled
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("postponed_models", None)
@@ -389,6 +386,39 @@ def test_deserialize_calls_no_class_but_a_container():
         ):
             jax.export.deserialize(bytearray(data.replace(*swap)))
     assert Recorded.calls == []
+
+
+CONVERTED: list[Any] = []
+
+
+def _record(value: Any) -> Any:
+    CONVERTED.append(value)
+    return value
+
+
+class Recording(tc.TreeClass):
+    """A treeclass held as configuration whose converter and `__post_init__` are recorded."""
+
+    size: int = tc.field(converter=_record)
+    mode: tc.Static[str] = tc.static(default="same", converter=_record)
+
+    def __post_init__(self) -> None:
+        CONVERTED.append("post_init")
+
+
+def test_a_treeclass_in_a_static_field_exports_without_running_its_code():
+    # Regression: a treeclass held in a static field (a config) was refused at serialize,
+    # where a frozen dataclass there was carried. Read back as JAX's unflatten builds it.
+    pytest.importorskip("flatbuffers")
+    model = Statics(jnp.ones(2), (Recording(3, "valid"), frozenset({Recording(1)})))
+    data = jax.export.export(jax.jit(lambda m: m))(model).serialize()
+    CONVERTED.clear()
+    back = jax.tree.unflatten(jax.export.deserialize(data).out_tree, [jnp.ones(2)]).s
+    assert CONVERTED == []
+    assert back == model.s
+    assert type(back[0]) is Recording
+    assert (back[0].size, back[0].mode) == (3, "valid")
+    assert hash(back) == hash(model.s)
 
 
 class Opaque:

@@ -44,9 +44,10 @@ defined at a module's top level, found by name).
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
 _MSG_FIELD: Final = """\
-{cls}.{field}: {problem}; the class here has dynamic fields {dynamic} and static fields
-{static}. jax.export finds a treeclass's values by field name: export the function again
-with this definition of {cls}, or deserialize it where {cls} is defined as it was exported."""
+{cls}.{field}: {problem}.
+The class here has dynamic fields {dynamic} and static fields {static}. jax.export finds a
+treeclass's values by field name: export the function again with this definition of {cls},
+or deserialize it where {cls} is defined as it was exported."""
 
 _MSG_ORDER: Final = """\
 {cls} was exported with its dynamic fields in the order {saved}; the class here declares
