@@ -119,9 +119,10 @@ def decode_static(encoded: Any) -> Any:
     if any(v is _MISSING for v in values):
         return _MISSING
     if isinstance(inner, dict) and dataclasses.is_dataclass(cls):
-        if sorted(inner) != sorted(f.name for f in dataclasses.fields(cls)):
-            return _MISSING  # the class changed since
         layout = layout_of(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        if sorted(inner) != sorted(names if layout is None else layout.dynamic + layout.static):
+            return _MISSING  # the class changed since
         if layout is not None:  # a treeclass: its store is written by its unflatten only
             return _unflatten(layout, dict(zip(inner, values, strict=True)))
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
@@ -188,6 +189,7 @@ def _deserialize(layout: Layout, data: bytes) -> tuple[Any, ...]:
         isinstance(record, dict)
         and sorted(record) == ["dynamic", "static"]
         and isinstance(record["dynamic"], list)
+        and all(isinstance(name, str) for name in record["dynamic"])
         and isinstance(record["static"], dict)
     ):
         found = short_repr(record)
@@ -204,11 +206,12 @@ def _deserialize(layout: Layout, data: bytes) -> tuple[Any, ...]:
     return values
 
 
-def serialized_name(cls: type) -> str:
-    """The name jax.export writes for `cls`: `module.qualname`, and for the k-th live class of
-    one `module.qualname` in this process (a factory; a notebook cell run twice),
-    `module.qualname#k`: jax.export refuses a name twice and has no call that replaces one, and
-    a name shared by two classes would deserialize into either."""
+def _next_name(cls: type) -> str:
+    """The name jax.export is to write for the new class `cls` (counted here): its
+    `module.qualname`, and for the k-th live class of one `module.qualname` in this process (a
+    factory; a notebook cell run twice) `module.qualname#k`. jax.export refuses a name twice and
+    has no call that replaces one, and a name shared by two classes would deserialize into
+    either."""
     name = f"{cls.__module__}.{cls.__qualname__}"
     count = _names.get(name, 0) + 1
     _names[name] = count
@@ -222,7 +225,7 @@ def register(cls: type) -> None:
     # which runs no user code; `_deserialize` has checked the fields, so their order is ours.
     jax.export.register_pytree_node_serialization(
         cls,
-        serialized_name=serialized_name(cls),
+        serialized_name=_next_name(cls),
         serialize_auxdata=functools.partial(_serialize, layout),
         deserialize_auxdata=functools.partial(_deserialize, layout),
     )
