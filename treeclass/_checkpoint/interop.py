@@ -177,6 +177,13 @@ def _check_fields(layout: Layout, dynamic: list[str], static: list[str]) -> None
         if field not in saved:
             problem = f"a {kind} field here, which the exported function does not have"
             raise _field_error(layout, field, problem)
+    # Statics are found by name, but arrays cannot be: the exported function takes them as one
+    # flat list in the exported order, and the class here flattens in its own:
+    #
+    #     class Pair(tc.TreeClass): a, b   # exported: f(p) = p.a * 2 + p.b, [1, 3, 5]
+    #     class Pair(tc.TreeClass): b, a   # here: f gets [b, a] as [a, b], [2, 3, 4]
+    #
+    # No node jax.export builds can reorder leaves, so a reordered class is refused.
     if dynamic != list(layout.dynamic):
         cls = layout.cls.__qualname__
         raise ValueError(_MSG_ORDER.format(cls=cls, saved=dynamic, ours=list(layout.dynamic)))
