@@ -51,7 +51,7 @@ class Early(tc.TreeClass):
 
 import flax.serialization as serialization
 loaders = {type(serialization.__loader__), type(serialization.__spec__.loader)}
-print(sorted(t.__module__ for t in loaders))
+print([t.__name__ for t in loaders if t.__module__.startswith("treeclass")])
 print([type(f).__name__ for f in sys.meta_path if type(f).__module__.startswith("treeclass")])
 print(serialization.is_serializable(Early), serialization.to_state_dict(Early(1)))
 """
@@ -61,7 +61,7 @@ print(serialization.is_serializable(Early), serialization.to_state_dict(Early(1)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "['_frozen_importlib_external']",
+        "[]",
         "[]",
         "True {'w': 1}",
     ]
