@@ -1,14 +1,22 @@
 """Treeclasses in `jax.export` and `flax.serialization`, each class registered when created
-(`ON_CLASS`). In jax.export a class travels as `module.qualname`, its statics as checkpoints
-encode them (`manifest.encode_static`), read back without running code: functions, classes, enum
-members and dataclasses are looked up by name in modules already imported; only containers are
-called. flax, which finds serializers by exact type, is never imported (slow): classes created
-before it are registered when it is (`_OnImport`)."""
+(`ON_CLASS`), through each library's public registration call only.
+
+In jax.export a class travels as `module.qualname` (the second live class of one name as
+`module.qualname#2`, and so on), its fields by name: the dynamic fields' names in order, and each
+static value as checkpoints encode it (`manifest.encode_static`), read back without running code:
+functions, classes, enum members and dataclasses are looked up by name in modules already
+imported; only containers are called, and treeclasses are built as JAX's unflatten builds them.
+
+flax, which finds serializers by exact type, is never imported (slow): a class created after it
+is registered at once; those created before it when `flax.serialization` has been executed, by a
+loader wrapped around its own (`_OnImport`), as the import system's documentation shows."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import sys
@@ -28,28 +36,38 @@ from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import node_def
 
-_jax_export: ModuleType | None
-try:  # used only where a class is defined again under a name already registered (below)
-    from jax._src.export import _export as _jax_export
-except ImportError:  # pragma: no cover - a jax that moved it; redefined classes go unregistered
-    _jax_export = None
-
 _MSG_STATIC: Final = """\
 {cls}.{name} holds {value}, which jax.export cannot carry: a static value travels as
 checkpoints write it (numbers, strings, None, tuples, NamedTuples, lists, sets, dicts,
-dataclasses of those, NumPy dtypes, and enum members, functions or classes defined at a
-module's top level, found by name).
+dataclasses and treeclasses of those, NumPy dtypes, and enum members, functions or classes
+defined at a module's top level, found by name).
 Make it one of those, e.g. a string naming the choice that a method maps to the object."""
 
-_MSG_CHANGED: Final = """\
-{cls} was exported with {saved}; the class here has {ours}. Export the function again
-with this definition of {cls}, or deserialize it where the class is defined as it was."""
+_MSG_FIELD: Final = """\
+{cls}.{field}: {problem}.
+The class here has dynamic fields {dynamic} and static fields {static}. jax.export finds a
+treeclass's values by field name: export the function again with this definition of {cls},
+or deserialize it where {cls} is defined as it was exported."""
+
+_MSG_ORDER: Final = """\
+{cls} was exported with its dynamic fields in the order {saved}; the class here declares
+them in the order {ours}. An exported function takes and gives a treeclass's arrays in the
+exported order, and jax.export has no way to pass them by name, so each would reach another
+field. Export the function again with this definition of {cls}, or declare its fields in
+the exported order."""
+
+_MSG_FORMAT: Final = """\
+{cls}: the exported function's record of this class ({found}) was not written by this
+version of treeclass. Export the function again with this version."""
 
 _CONTAINERS: Final = (tuple, list, set, frozenset, dict)
-
-_layouts: dict[str, Layout] = {}  # of the latest class of each serialized name: it is built
 _MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
+_LEAF: Final = jax.tree.structure(0)
 FLAX: Final = "flax.serialization"
+
+# How many classes each `module.qualname` has registered in this process (they all stay alive:
+# JAX's pytree registry holds every registered class).
+_names: dict[str, int] = {}
 _pending: weakref.WeakSet[type] = weakref.WeakSet()  # created before flax was imported
 
 
@@ -64,6 +82,16 @@ def _lookup(name: str) -> Any:
             except AttributeError:
                 return _MISSING
     return _MISSING
+
+
+def _unflatten(layout: Layout, fields: dict[str, Any]) -> Any:
+    """A treeclass instance holding `fields` (by name), built by JAX's unflatten of its class:
+    no `__init__`, converter or `__post_init__` runs."""
+    aux = tuple(fields[name] for name in layout.static)
+    node = jax.tree_util.PyTreeDef.from_node_data_and_children(
+        jax.tree_util.default_registry, (layout.cls, aux), [_LEAF] * len(layout.dynamic)
+    )
+    return node.unflatten([fields[name] for name in layout.dynamic])
 
 
 def decode_static(encoded: Any) -> Any:
@@ -91,8 +119,12 @@ def decode_static(encoded: Any) -> Any:
     if any(v is _MISSING for v in values):
         return _MISSING
     if isinstance(inner, dict) and dataclasses.is_dataclass(cls):
-        if sorted(inner) != sorted(f.name for f in dataclasses.fields(cls)):
+        layout = layout_of(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        if sorted(inner) != sorted(names if layout is None else layout.dynamic + layout.static):
             return _MISSING  # the class changed since
+        if layout is not None:  # a treeclass: its store is written by its unflatten only
+            return _unflatten(layout, dict(zip(inner, values, strict=True)))
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
         value = object.__new__(cls)
         for name, field in zip(inner, values, strict=True):
@@ -115,58 +147,95 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
-    encoded = {}
+    """The class's record in an exported function: its fields by name, statics encoded."""
+    static = {}
     for name, value in zip(layout.static, aux, strict=True):
-        encoded[name] = encode_static(value)
-        if not _same(decode_static(encoded[name]), value):
-            cls = layout.cls.__name__
+        static[name] = encode_static(value)
+        if not _same(decode_static(static[name]), value):
+            cls = layout.cls.__qualname__
             raise ValueError(_MSG_STATIC.format(cls=cls, name=name, value=short_repr(value)))
-    return canonical(encoded).encode()
+    return canonical({"dynamic": list(layout.dynamic), "static": static}).encode()
 
 
-def _deserialize(name: str, data: bytes) -> tuple[Any, ...]:
-    layout = _layouts[name]
-    encoded = json.loads(data)
-    if sorted(encoded) != sorted(layout.static):
-        saved, ours = f"static fields {sorted(encoded)}", f"static fields {sorted(layout.static)}"
-        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
+def _field_error(layout: Layout, field: str, problem: str) -> ValueError:
+    cls, dynamic, static = layout.cls.__qualname__, list(layout.dynamic), list(layout.static)
+    msg = _MSG_FIELD.format(cls=cls, field=field, problem=problem, dynamic=dynamic, static=static)
+    return ValueError(msg)
+
+
+def _check_fields(layout: Layout, dynamic: list[str], static: list[str]) -> None:
+    """Raises naming the first field the export and the class here do not share, or the
+    dynamic fields' order where only that differs."""
+    saved = {**dict.fromkeys(dynamic, "dynamic"), **dict.fromkeys(static, "static")}
+    ours = {**dict.fromkeys(layout.dynamic, "dynamic"), **dict.fromkeys(layout.static, "static")}
+    for field, kind in saved.items():
+        if field not in ours:
+            raise _field_error(layout, field, f"exported as a {kind} field, which is missing here")
+        if ours[field] != kind:
+            raise _field_error(layout, field, f"exported as a {kind} field, {ours[field]} here")
+    for field, kind in ours.items():
+        if field not in saved:
+            problem = f"a {kind} field here, which the exported function does not have"
+            raise _field_error(layout, field, problem)
+    # Statics are found by name, but arrays cannot be: the exported function takes them as one
+    # flat list in the exported order, and the class here flattens in its own:
+    #
+    #     class Pair(tc.TreeClass): a, b   # exported: f(p) = p.a * 2 + p.b, [1, 3, 5]
+    #     class Pair(tc.TreeClass): b, a   # here: f gets [b, a] as [a, b], [2, 3, 4]
+    #
+    # No node jax.export builds can reorder leaves, so a reordered class is refused.
+    if dynamic != list(layout.dynamic):
+        cls = layout.cls.__qualname__
+        raise ValueError(_MSG_ORDER.format(cls=cls, saved=dynamic, ours=list(layout.dynamic)))
+
+
+def _deserialize(layout: Layout, data: bytes) -> tuple[Any, ...]:
+    """The class's static values (its aux data) from `_serialize`'s record, fields by name."""
+    record = json.loads(data)
+    if not (
+        isinstance(record, dict)
+        and sorted(record) == ["dynamic", "static"]
+        and isinstance(record["dynamic"], list)
+        and all(isinstance(name, str) for name in record["dynamic"])
+        and isinstance(record["static"], dict)
+    ):
+        found = short_repr(record)
+        raise ValueError(_MSG_FORMAT.format(cls=layout.cls.__qualname__, found=found))
+    encoded: dict[str, Any] = record["static"]
+    _check_fields(layout, record["dynamic"], list(encoded))
     values = tuple(decode_static(encoded[field]) for field in layout.static)
     for field, value in zip(layout.static, values, strict=True):
         if value is _MISSING:
-            msg = f"{name}.{field}: the exported static value {encoded[field]} names nothing"
-            msg += " in the modules imported here; import the module that defines it first."
+            msg = f"{layout.cls.__qualname__}.{field}: the exported static value {encoded[field]}"
+            msg += " names nothing in the modules imported here; import the module that defines"
+            msg += " it first."
             raise ValueError(msg)
     return values
 
 
-def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any:
-    """An instance of the latest class of that name, built by its unflatten (no user code)."""
-    layout = _layouts[name]
-    kids = tuple(children)
-    if len(kids) != len(layout.dynamic):
-        saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
-        raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    return vars(layout.cls)["__tc_registration__"].unflatten(aux_data, kids)
+def _next_name(cls: type) -> str:
+    """The name jax.export is to write for the new class `cls` (counted here): its
+    `module.qualname`, and for the k-th live class of one `module.qualname` in this process (a
+    factory; a notebook cell run twice) `module.qualname#k`. jax.export refuses a name twice and
+    has no call that replaces one, and a name shared by two classes would deserialize into
+    either."""
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    count = _names.get(name, 0) + 1
+    _names[name] = count
+    return name if count == 1 else f"{name}#{count}"
 
 
 def register(cls: type) -> None:
     layout = layout_of(cls)
     assert layout is not None  # called with new treeclasses only
-    name = f"{cls.__module__}.{cls.__qualname__}"
-    serialize = functools.partial(_serialize, layout)
-    if name not in _layouts:
-        jax.export.register_pytree_node_serialization(
-            cls,
-            serialized_name=name,
-            serialize_auxdata=serialize,
-            deserialize_auxdata=functools.partial(_deserialize, name),
-            from_children=functools.partial(_build, name),
-        )
-    elif _jax_export is not None:
-        # A class defined again (a notebook cell run twice): jax refuses a second registration
-        # of a name, so the new class goes into its table as the public call would put it.
-        _jax_export.serialization_registry[cls] = (name, serialize)
-    _layouts[name] = layout  # the latest class of a name wins
+    # No `from_children`: jax.export then builds the class with its registered unflatten,
+    # which runs no user code; `_deserialize` has checked the fields, so their order is ours.
+    jax.export.register_pytree_node_serialization(
+        cls,
+        serialized_name=_next_name(cls),
+        serialize_auxdata=functools.partial(_serialize, layout),
+        deserialize_auxdata=functools.partial(_deserialize, layout),
+    )
 
 
 def _to_state_dict(x: Any) -> dict[str, Any]:
@@ -187,28 +256,45 @@ def _from_state_dict(x: Any, state: Any) -> Any:
 
 
 def _register_pending() -> None:
+    """Registers with flax (public `register_serialization_state`) each class waiting for it."""
     flax = sys.modules[FLAX]
     for cls in list(_pending):
         flax.register_serialization_state(cls, _to_state_dict, _from_state_dict, override=True)
     _pending.clear()
 
 
-class _OnImport:
-    """Finds flax.serialization through the other finders, once; registers `_pending` after."""
+class _RegisterAfter(importlib.abc.Loader):
+    """flax.serialization's own loader, then `_register_pending()`. Once the module runs, it
+    holds its own loader again (`__loader__`, `__spec__.loader`): nothing of ours stays."""
 
-    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
-        if name != FLAX:
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        _register_pending()
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Finds flax.serialization through the other finders, once, and wraps its loader in
+    `_RegisterAfter` (the import system's public route, as `importlib.util.LazyLoader`'s
+    documented use). flax offers no hook of its own: it finds serializers by exact type."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != FLAX:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            run = spec.loader.exec_module
-
-            def exec_module(module: ModuleType) -> None:
-                run(module)
-                _register_pending()
-
-            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+            spec.loader = _RegisterAfter(spec.loader)
         return spec
 
 
