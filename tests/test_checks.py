@@ -4,6 +4,7 @@ and the fix; they run at construction and replace, never when JAX rebuilds."""
 import enum
 import functools
 import re
+import types
 import warnings
 from typing import NamedTuple
 
@@ -337,12 +338,13 @@ _ENCODER = Encoder(jnp.ones(3))
         (lambda: closure_over(jnp.ones(2)), r"Head\.fn\.__closure__\[captured\]", "the closure closure_over.<locals>.fn", "def fn(self, *args): ...                # the closure's body, reading self.captured"),
         (lambda: closure_over(_ENCODER), r"Head\.fn\.__closure__\[captured\]\.w", "the closure closure_over.<locals>.fn", "fn=jax.tree_util.Partial(fn, captured)"),
         (lambda: closure_of_closure(jnp.ones(2)), r"Head\.fn\.__closure__\[inner\]\.__closure__\[captured\]", "the closure closure_of_closure.<locals>.outer", "inner: Any"),
+        (lambda: types.MethodType(closure_over(jnp.ones(2)), Config()), r"Head\.fn\.__func__\.__closure__\[captured\]", "the closure closure_over.<locals>.fn", "captured: Any"),
         (lambda: functools.partial(scaled, jnp.ones(2)), r"Head\.fn\.args\[0\]", "the partial partial(scaled)", "fn=jax.tree_util.Partial(fn, *args, **kwargs)"),
         (lambda: functools.partial(scaled, scale=jnp.ones(2)), r"Head\.fn\.keywords\['scale'\]", "the partial partial(scaled)", "Partial(Encoder.apply, encoder)"),
         (lambda: functools.partial(_ENCODER.apply, 2.0), r"Head\.fn\.func\.__self__\.w", "the partial partial(Encoder.apply)", "not inside fn (a bound method, a closure)"),
         (lambda: jax.tree_util.Partial(scaled, jnp.ones(2)), r"Head\.fn\.args\[0\]", "the partial Partial(scaled)", "fn=jax.tree_util.Partial(fn, *args, **kwargs)"),
     ],
-    ids=["bound-method", "tc.bind", "bound-method-in-tuple", "closure", "closure-of-treeclass", "closure-of-closure", "partial-args", "partial-keywords", "partial-of-bound-method", "jax-Partial"],
+    ids=["bound-method", "tc.bind", "bound-method-in-tuple", "closure", "closure-of-treeclass", "closure-of-closure", "method-of-a-closure", "partial-args", "partial-keywords", "partial-of-bound-method", "jax-Partial"],
 )
 def test_static_array_captured_by_a_callable_rejected_naming_the_path(make, path, captor, fix):
     match = rf"^Head\.fn is a static field but holds a jax\.Array at {path} \(shape \(\d,\), dtype float32\),\ncaptured by {re.escape(captor)}\.\n"

@@ -237,6 +237,9 @@ def _captor(value: object) -> tuple[str, str] | None:
     return None
 
 
+_FUNC: Final = (GetAttrKey("__func__"),)  # a bound method's function, in a path
+
+
 def _inside(value: object) -> Iterable[tuple[KeyPath | int, object]]:
     """The values directly inside `value` that the deep check looks at, each with its path
     from `value`: key entries, or a tuple's or a list's index (keys are made for the path
@@ -253,7 +256,7 @@ def _inside(value: object) -> Iterable[tuple[KeyPath | int, object]]:
     if isinstance(value, types.MethodType):
         return [
             ((GetAttrKey("__self__"),), value.__self__),
-            ((GetAttrKey("__func__"),), value.__func__),
+            (_FUNC, value.__func__),
         ]
     if isinstance(value, functools.partial):  # jax.tree_util.Partial too: its func is static
         func: list[tuple[KeyPath, object]] = [((GetAttrKey("func"),), value.func)]
@@ -298,7 +301,9 @@ def _array_in(value: object, searched: dict[int, object]) -> _Found | None:
         found = _array_in(item, searched)
         if found is not None:
             keys = (SequenceKey(path),) if isinstance(path, int) else path
-            return _Found((*keys, *found.path), found.array, _captor(value) or found.captor)
+            # Through a method's function (a closure), the function is what needs the fix.
+            captor = found.captor if keys == _FUNC else _captor(value) or found.captor
+            return _Found((*keys, *found.path), found.array, captor)
     return None
 
 
