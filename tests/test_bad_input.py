@@ -10,6 +10,7 @@ from 8 threads at once give correct results, and instances do not outlive their 
 import concurrent.futures
 import copy
 import dataclasses
+import functools
 import gc
 import pathlib
 import re
@@ -108,10 +109,17 @@ unhashable = st.one_of(
     st.lists(st.integers(), max_size=2).map(lambda x: (1, x)),  # a tuple holding a list
 )
 
+def _closure_over(captured: object) -> Callable[[], object]:
+    return lambda: captured
+
+
 arrays = st.one_of(
     st.sampled_from([(), (2,), (1, 3)]).map(np.zeros),
     st.sampled_from([(), (2,), (1, 3)]).map(jnp.zeros),
     st.sampled_from([(), (2,)]).map(lambda s: (1, jnp.zeros(s))),  # a tuple holding one
+    # Callables holding one, which JAX sees as opaque leaves.
+    st.sampled_from([(), (2,)]).map(lambda s: functools.partial(max, jnp.zeros(s))),
+    st.sampled_from([(), (2,)]).map(lambda s: _closure_over(np.zeros(s))),
 )
 
 

@@ -4,6 +4,8 @@ and the fix; they run at construction and replace, never when JAX rebuilds."""
 import enum
 import functools
 import re
+import types
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -280,5 +282,265 @@ def test_generated_static_values_refused_iff_an_array_is_inside(value):
     with pytest.raises(TypeError, match=r"^CNN\.layers is a static field but holds a") as info:
         CNN(value)
     found = re.match(r"CNN\.layers is a static field but holds an? [\w.]+(?: [\w.]+)?(?: at CNN\.layers(\S*))? \(", str(info.value))
+    assert found is not None, str(info.value)
+    assert (found.group(1) or "") in paths
+
+
+# ---------------------------------------------------------------------------------------
+# The deep check looks into what callables hold: a bound method's `__self__`, a
+# closure's cells, a functools.partial's arguments. JAX sees each as one opaque leaf, so
+# `feat=encoder.apply` in a static field was accepted, and the encoder's weights became
+# compile-time constants that got no gradient.
+
+
+@tc.treeclass
+class Encoder:
+    w: jax.Array
+
+    def apply(self, x):
+        return self.w * x
+
+
+@tc.treeclass
+class Head:
+    fn: object = tc.static(None)
+
+
+def scaled(scale, x):
+    return scale * x
+
+
+def closure_over(captured):
+    def fn(x):
+        return captured, x
+
+    return fn
+
+
+def closure_of_closure(captured):
+    inner = closure_over(captured)
+
+    def outer(x):
+        return inner(x)
+
+    return outer
+
+
+_ENCODER = Encoder(jnp.ones(3))
+
+
+@pytest.mark.parametrize(
+    ("make", "path", "captor", "fix"),
+    [
+        (lambda: _ENCODER.apply, r"Head\.fn\.__self__\.w", "the bound method Encoder.apply", "fn=tc.bind(obj.method)"),
+        (lambda: tc.bind(_ENCODER.apply), r"Head\.fn\.__self__\.w", "the bound method Encoder.apply", "fn=tc.bind(obj.method)"),
+        (lambda: (1, _ENCODER.apply), r"Head\.fn\[1\]\.__self__\.w", "the bound method Encoder.apply", "fn=tc.bind(obj.method)"),
+        (lambda: closure_over(jnp.ones(2)), r"Head\.fn\.__closure__\[captured\]", "the closure closure_over.<locals>.fn", "def fn(self, *args): ...                # the closure's body, reading self.captured"),
+        (lambda: closure_over(_ENCODER), r"Head\.fn\.__closure__\[captured\]\.w", "the closure closure_over.<locals>.fn", "fn=jax.tree_util.Partial(fn, captured)"),
+        (lambda: closure_of_closure(jnp.ones(2)), r"Head\.fn\.__closure__\[inner\]\.__closure__\[captured\]", "the closure closure_of_closure.<locals>.outer", "inner: Any"),
+        (lambda: types.MethodType(closure_over(jnp.ones(2)), Config()), r"Head\.fn\.__func__\.__closure__\[captured\]", "the closure closure_over.<locals>.fn", "captured: Any"),
+        (lambda: functools.partial(scaled, jnp.ones(2)), r"Head\.fn\.args\[0\]", "the partial partial(scaled)", "fn=jax.tree_util.Partial(fn, *args, **kwargs)"),
+        (lambda: functools.partial(scaled, scale=jnp.ones(2)), r"Head\.fn\.keywords\['scale'\]", "the partial partial(scaled)", "Partial(Encoder.apply, encoder)"),
+        (lambda: functools.partial(_ENCODER.apply, 2.0), r"Head\.fn\.func\.__self__\.w", "the partial partial(Encoder.apply)", "not inside fn (a bound method, a closure)"),
+        (lambda: jax.tree_util.Partial(scaled, jnp.ones(2)), r"Head\.fn\.args\[0\]", "the partial Partial(scaled)", "fn=jax.tree_util.Partial(fn, *args, **kwargs)"),
+    ],
+    ids=["bound-method", "tc.bind", "bound-method-in-tuple", "closure", "closure-of-treeclass", "closure-of-closure", "method-of-a-closure", "partial-args", "partial-keywords", "partial-of-bound-method", "jax-Partial"],
+)
+def test_static_array_captured_by_a_callable_rejected_naming_the_path(make, path, captor, fix):
+    match = rf"^Head\.fn is a static field but holds a jax\.Array at {path} \(shape \(\d,\), dtype float32\),\ncaptured by {re.escape(captor)}\.\n"
+    with pytest.raises(TypeError, match=match) as info:
+        Head(fn=make())
+    assert "never traced, never differentiated" in str(info.value)
+    assert fix in str(info.value)
+    with pytest.raises(TypeError, match=match):  # replace() runs the same check
+        Head().replace(fn=make())
+
+
+def test_static_array_captured_by_a_callable_refused_in_a_default():
+    with pytest.raises(TypeError, match=r"^Bad\.fn is a static field but holds a jax\.Array at Bad\.fn\.__self__\.w"):
+
+        @tc.treeclass
+        class Bad:
+            fn: object = tc.static(_ENCODER.apply)
+
+
+class Flag(enum.Enum):
+    ON = 1
+
+
+@tc.treeclass
+class Config:
+    size: int = tc.static(3)
+
+    def describe(self):
+        return self.size
+
+
+@pytest.mark.parametrize(
+    "value",
+    [relu, len, print, jax.nn.relu, jax.nn.gelu, jnp.tanh, Linear, Flag.ON, Config().describe, Config.describe, (relu, jax.nn.relu, Flag)],
+    ids=["module-function", "builtin", "builtin-print", "jax.nn.relu", "jax.nn.gelu", "jnp.tanh", "class", "enum", "bound-method-without-arrays", "function-of-a-class", "tuple-of-them"],
+)
+def test_callables_without_arrays_stay_accepted_silently(value):
+    assert Head(fn=value).fn is value
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: closure_over(3), lambda: closure_of_closure("a"), lambda: functools.partial(scaled, 2.0), lambda: functools.partial(Config().describe)],
+    ids=["closure", "closure-of-closure", "partial", "partial-of-bound-method"],
+)
+def test_callables_without_arrays_accepted_with_the_identity_warning(make):
+    with pytest.warns(tc.RecompileWarning, match=r"^Head\.fn is a static field holding"):
+        Head(fn=make())
+
+
+def _recursive_closure():
+    def countdown(n):
+        return n if n <= 0 else countdown(n - 1)
+
+    return countdown
+
+
+def test_cycles_through_callables_end():
+    # A closure that names itself (its cell holds it), and a bound method whose object
+    # holds, in a list, a bound method of itself: each is read once.
+    with pytest.warns(tc.RecompileWarning):
+        head = Head(fn=_recursive_closure())
+    assert head.fn(3) == 0
+    loop: list = []
+    box = Box(loop)
+    loop.append(box.replace)
+    with pytest.raises(TypeError, match=r"holds an unhashable tuple"):  # no array: refused for the list
+        Head(fn=(box.replace, loop))
+    loop.append(jnp.ones(2))
+    with pytest.raises(TypeError, match=r"holds a jax\.Array at Head\.fn\.__self__\.item\[1\] \("):
+        Head(fn=box.replace)
+
+
+def test_a_closure_cell_not_yet_assigned_is_skipped():
+    def outer():
+        def early():
+            return late
+
+        return early
+        late = 1  # never runs: early's cell for `late` stays empty
+
+    with pytest.warns(tc.RecompileWarning):
+        Head(fn=outer())
+
+
+# The fixes the messages above advise, each trained: the arrays become leaves.
+
+
+def test_the_advice_for_a_bound_method_works_under_jit_and_grad():
+    @tc.treeclass
+    class Model:
+        feat: object  # dynamic, holding tc.bind(encoder.apply)
+
+        def __call__(self, x):
+            return self.feat(x)
+
+    model = Model(tc.bind(Encoder(jnp.array([1.0, 2.0])).apply))
+    assert len(jax.tree.leaves(model)) == 1
+    loss = tc.jit(lambda m, x: jnp.sum(m(x) ** 2))
+    assert float(loss(model, jnp.array([1.0, 1.0]))) == 5.0
+    grads = tc.grad(lambda m, x: jnp.sum(m(x) ** 2))(model, jnp.array([1.0, 1.0]))
+    assert grads.feat.__self__.w.tolist() == [2.0, 4.0]
+    # A new encoder is a new leaf value, not a new treedef: no recompile.
+    loss(Model(tc.bind(Encoder(jnp.array([3.0, 4.0])).apply)), jnp.array([1.0, 1.0]))
+    assert loss.trace_log.count == 1
+
+
+def test_the_advice_for_a_partial_and_a_closure_works_under_jit_and_grad():
+    @tc.treeclass
+    class Model:
+        fn: object  # dynamic, holding jax.tree_util.Partial(scaled, scale)
+
+    def loss(m, x):
+        return jnp.sum(m.fn(x))
+
+    model = Model(jax.tree_util.Partial(scaled, jnp.array([2.0, 3.0])))
+    assert float(jax.jit(loss)(model, jnp.array([1.0, 1.0]))) == 5.0
+    grads = tc.grad(loss)(model, jnp.array([1.0, 2.0]))
+    assert grads.fn.args[0].tolist() == [1.0, 2.0]
+
+    # The closure's other fix: what it captured is a field, its body a method.
+    @tc.treeclass
+    class Scaled:
+        captured: jax.Array
+
+        def fn(self, x):
+            return self.captured * x
+
+    grads = tc.grad(lambda m, x: jnp.sum(m.fn(x)))(Scaled(jnp.array([2.0, 3.0])), jnp.array([1.0, 2.0]))
+    assert grads.captured.tolist() == [1.0, 2.0]
+
+
+# Generated static values: arrays at random depths inside tuples, frozensets,
+# NamedTuples, treeclass instances, bound methods, closures and partials. Each value
+# comes with the paths of its arrays (the reference the check is compared with).
+
+
+@tc.treeclass
+class Holder:
+    item: object
+
+    def get(self):
+        return self.item
+
+
+def _keyword(item):
+    return functools.partial(scaled, scale=item)
+
+
+# (make the container, the path to its item): one child each.
+_WRAPPERS = {
+    "tuple": (lambda v: (0, v), "[1]"),
+    "namedtuple": (lambda v: Pair("a", v), ".b"),
+    "treeclass": (lambda v: Holder(v), ".item"),
+    "bound method": (lambda v: Holder(v).get, ".__self__.item"),
+    "closure": (closure_over, ".__closure__[captured]"),
+    "partial": (lambda v: functools.partial(scaled, v), ".args[0]"),
+    "partial keyword": (_keyword, ".keywords['scale']"),
+    "jax Partial": (lambda v: jax.tree_util.Partial(scaled, v), ".args[0]"),
+}
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+@st.composite
+def static_values(draw: st.DrawFn, depth: int = 0) -> tuple[object, list[str]]:
+    """`(value, paths of its arrays)`; a frozenset of two, or one child wrapped, or a leaf."""
+    kind = draw(st.sampled_from(["leaf", "array", "frozenset", *_WRAPPERS]) if depth < 4 else st.sampled_from(["leaf", "array"]))
+    if kind == "leaf":
+        return draw(st.sampled_from([1, "a", None, 2.5, relu, jax.nn.relu, Flag.ON])), []
+    if kind == "array":
+        return draw(_ARRAYS), [""]
+    if kind == "frozenset":  # its items have no key; arrays only inside hashable wrappers
+        items = [item for item in (draw(static_values(depth + 1)) for _ in range(2)) if _hashable(item[0])]
+        return frozenset(v for v, _ in items), [p for _, ps in items for p in ps]
+    make, key = _WRAPPERS[kind]
+    value, paths = draw(static_values(depth + 1))
+    return make(value), [key + p for p in paths]
+
+
+@given(generated=static_values())
+def test_generated_static_values_refused_naming_an_array_path_inside_callables(generated):
+    value, paths = generated
+    if not paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tc.RecompileWarning)  # closures and partials
+            assert Head(fn=value).fn is value
+        return
+    with pytest.raises(TypeError, match=r"^Head\.fn is a static field but holds a") as info:
+        Head(fn=value)
+    found = re.match(r"Head\.fn is a static field but holds an? [\w.]+(?: [\w.]+)?(?: at Head\.fn(\S*))? \(", str(info.value))
     assert found is not None, str(info.value)
     assert (found.group(1) or "") in paths

@@ -1,11 +1,19 @@
 """The array-summarising repr: golden strings, and no device sync."""
 
+import array
+import re
+import types
+from collections import Counter, OrderedDict, UserList, defaultdict, deque
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import treeclass as tc
 
@@ -149,3 +157,152 @@ def test_repr_inside_post_init_shows_unset_fields_unquoted():
     assert repr(Derived(1.0)) == "Derived(a=1.0, b=2.0)"
     # Not "b='<unset>'", which a field holding that string would show.
     assert seen == ["Derived(a=1.0, b=<unset>)"]
+
+
+# ---------------------------------------------------------------------------------------
+# Every container summarises its arrays, keeping the form of its own repr. An
+# OrderedDict or a defaultdict of arrays printed every array in full (reading device
+# values), since only list, tuple, dict and NamedTuple were looked into.
+
+
+class Row(Sequence):
+    """A Sequence of another library: no repr of its own."""
+
+    def __init__(self, *items: object) -> None:
+        self.items = items
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.items[i]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class Table(Mapping):
+    """A Mapping of another library."""
+
+    def __init__(self, **items: object) -> None:
+        self.items_ = items
+
+    def __getitem__(self, key):
+        return self.items_[key]
+
+    def __iter__(self):
+        return iter(self.items_)
+
+    def __len__(self) -> int:
+        return len(self.items_)
+
+
+@tc.treeclass
+class Shown:
+    v: object
+
+
+_A = jnp.zeros(3)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (OrderedDict(a=_A, b=1), "OrderedDict({'a': f32[3], 'b': 1})"),
+        (OrderedDict(), "OrderedDict({})"),
+        (defaultdict(list, a=_A), "defaultdict(<class 'list'>, {'a': f32[3]})"),
+        (defaultdict(None), "defaultdict(None, {})"),
+        (deque([_A, np.ones(2)]), "deque([f32[3], f64[2](numpy)])"),
+        (deque([_A], maxlen=4), "deque([f32[3]], maxlen=4)"),
+        (Counter(a=2), "Counter({'a': 2})"),
+        (types.MappingProxyType({"a": _A}), "mappingproxy({'a': f32[3]})"),
+        (Row(_A, "x"), "Row([f32[3], 'x'])"),
+        (Table(w=_A), "Table({'w': f32[3]})"),
+        (UserList([_A]), "UserList([f32[3]])"),
+        ({np.int8(3): _A}, "{i8[](numpy): f32[3]}"),
+        (OrderedDict(a=defaultdict(list, b=deque([(_A,)]))), "OrderedDict({'a': defaultdict(<class 'list'>, {'b': deque([(f32[3],)])})})"),
+    ],
+    ids=["OrderedDict", "OrderedDict-empty", "defaultdict", "defaultdict-no-factory", "deque", "deque-maxlen", "Counter", "mappingproxy", "Sequence", "Mapping", "UserList", "numpy-scalar-key", "nested"],
+)
+def test_every_container_summarises_its_arrays(value, shown):
+    assert repr(Shown(value)) == f"Shown(v={shown})"
+
+
+@pytest.mark.parametrize("value", ["text", b"bytes", range(10**12), array.array("d", [1.5])], ids=["str", "bytes", "range", "array.array"])
+def test_text_ranges_and_typed_number_arrays_keep_their_own_repr(value):
+    # Sequences too, but holding no arrays; a range may be vast, and is not iterated.
+    assert repr(Neuron(value, jnp.zeros(1))) == f"Neuron(v={value!r}, w=f32[1], tau=20.0)"  # type: ignore[arg-type]
+
+
+def test_a_long_ordered_dict_indents_like_a_dict():
+    layers = OrderedDict((f"layer{i}", jnp.zeros((100, 3))) for i in range(4))
+    assert repr(Neuron(layers, jnp.zeros(1))) == (  # type: ignore[arg-type]
+        "Neuron(\n"
+        "  v=OrderedDict({\n"
+        "    'layer0': f32[100,3],\n"
+        "    'layer1': f32[100,3],\n"
+        "    'layer2': f32[100,3],\n"
+        "    'layer3': f32[100,3],\n"
+        "  }),\n"
+        "  w=f32[1],\n"
+        "  tau=20.0,\n"
+        ")"
+    )
+
+
+# Generated nests of every container with arrays: the repr shows each array as its
+# summary and no value. The arrays hold 987654.25, which no summary or key contains.
+
+_VALUE = 987654.25
+_SHAPES = [(2,), (3, 4), (5,)]
+
+
+def _array(shape: tuple[int, ...], numpy: bool) -> object:
+    return np.full(shape, _VALUE, np.float32) if numpy else jnp.full(shape, _VALUE, jnp.float32)
+
+
+def _summary(shape: tuple[int, ...], numpy: bool) -> str:
+    return f"f32[{','.join(map(str, shape))}]" + ("(numpy)" if numpy else "")
+
+
+_CONTAINERS = {
+    "list": list,
+    "tuple": tuple,
+    "namedtuple": lambda items: Pair(items[0] if items else None, tuple(items[1:])),
+    "dict": lambda items: {f"k{i}": v for i, v in enumerate(items)},
+    "OrderedDict": lambda items: OrderedDict((f"k{i}", v) for i, v in enumerate(items)),
+    "defaultdict": lambda items: defaultdict(list, {f"k{i}": v for i, v in enumerate(items)}),
+    "deque": deque,
+    "Sequence": lambda items: Row(*items),
+    "Mapping": lambda items: Table(**{f"k{i}": v for i, v in enumerate(items)}),
+    "treeclass": lambda items: Neuron(tuple(items), jnp.zeros(())),
+}
+
+
+@st.composite
+def nests(draw: st.DrawFn, depth: int = 0) -> tuple[object, list[str]]:
+    """`(value, summaries of its arrays)`: containers of every kind, nested, with arrays."""
+    if depth >= 3 or draw(st.integers(0, 3)) == 0:
+        if draw(st.booleans()):
+            shape, numpy = draw(st.sampled_from(_SHAPES)), draw(st.booleans())
+            return _array(shape, numpy), [_summary(shape, numpy)]
+        return draw(st.sampled_from([None, "s", 1])), []
+    items = [draw(nests(depth + 1)) for _ in range(draw(st.integers(0, 3)))]
+    kind = draw(st.sampled_from(sorted(_CONTAINERS)))
+    summaries = [s for _, ss in items for s in ss] + (["f32[]"] if kind == "treeclass" else [])
+    return _CONTAINERS[kind]([v for v, _ in items]), summaries
+
+
+@given(nest=nests())
+def test_generated_nests_show_every_array_as_its_summary_and_no_value(nest):
+    value, summaries = nest
+
+    def forbidden(*args, **kwargs):
+        msg = "repr read array values"
+        raise AssertionError(msg)
+
+    array_type = type(jnp.zeros(1))
+    with mock.patch.object(array_type, "__array__", forbidden), mock.patch.object(array_type, "_value", property(forbidden)):
+        shown = repr(Neuron(value, jnp.zeros(1)))  # type: ignore[arg-type]
+    assert "987654" not in shown, shown
+    assert "9.87" not in shown, shown  # nor in scientific notation
+    for summary in set(summaries):
+        # Each summary is followed by a separator, never by more shape: f32[2] is not f32[2,3].
+        assert len(re.findall(re.escape(summary) + r"(?![(\w])", shown)) == summaries.count(summary), shown

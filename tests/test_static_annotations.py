@@ -158,6 +158,97 @@ def test_recursive_type_alias_ends() -> None:
     assert _kinds(cls) == {"x": False, "n": False}
 
 
+# ---------------------------------------------------------------------------------------
+# Recursive aliases: the walk remembers what it has looked into. chex's ArrayTree (and
+# every library built on it, qdax's Genotype among them) sent it into RecursionError at
+# class creation.
+
+# A recursive alias of each kind, named `Tree`, whose value is a dynamic type.
+_RECURSIVE = [
+    ("chex", "from chex import ArrayTree as Tree"),
+    ("union-of-forward-refs", "Tree = Union[jax.Array, typing.Iterable['Tree'], typing.Mapping[typing.Any, 'Tree']]"),
+    ("TypeAliasType", "Tree = TypeAliasType('Tree', Union[int, list['Tree']])"),
+    ("alias-of-alias", "from chex import ArrayTree\nTree = ArrayTree"),
+]
+if PEP695:
+    _RECURSIVE += [
+        ("pep695", "type Tree = int | list[Tree]"),
+        ("pep695-generic", "type Generic[T] = T | list[Generic[T]]\nTree = Generic[int]"),
+        ("typing.TypeAliasType", "Tree = typing.TypeAliasType('Tree', int | dict[str, 'Tree'])"),
+    ]
+
+
+@pytest.mark.parametrize("future", [False, True], ids=["evaluated", "future"])
+@pytest.mark.parametrize("local", [False, True], ids=["module", "function"])
+@pytest.mark.parametrize("annotation", ["Tree", "Optional[Tree]", "Tree | None", "list[Tree]", "Annotated[Tree, 'doc']"])
+@pytest.mark.parametrize("aliases", [d[1] for d in _RECURSIVE], ids=[d[0] for d in _RECURSIVE])
+def test_recursive_alias_is_dynamic(aliases: str, annotation: str, future: bool, local: bool) -> None:
+    cls = _declare(annotation, future=future, aliases=aliases, local=local)
+    assert _kinds(cls) == {"x": False, "n": False}
+
+
+@pytest.mark.parametrize("aliases", [d[1] for d in _RECURSIVE], ids=[d[0] for d in _RECURSIVE])
+def test_static_of_a_recursive_alias_is_static(aliases: str) -> None:
+    # Static at the top, around the alias or beside it in a union: found where it stands.
+    for annotation in ["tc.Static[Tree]", "Optional[tc.Static[Tree]]", "tc.Static[int] | list[Tree]"]:
+        cls = _declare(annotation, future=True, aliases=aliases)
+        assert _kinds(cls) == {"x": False, "n": True}, annotation
+
+
+def test_static_at_the_top_of_a_recursive_alias_is_refused_where_it_recurs() -> None:
+    # The alias stands again inside list[...], its Static with it: nested, as in
+    # `Union[tc.Static[int], list[tc.Static[int]]]` written out.
+    match = r"^S\.n is annotated .*: tc\.Static stands inside list\[\.\.\.\], where treeclass"
+    with pytest.raises(TypeError, match=match):
+        _declare("Tree", future=False, aliases="Tree = Union[tc.Static[int], list['Tree']]")
+    with pytest.raises(TypeError, match=match):
+        _declare("Tree", future=True, aliases="Tree = TypeAliasType('Tree', Union[tc.Static[int], list['Tree']])")
+
+
+def test_recursive_alias_naming_an_unknown_inside_a_container_is_a_forward_reference() -> None:
+    # chex's ArrayTree imported under another name: its forward ref 'ArrayTree' names
+    # nothing here, and stands inside Iterable[...], so the field is dynamic, as today.
+    cls = _declare("AT", future=False, aliases="from chex import ArrayTree as AT")
+    assert _kinds(cls) == {"x": False, "n": False}
+    cls = _declare("chex.ArrayTree", future=True, aliases="import chex")
+    assert _kinds(cls) == {"x": False, "n": False}
+
+
+_QDAX = """\
+{future}
+from typing import Optional
+import jax
+import jax.numpy as jnp
+from chex import ArrayTree
+import treeclass as tc
+
+Genotype = ArrayTree
+Fitness = jax.Array
+RNGKey = jax.Array
+
+
+class MapElitesRepertoire(tc.TreeClass):
+    genotypes: Genotype
+    fitnesses: Fitness
+    extra_scores: Optional[ArrayTree] = None
+    batch_size: tc.Static[int] = 2
+
+    def best(self) -> jax.Array:
+        return jnp.max(self.fitnesses)
+"""
+
+
+@pytest.mark.parametrize("future", [False, True], ids=["evaluated", "future"])
+def test_qdax_style_repertoire_of_array_trees(future: bool) -> None:
+    # Cut down from qdax's MAP-Elites repertoire (a flax.struct.dataclass there).
+    namespace = exec_module(_QDAX.format(future="from __future__ import annotations" if future else ""))
+    cls = namespace["MapElitesRepertoire"]
+    assert _kinds(cls) == {"genotypes": False, "fitnesses": False, "extra_scores": False, "batch_size": True}
+    repertoire = cls({"w": jnp.ones((2, 3)), "b": [jnp.zeros(2)]}, jnp.array([1.0, 3.0]))
+    assert len(jax.tree.leaves(repertoire)) == 3
+    assert float(jax.jit(cls.best)(repertoire)) == 3.0
+
+
 @pytest.mark.skipif(not PEP695, reason="PEP 695 syntax needs Python 3.12")
 def test_pep695_alias_naming_an_unknown_raises_naming_the_field() -> None:
     with pytest.raises(TypeError, match=r"^S\.n is annotated .*Hyper.*, which treeclass cannot resolve"):
@@ -179,20 +270,28 @@ _WRAPS = [
     "list[{}]",
     "tuple[{}, ...]",
     *(["type"] if PEP695 else []),
+    # Recursive aliases: the value comes back inside list[...], its Static with it.
+    "A{i} = Union[{}, list['A{i}']]",
+    "A{i} = TypeAliasType('A{i}', Union[{}, list['A{i}']])",
+    *(["type A{i} = {} | list[A{i}]"] if PEP695 else []),
 ]
 
 
 @st.composite
 def wrapped_annotations(draw: st.DrawFn) -> tuple[str, str, str]:
     """`(alias lines, annotation, expected kind)`: `tc.Static[int]` or `int` wrapped in
-    unions, Annotated, aliases of every kind and containers; "nested" where a container
-    holds the Static."""
+    unions, Annotated, aliases of every kind (recursive ones too) and containers; "nested"
+    where a container holds the Static."""
     static = draw(st.booleans())
     text, kind = ("tc.Static[int]", "static") if static else ("int", "dynamic")
     lines: list[str] = []
     for i in range(draw(st.integers(0, 4))):
         wrap = draw(st.sampled_from(_WRAPS))
-        if wrap in ("alias", "TypeAliasType", "type"):
+        if "A{i}" in wrap:
+            lines.append(wrap.replace("A{i}", f"A{i}").format(text))
+            text = f"A{i}"
+            kind = "nested" if kind == "static" else kind
+        elif wrap in ("alias", "TypeAliasType", "type"):
             value = {"alias": "{}", "TypeAliasType": f"TypeAliasType('A{i}', {{}})", "type": "{}"}[wrap].format(text)
             lines.append(f"type A{i} = {value}" if wrap == "type" else f"A{i} = {value}")
             text = f"A{i}"

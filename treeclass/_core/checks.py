@@ -9,11 +9,12 @@ import functools
 import types
 import warnings
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
+from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._core.show import short_repr
 from treeclass._core.walk import KeyPath, children, path_str
@@ -48,6 +49,45 @@ A plain function among the layers (jax.nn.relu) is then a leaf JAX cannot trace;
 just the function, which puts it in the treedef with no leaves:
 
     {name}=(Linear(...), jax.tree_util.Partial(jax.nn.relu), Linear(...))"""
+
+_MSG_STATIC_ARRAY_CAPTURED: Final = """\
+{cls}.{name} is a static field but holds {kind} at {path} ({summary}),
+captured by {captor}.
+
+A static value is part of the treedef: every array it captures would be a compile-time
+constant, never traced, never differentiated, and each new value a recompile. {fix}"""
+
+# The fix for each kind of callable that captures an array, written for the field.
+_FIXES: Final = {
+    "bound method": """\
+Make the
+field dynamic (drop tc.Static / tc.static) and bind the method as a pytree:
+
+    {name}: Callable[..., Any]
+    {cls}(..., {name}=tc.bind(obj.method))      # obj is its child: traced, differentiated""",
+    "closure": """\
+Hold what
+the closure captured in a dynamic field, and make its body a method (in place of the
+field {name}):
+
+    {var}: Any                                  # a dynamic field: its arrays are leaves
+    def {name}(self, *args): ...                # the closure's body, reading self.{var}
+
+or keep the field, dynamic, holding a module-level function that takes {var}:
+
+    {name}: Callable[..., Any]
+    {cls}(..., {name}=jax.tree_util.Partial(fn, {var}))   # def fn({var}, *args): ...""",
+    "partial": """\
+Make the
+field dynamic (drop tc.Static / tc.static) and hold a jax.tree_util.Partial, whose
+arguments are leaves:
+
+    {name}: Callable[..., Any]
+    {cls}(..., {name}=jax.tree_util.Partial(fn, *args, **kwargs))
+
+Partial keeps fn itself in the treedef: pass an object holding arrays as an argument,
+Partial(Encoder.apply, encoder), not inside fn (a bound method, a closure).""",
+}
 
 _MSG_STATIC_UNHASHABLE: Final = """\
 {cls}.{name} is a static field but holds an unhashable {type} ({value}).
@@ -119,7 +159,7 @@ _ARRAY_TYPES: Final = tuple(_ARRAY_KINDS)
 
 
 def _identity_item(value: object, at: str) -> tuple[str, str] | None:
-    """Where (`opt.init`) and what `value`, or the first item in it, that compares by identity is."""
+    """Where (`opt.init`) and what compares by identity: `value`, or the first item in it."""
     if isinstance(value, types.FunctionType):
         qualname = value.__qualname__
         if "<lambda>" in qualname or "<locals>" in qualname:
@@ -148,10 +188,9 @@ def _identity_item(value: object, at: str) -> tuple[str, str] | None:
 
 
 # Never a pytree node nor an array (activations often stand here: `jax.nn.relu` is a custom_jvp).
-# Not functools.partial: jax.tree_util.Partial is one, a pytree whose arguments are leaves.
+# Functions are not here: a closure's cells are looked into.
 _OPAQUE: Final = (
     type,
-    types.FunctionType,
     types.BuiltinFunctionType,
     types.ModuleType,
     enum.Enum,
@@ -161,49 +200,138 @@ _OPAQUE: Final = (
 )
 
 
-def _array_in(value: object) -> tuple[KeyPath, object] | None:
-    """The first array in any pytree, with its key path (keys made only for the path found)."""
-    below: Iterable[tuple[Any, object]]
-    if isinstance(value, _OPAQUE):
+class _Cell:
+    """A closure's cell in a path, by its free variable: `Head.fn.__closure__[scale]`."""
+
+    __slots__ = ("name",)  # not a NamedTuple: one is made per cell searched, and this is 3x faster
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"[{self.name}]"
+
+
+def _cells(fn: types.FunctionType) -> list[tuple[str, object]]:
+    """`(free variable, value)` of each filled cell of `fn`'s closure."""
+    cells: list[tuple[str, object]] = []
+    if fn.__closure__ is None:  # a module-level function: the usual static callable
+        return cells
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=True):
+        try:
+            cells.append((var, cell.cell_contents))
+        except ValueError:  # a variable the enclosing function has not assigned yet
+            continue
+    return cells
+
+
+def _captor(value: object) -> tuple[str, str] | None:
+    """`(kind, qualname)` of a callable that holds values out of JAX's sight, else None."""
+    func = getattr(value, "__func__", None)  # a bound method, `tc.bind`'s pytree one too
+    if func is not None and hasattr(value, "__self__"):
+        return "bound method", getattr(func, "__qualname__", repr(func))
+    if isinstance(value, types.FunctionType):
+        return "closure", value.__qualname__
+    if isinstance(value, functools.partial):
+        return "partial", f"{type(value).__name__}({getattr(value.func, '__qualname__', '...')})"
+    return None
+
+
+_FUNC: Final = (GetAttrKey("__func__"),)  # a bound method's function, in a path
+
+
+def _inside(value: object) -> Iterable[tuple[KeyPath | int, object]]:
+    """The values directly inside `value` that the deep check looks at, each with its path
+    from `value`: key entries, or a tuple's or a list's index (keys are made for the path
+    found only: most static values are small tuples, and this check runs per construction).
+
+    JAX sees a bound method, a function and a functools.partial as one leaf; what they
+    hold (`__self__`, closure cells, `args`/`keywords`/`func`) is read here all the same:
+    in a static field it is baked into the compiled code as much as a tuple's items.
+    """
+    if type(value) is tuple or type(value) is list:
+        return enumerate(value)
+    if isinstance(value, types.FunctionType):
+        return [((GetAttrKey("__closure__"), _Cell(var)), item) for var, item in _cells(value)]
+    if isinstance(value, types.MethodType):
+        return [
+            ((GetAttrKey("__self__"),), value.__self__),
+            (_FUNC, value.__func__),
+        ]
+    if isinstance(value, functools.partial):  # jax.tree_util.Partial too: its func is static
+        func: list[tuple[KeyPath, object]] = [((GetAttrKey("func"),), value.func)]
+        args = [((GetAttrKey("args"), SequenceKey(i)), a) for i, a in enumerate(value.args)]
+        keywords = [((GetAttrKey("keywords"), DictKey(k)), v) for k, v in value.keywords.items()]
+        return func + args + keywords
+    if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
+        return [((), item) for item in value]
+    if isinstance(value, tuple) and (names := getattr(value, "_fields", None)):  # a NamedTuple
+        return [((GetAttrKey(n),), item) for n, item in zip(names, value, strict=False)]
+    if isinstance(value, tuple | list):
+        return enumerate(value)
+    if type(value) is dict:  # JAX would sort the keys, and fail on mixed types
+        return [((DictKey(k),), v) for k, v in value.items()]
+    # A treeclass's dynamic fields (its statics were checked when built), another node's.
+    return [((key,), child) for key, child in children(value) or ()]
+
+
+class _Found(NamedTuple):
+    path: KeyPath
+    array: object
+    captor: tuple[str, str] | None  # the outermost callable on the path that captured it
+
+
+def _array_in(value: object, searched: dict[int, object]) -> _Found | None:
+    """The first array in `value`, with its path: in any pytree, and in what callables hold.
+
+    `searched` holds what was looked into already, kept alive so that no id is reused: a
+    cycle (a closure that names itself, an object whose bound method it holds) ends, and
+    an object shared by many closures is read once.
+    """
+    if type(value) in TRUSTED_STATIC_TYPES or isinstance(value, _OPAQUE):
         return None
     if isinstance(value, _ARRAY_TYPES):
-        return (), value
-    if isinstance(value, frozenset):  # a leaf to JAX: its items have no key
-        below = ((None, item) for item in value)
-    elif isinstance(value, tuple) and (names := getattr(value, "_fields", None)):  # a NamedTuple
-        below = ((jax.tree_util.GetAttrKey(n), item) for n, item in zip(names, value, strict=False))
-    elif isinstance(value, tuple | list):
-        below = enumerate(value)
-    elif type(value) is dict:  # JAX would sort the keys, and fail on mixed types
-        below = ((jax.tree_util.DictKey(k), v) for k, v in value.items())
-    else:  # a treeclass's dynamic fields (its statics were checked when built), another node's
-        below = children(value) or ()
-    for key, item in below:
-        if type(item) in TRUSTED_STATIC_TYPES:
+        return _Found((), value, None)
+    if id(value) in searched:
+        return None
+    searched[id(value)] = value
+    for path, item in _inside(value):
+        if type(item) in TRUSTED_STATIC_TYPES:  # most items and cells: saves a call
             continue
-        found = _array_in(item)
+        found = _array_in(item, searched)
         if found is not None:
-            path, array = found
-            if isinstance(key, int):
-                key = jax.tree_util.SequenceKey(key)
-            return (path if key is None else (key, *path)), array
+            keys = (SequenceKey(path),) if isinstance(path, int) else path
+            # Through a method's function (a closure), the function is what needs the fix.
+            captor = found.captor if keys == _FUNC else _captor(value) or found.captor
+            return _Found((*keys, *found.path), found.array, captor)
     return None
+
+
+def _array_error(cls: type, name: str, found: _Found) -> TypeError:
+    """The `TypeError` for an array in a static value: where, what, and the fix for its holder."""
+    array = found.array
+    kind = next(k for t, k in _ARRAY_KINDS.items() if isinstance(array, t))
+    summary = f"shape {getattr(array, 'shape', '?')}, dtype {getattr(array, 'dtype', '?')}"
+    where = path_str(f"{cls.__name__}.{name}", found.path)
+    names = {"cls": cls.__name__, "name": name, "kind": kind, "summary": summary, "path": where}
+    if found.captor is not None:
+        captor, qualname = found.captor
+        cell = next((k for k in found.path if isinstance(k, _Cell)), _Cell("value"))
+        fix = _FIXES[captor].format(cls=cls.__name__, name=name, var=cell.name)
+        return TypeError(
+            _MSG_STATIC_ARRAY_CAPTURED.format(**names, captor=f"the {captor} {qualname}", fix=fix)
+        )
+    template = _MSG_STATIC_ARRAY if not found.path else _MSG_STATIC_ARRAY_INSIDE
+    return TypeError(template.format(**names))
 
 
 def check_static(cls: type, name: str, value: object) -> None:
     """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==."""
     if type(value) in TRUSTED_STATIC_TYPES:
         return
-    found = _array_in(value)
+    found = _array_in(value, {})
     if found is not None:
-        path, array = found
-        kind = next(k for t, k in _ARRAY_KINDS.items() if isinstance(array, t))
-        summary = f"shape {getattr(array, 'shape', '?')}, dtype {getattr(array, 'dtype', '?')}"
-        where = path_str(f"{cls.__name__}.{name}", path)
-        template = _MSG_STATIC_ARRAY if not path else _MSG_STATIC_ARRAY_INSIDE
-        raise TypeError(
-            template.format(cls=cls.__name__, name=name, kind=kind, summary=summary, path=where)
-        )
+        raise _array_error(cls, name, found)
     try:
         hash(value)
     except TypeError:

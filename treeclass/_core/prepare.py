@@ -95,20 +95,35 @@ def _scopes(cls: type) -> tuple[dict[str, Any], _Names]:
 
 
 def _find(
-    a: Any, outer: str | None, scopes: Callable[[], Any], seen: frozenset[int] = frozenset()
+    a: Any,
+    outer: str | None,
+    scopes: Callable[[], Any],
+    seen: frozenset[tuple[int, bool]] = frozenset(),
 ) -> bool:
-    """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into."""
+    """Finds `Static` at the top, in unions, `Annotated`, aliases; `outer`: the type looked into.
+
+    `seen` holds the annotations on the way here, each with whether it stood nested: a
+    recursive alias comes back to itself, and is not looked into twice at one level.
+
+        ArrayTree = Union[Array, Iterable["ArrayTree"], Mapping[Any, "ArrayTree"]]  # chex
+        type Tree = int | list[Tree]                                                 # PEP 695
+
+    Its first return inside a container is still looked into (nested), so a `Static` at
+    its top is refused there as anywhere else: `type T = tc.Static[int] | list[T]`.
+    """
     origin = typing.get_origin(a)
     if isinstance(origin, _ALIASES):  # `Hyper[float]` of a generic alias: its value decides
         a = origin
+    here = (id(a), outer is not None)
+    if here in seen:  # the objects in `seen` are alive on the stack: ids are not reused
+        return False
+    seen |= {here}
     if isinstance(a, _ALIASES):
-        if id(a) in seen:  # a recursive alias (`type Tree = int | list[Tree]`)
-            return False
         try:
             value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
         except NameError as e:
             return _unresolved(f"NameError: {e}", outer)
-        return _find(value, outer, scopes, seen | {id(a)})
+        return _find(value, outer, scopes, seen)
     if origin is typing.Annotated:
         if any(m is STATIC_MARKER for m in a.__metadata__):
             if outer is not None:
@@ -117,7 +132,8 @@ def _find(
         return _find(a.__origin__, outer, scopes, seen)
     if isinstance(a, str | typing.ForwardRef):
         try:
-            value = eval(a if isinstance(a, str) else a.__forward_arg__, *scopes())  # noqa: S307 - the class's own
+            text = a if isinstance(a, str) else a.__forward_arg__
+            value = eval(text, *scopes())  # noqa: S307 - the class's own annotation
         except Exception as e:  # noqa: BLE001 - a syntax error, a missing attribute: name the field
             return _unresolved(f"{type(e).__name__}: {e}", outer)
         return _find(value, outer, scopes, seen)

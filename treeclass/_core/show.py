@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import array
+import collections
 import threading
+from collections import UserString
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import jax
@@ -40,8 +44,24 @@ def describe(value: object, *, shape: bool = True) -> str:
 _UNSET: Final = Sentinel("<unset>")  # a field not set yet (a repr inside `__post_init__`)
 
 
+# Sequences shown by their own repr: they hold no arrays (text, bytes, typed numbers), and
+# a range may be vast.
+_OWN_REPR: Final = (str, bytes, bytearray, memoryview, range, array.array, UserString)
+
+
+def _items(mapping: Mapping[Any, Any]) -> list[tuple[str, Any]]:
+    """A mapping's `(label, value)`s: a key is shown as values are (a numpy scalar summarised)."""
+    return [(_repr(k, "", set()), v) for k, v in mapping.items()]
+
+
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
-    """(open, close, separator, [(label, value)]) of a container in its own order, else None."""
+    """(open, close, separator, [(label, value)]) of a container in its own order, else None.
+
+    Containers keep the form of their own repr, arrays summarised inside:
+    `OrderedDict({'a': f32[3]})` (on every Python, as 3.12 prints it),
+    `defaultdict(<class 'list'>, {...})`, `deque([...], maxlen=2)`; any other Mapping or
+    Sequence as `Name({...})` or `Name([...])`.
+    """
     cls = type(x)
     layout = instance_layout(x)
     if layout is not None:
@@ -55,7 +75,17 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     if cls is tuple:
         return "(", ",)" if len(x) == 1 else ")", "", [("", v) for v in x]
     if cls is dict:
-        return "{", "}", ": ", [(repr(k), v) for k, v in x.items()]
+        return "{", "}", ": ", _items(x)
+    if isinstance(x, collections.defaultdict):
+        opening = f"{cls.__name__}({x.default_factory!r}, {{"
+        return opening, "})", ": ", _items(x)
+    if isinstance(x, Mapping):  # OrderedDict, and any other
+        return f"{cls.__name__}({{", "})", ": ", _items(x)
+    if isinstance(x, collections.deque):
+        maxlen = "" if x.maxlen is None else f", maxlen={x.maxlen}"
+        return f"{cls.__name__}([", f"]{maxlen})", "", [("", v) for v in x]
+    if isinstance(x, Sequence) and not isinstance(x, _OWN_REPR):
+        return f"{cls.__name__}([", "])", "", [("", v) for v in x]
     return None
 
 
