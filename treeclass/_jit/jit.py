@@ -48,7 +48,7 @@ def _make(
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            if carrier.active:
+            if carrier.needed():
                 args, kwargs = carrier.hide(args, kwargs)
             return jitted(*args, **kwargs)
         except TypeError as error:
@@ -57,7 +57,7 @@ def _make(
                 if found is None:
                     raise  # the body's own error, or JAX's about something else: unchanged
                 raise found from error
-        return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
+        return call(*args, **kwargs)  # again, with the configuration leaves carried
 
     def staged(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)

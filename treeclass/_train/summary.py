@@ -129,9 +129,9 @@ def summary(tree: Any, depth: int | None = None) -> str:
         folded = depth is not None and len(v.path) > depth  # into the row of `rows[-1]`
         if depth is not None and len(v.path) == depth and v.kind == "node":
             rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
-        elif v.kind == "static" and folded:
+        elif (v.kind == "static" or v.config) and folded:
             rows[-1][3] += 1
-        elif v.kind == "static":
+        elif v.kind == "static" or v.config:  # configuration: an equinox layer's bool, too
             rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
         elif v.kind == "leaf":
             dtype, shape, count, nbytes, sharding = _leaf(v)
