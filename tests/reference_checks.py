@@ -404,7 +404,8 @@ class MixedBuilt:
             module = _mixed_module(case)
             self.obj, self.other = module.build(0), module.build(1)
         except Exception as e:
-            raise Disagreement(f"building the model raised {kind_of(e)}", "", case) from e
+            kind = f"building the model raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
         self.components = case.components()
         self.state = eqx.nn.State(self.obj)
         self.x, self.key = jnp.array([0.5, -1.0]), jax.random.key(7)

@@ -11,14 +11,13 @@ search and counts the disagreements by kind.
 """
 
 import pytest
+import reference_checks as checks
 from class_strategies import MixedCase, mixed_cases
 from hypothesis import HealthCheck, Phase, given, settings
 
 pytest.importorskip("equinox")
 pytest.importorskip("flax.struct")
 pytest.importorskip("optax")
-
-import reference_checks as checks  # noqa: E402 (after the skips: it needs equinox when run)
 
 pytestmark = pytest.mark.usefixtures("jax_defaults")  # equinox's layers, JAX's defaults
 
