@@ -8,7 +8,6 @@ the treedef, as equinox's filtered transforms do."""
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable, Collection
 from typing import Any, Final
 
@@ -159,6 +158,10 @@ class _Carried:
 jax.tree_util.register_pytree_node(_Carried, lambda c: ((), c.value), lambda value, _: value)
 
 
+class Restart(Exception):  # noqa: N818 - a signal, not an error: the trace starts again
+    """Raised while tracing, before the function runs, to trace again with `Carrier.hide`."""
+
+
 class Carrier:
     """Holds in the treedef the leaves of `tc.jit`'s arguments that their owner's rule makes
     configuration (`walk.is_config`): an equinox layer's bool, str or float, a function in
@@ -170,11 +173,16 @@ class Carrier:
         # node, in no static argument: those whose value may be configuration.
         self._at: dict[Any, tuple[tuple[int, Rule], ...]] = {}
 
-    def needed(self) -> bool:
-        """Whether calls go through `hide`: equinox is in use (its Modules hold configuration
-        JAX would trace in silence), or a function was refused (`start`). Else a call pays
-        nothing for it."""
-        return self.active or "equinox" in sys.modules
+    def starts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Called while JAX traces (so once per structure): whether the arguments hold an
+        equinox Module, whose Python numbers and bools JAX has just traced in silence. Then
+        every call goes through `hide` from now on, and this trace must start again
+        (`Restart`). A function that never sees one pays nothing per call."""
+        if self.active:
+            return False
+        dynamic = labelled_arguments(self.fun, args, kwargs, self.static)
+        self.active = any(v.rule == "equinox" for _, value, _ in dynamic for v in walk(value))
+        return self.active
 
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether `error` came from a leaf `hide` carries (refused before tracing, so once)."""
@@ -233,7 +241,15 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error` with the key paths of `tree`'s tracers the raising frame holds (per tc.jit)."""
+    """Marks `error` with the key paths of `tree`'s tracers the raising frame holds (per tc.jit).
+
+    The one private hook here, and why it stays: JAX's errors for a tracer whose value was
+    needed (`ConcretizationTypeError(tracer, context)` and its kin) do not keep the tracer,
+    and the public routes left are the two this module refuses: reading JAX's message
+    (its wording is no API) or tracing the user's function again, once per int or bool
+    field, to see which one fixes it (its side effects would run again). The frame that
+    raised holds the tracer it was given; tests/test_untraceable.py fails if JAX moves it.
+    """
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
