@@ -332,3 +332,26 @@ def test_equinox_is_never_imported_by_treeclass() -> None:
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, check=False)
     assert done.returncode == 0, done.stderr.decode()
+
+
+class OldDropout(tc.TreeClass):
+    """What a file written before the owner rule held for `eqx.nn.Dropout`: two leaves."""
+
+    p: float
+    inference: bool
+
+
+class OldImaging(tc.TreeClass):
+    conv: Any
+    drop: Any
+
+
+def test_a_file_written_before_the_owner_rule_loads_and_is_compared(tmp_path: Path) -> None:
+    path = tmp_path / "old.npz"
+    tc.save(path, OldImaging(imaging().conv, OldDropout(0.1, False)))
+    assert tc.load(path, imaging()).drop.p == 0.1
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"^Imaging\.drop\.p: configuration 0\.1 in the file, 0\.2 in the template",
+    ):
+        tc.load(path, imaging(p=0.2))

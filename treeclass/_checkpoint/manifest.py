@@ -314,11 +314,14 @@ class FileSource(Source):
 
     def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
         """The template's configuration leaf, once equal to the file's."""
-        if isinstance(saved, dict) and "leaf" in saved:
-            return template  # written before configuration was (as a Python number): kept
-        if not isinstance(saved, dict) or "config" not in saved:
+        if isinstance(saved, dict) and "leaf" in saved and type(template) in PYTHON_SCALARS:
+            # Written before configuration was (a Python number stored as a leaf): read back.
+            theirs = encode_static(self.leaf(template, saved, path))
+        elif not isinstance(saved, dict) or "config" not in saved:
             raise self.mismatch(path, template, saved)
-        theirs, ours = cast("dict[str, Any]", saved)["config"], encode_static(template)
+        else:
+            theirs = cast("dict[str, Any]", saved)["config"]
+        ours = encode_static(template)
         if canonical(theirs) != canonical(ours):
             what = f"{show_static(theirs)} in the file, {show_static(ours)} in the template"
             raise self.error(path, f"configuration {what}")
