@@ -96,6 +96,38 @@ def test_summary_shows_configuration_as_static_and_counts_no_parameter() -> None
     assert "Regularised.drop  static     Dropout             0    0 B" in folded
 
 
+def test_the_body_runs_once_when_the_first_trace_meets_an_equinox_module() -> None:
+    runs: list[int] = []
+
+    @tc.jit
+    def forward(m: Regularised, x: jax.Array) -> jax.Array:
+        runs.append(1)
+        return m(x, jax.random.key(0))
+
+    for _ in range(3):
+        forward(regularised(), jnp.ones(3))
+    assert len(runs) == forward.trace_log.count == 1
+
+
+def test_lower_trace_and_eval_shape_hold_the_configuration_as_a_call_does() -> None:
+    # First use through each (the trace that meets the equinox Module starts again).
+    for staged in ("eval_shape", "lower", "trace"):
+        runs: list[int] = []
+
+        def forward(m: Regularised, x: jax.Array, runs: list[int] = runs) -> jax.Array:
+            runs.append(1)
+            return m(x, jax.random.key(0))
+
+        jitted = tc.jit(forward)
+        got = getattr(jitted, staged)(regularised(), jnp.ones(3))
+        assert len(runs) == 1  # the body ran once: the restart came before it
+        if staged == "eval_shape":
+            assert got.shape == (3,)
+        if staged == "lower":
+            assert got.compile() is not None
+        assert jitted(regularised(), jnp.ones(3)).shape == (3,)
+
+
 class Normed(tc.TreeClass):
     bn: Any
     drop: Any
