@@ -44,6 +44,9 @@ SECTIONS: dict[str, str] = {
     # treeclass against the reference model of tests/reference.py, over generated classes:
     # counts of disagreements by kind (--cases N)
     "reference": "benchmarks.reference",
+    # treeclass against equinox's filtered transforms, over generated models mixing eqx.nn
+    # layers, flax.struct and chex nodes in treeclass fields: counts by kind (--cases N)
+    "owner": "benchmarks.owner_search",
     # treeclass.migrate on public packages from PyPI (needs network for their sdists; their
     # tests run only through `python -m benchmarks.migrate_packages`)
     "migrate_packages": "benchmarks.migrate_packages",
@@ -107,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for key in args.only or SECTIONS:
         print(f"\n# {key}", file=sys.stderr, flush=True)
         section_start = time.perf_counter()
-        options = {"cases": args.cases} if key == "reference" and args.cases else {}
+        options = {"cases": args.cases} if key in ("reference", "owner") and args.cases else {}
         new = section(key)(args.quick, **options)
         for table in new:
             print(f"\n{table.text()}", flush=True)

@@ -368,3 +368,171 @@ def draw_case(ch: Any) -> Case:
 def cases(draw: st.DrawFn) -> Case:
     """A `Case`, drawn by hypothesis (which shrinks it and prints its source)."""
     return draw_case(HypothesisChooser(draw))
+
+
+# ---------------------------------------------------------------------------------------
+# Models that mix other libraries' nodes (the owner rule, tests/test_owner_reference.py).
+#
+# A `MixedCase` is a chain of 1-3 treeclasses (each form), the innermost first, each
+# holding components in its fields, alone or in a tuple, and the next one holding the
+# one before: equinox layers (`eqx.nn.*`), a flax.struct and a chex node, Python floats,
+# float arrays and int counters. Its source defines `build(s)`, the model with weights
+# drawn from seed `s`; tests/reference_checks.py compares treeclass on it with equinox
+# (its own filtered transforms, for its Modules) and with plain JAX (for the rest).
+
+# Each component as source ({k}: a distinct PRNG seed); chex is left out where missing.
+COMPONENTS = {
+    "linear": "eqx.nn.Linear(2, 2, key=jax.random.key(s + {k}))",
+    "mlp": "eqx.nn.MLP(2, 2, 4, 1, key=jax.random.key(s + {k}))",
+    "conv": "eqx.nn.Conv1d(1, 1, 3, padding=1, padding_mode={mode!r}, key=jax.random.key(s + {k}))",
+    "batchnorm": "eqx.nn.BatchNorm(2, 'batch', mode='batch')",
+    "dropout": "eqx.nn.Dropout({p}, inference={inference})",
+    "layernorm": "eqx.nn.LayerNorm(2)",
+    "embedding": "eqx.nn.Embedding(4, 2, key=jax.random.key(s + {k}))",
+    "gru": "eqx.nn.GRUCell(2, 2, key=jax.random.key(s + {k}))",
+    "sequential": "eqx.nn.Sequential([eqx.nn.Linear(2, 2, key=jax.random.key(s + {k})), "
+    "eqx.nn.Lambda(jax.nn.relu), eqx.nn.Dropout(0.2, inference=True)])",
+    "lambda": "eqx.nn.Lambda(jnp.tanh)",
+    "flax": "FlaxNode(w=jnp.arange(2.0) + s, rate=0.5 + s, act=jax.nn.relu)",
+    "chex": "ChexNode(w=jnp.ones(2) + s, b=jnp.zeros(2))",
+    "float": "1.5 + s",
+    "array": "jnp.arange(2.0) * (s + {k})",
+    "counter": "jnp.asarray(s + {k}, jnp.int32)",
+}
+EQUINOX_KINDS = ("linear", "mlp", "conv", "batchnorm", "dropout", "layernorm", "embedding",
+                 "gru", "sequential", "lambda")
+
+
+def has_chex() -> bool:
+    try:
+        import chex  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    kind: str
+    src: str  # its source, `s` the model's seed
+
+    def __str__(self) -> str:
+        return self.src
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedClass:
+    name: str
+    form: str  # "decorator" or "base"
+    fields: tuple[tuple[str, Component | tuple[Component, ...] | str], ...]
+    """(name, content): a component, a tuple of them, or the name of the class it nests."""
+
+
+_MIXED_HEADER = """\
+from typing import Any
+
+import equinox as eqx
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+import treeclass as tc
+
+
+@flax.struct.dataclass
+class FlaxNode:
+    w: jax.Array
+    rate: float
+    act: Any
+"""
+
+_CHEX = """
+import chex
+
+
+@chex.dataclass(frozen=True)
+class ChexNode:
+    w: jax.Array
+    b: jax.Array
+"""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MixedCase:
+    classes: tuple[MixedClass, ...]  # the innermost first; the last is the model's
+
+    def components(self) -> list[tuple[tuple[str | int, ...], Component]]:
+        """Each component with its path from the model down (field names, tuple indices)."""
+        by_name = {c.name: c for c in self.classes}
+
+        def inside(c: MixedClass, prefix: tuple[str | int, ...]) -> list[Any]:
+            out: list[Any] = []
+            for name, content in c.fields:
+                if isinstance(content, str):
+                    out += inside(by_name[content], (*prefix, name))
+                elif isinstance(content, tuple):
+                    out += [((*prefix, name, i), comp) for i, comp in enumerate(content)]
+                else:
+                    out.append(((*prefix, name), content))
+            return out
+
+        return inside(self.classes[-1], ())
+
+    def source(self) -> str:
+        kinds = {comp.kind for _, comp in self.components()}
+        lines = [_MIXED_HEADER + (_CHEX if "chex" in kinds else "")]
+        for c in self.classes:
+            if c.form == "decorator":
+                lines.append(f"\n@tc.treeclass\nclass {c.name}:")
+            else:
+                lines.append(f"\nclass {c.name}(tc.TreeClass):")
+            lines += [f"    {name}: Any" for name, _ in c.fields]
+        lines.append("\n\ndef build(s):")
+        for c in self.classes:
+            args = []
+            for name, content in c.fields:
+                if isinstance(content, str):
+                    value = content.lower()
+                elif isinstance(content, tuple):
+                    value = f"({''.join(f'{comp}, ' for comp in content)})"
+                else:
+                    value = str(content)
+                args.append(f"{name}={value}")
+            lines.append(f"    {c.name.lower()} = {c.name}({', '.join(args)})")
+        lines.append(f"    return {self.classes[-1].name.lower()}\n")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return "\n" + self.source()
+
+
+def _draw_component(ch: Any, k: int) -> Component:
+    kinds = [kind for kind in COMPONENTS if kind != "chex" or has_chex()]
+    kind = ch.choice(kinds)
+    options = {"k": k, "mode": ch.choice(("ZEROS", "CIRCULAR")), "p": ch.choice((0.1, 0.5)),
+               "inference": ch.choice((False, True))}
+    return Component(kind, COMPONENTS[kind].format(**options))
+
+
+def draw_mixed_case(ch: Any) -> MixedCase:
+    classes: list[MixedClass] = []
+    k = itertools.count(1)
+    for depth in range(ch.choice((1, 2, 3))):
+        fields: list[tuple[str, Any]] = []
+        for i in range(ch.choice((1, 2, 3))):
+            if ch.chance(4):
+                content: Any = tuple(_draw_component(ch, next(k)) for _ in range(ch.choice((1, 2))))
+            else:
+                content = _draw_component(ch, next(k))
+            fields.append((f"{'abc'[depth]}{i}", content))
+        if classes:  # the class before, at a place of its own among the fields
+            fields.insert(ch.choice(range(len(fields) + 1)), ("inner", classes[-1].name))
+        form = ch.choice(("decorator", "base"))
+        classes.append(MixedClass(f"Mixed{next(_names)}", form, tuple(fields)))
+    return MixedCase(tuple(classes))
+
+
+@st.composite
+def mixed_cases(draw: st.DrawFn) -> MixedCase:
+    """A `MixedCase`, drawn by hypothesis."""
+    return draw_mixed_case(HypothesisChooser(draw))

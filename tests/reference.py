@@ -183,3 +183,29 @@ def leaf_diff(got: Any, want: Any, weak: bool = True) -> str:
     else:
         same = type(got) is type(want) and got == want
     return "" if same else f"got {describe(got)}, expected {describe(want)}"
+
+
+# -- the owner rule: what each library makes of its own nodes ----------------------------
+#
+# For the generated models of tests/class_strategies.py (`MixedCase`): each component is
+# judged by its own library's rule, never by treeclass's code. Inside an equinox Module,
+# equinox's own tests decide (`eqx.is_array`, `eqx.is_inexact_array`); elsewhere plain
+# JAX's: a float array or a Python float is differentiated (`jax.grad` takes a float), an
+# int array is state, a function is no data at all.
+
+
+def categories(kind: str, component: Any) -> list[tuple[str, Any, str]]:
+    """(key path within the component, leaf, "param" / "state" / "config") of each leaf."""
+    import equinox as eqx
+    from class_strategies import EQUINOX_KINDS
+
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(component)[0]:
+        if kind in EQUINOX_KINDS:
+            category = ("param" if eqx.is_inexact_array(leaf) else "state") if eqx.is_array(leaf) else "config"
+        elif callable(leaf) and not isinstance(leaf, jax.Array):
+            category = "config"
+        else:
+            category = "param" if is_inexact(leaf) else "state"
+        out.append((jax.tree_util.keystr(path), leaf, category))
+    return out

@@ -13,6 +13,7 @@ import collections
 import copy
 import pickle
 import re
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -44,6 +45,7 @@ def normalise(message: str) -> str:
     """The first line of `message`, generated class and field names made generic."""
     first = (message.strip().splitlines() or [""])[0]
     first = re.sub(r"\bGen\d+\b", "GenN", first)
+    first = re.sub(r"\bMixed\d+\b", "MixedN", first)
     first = re.sub(r"\b_?[a-h]\d\b", "f", first)
     first = re.sub(r"\brefgen_\d+\b", "refgen_N", first)
     return re.sub(r" at 0x[0-9a-f]+", "", first)[:90]
@@ -375,3 +377,296 @@ CHECKS: dict[str, Callable[[Case], None]] = {
 # object.__setattr__ is tried on every case with a dynamic field: last, so that a case's
 # first disagreement names another defect where it has one.
 CHECKS["attribute_is_leaf"] = CHECKS.pop("attribute_is_leaf")
+
+
+# -- the owner rule, against equinox itself ---------------------------------------------
+#
+# Over `MixedCase`s (tests/class_strategies.py): treeclasses holding equinox layers,
+# flax.struct and chex nodes, floats and arrays. Each operation is compared, component
+# by component, with what equinox's own filtered transforms make of its Modules
+# (`eqx.filter_jit`, `eqx.filter_grad`, `eqx.partition(m, eqx.is_inexact_array)`,
+# `eqx.apply_updates`, `eqx.tree_serialise_leaves`) and with plain JAX elsewhere
+# (`reference.categories`).
+
+# Float32 through the same operations, eager on both sides or compiled on both: equal but
+# for XLA's reassociation of a sum (a few ulps of the largest term, ~1e-6 relative).
+_TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+class MixedBuilt:
+    """A case's model from seed 0 and from seed 1 (other weights, the same configuration)."""
+
+    def __init__(self, case: Any) -> None:
+        import equinox as eqx
+
+        self.case = case
+        try:
+            module = _mixed_module(case)
+            self.obj, self.other = module.build(0), module.build(1)
+        except Exception as e:
+            kind = f"building the model raised {kind_of(e)}"
+            raise Disagreement(kind, "", case) from e
+        self.components = case.components()
+        self.state = eqx.nn.State(self.obj)
+        self.x, self.key = jnp.array([0.5, -1.0]), jax.random.key(7)
+
+    def fail(self, kind: str, detail: str = "") -> NoReturn:
+        raise Disagreement(kind, detail, self.case)
+
+    def forward(self, m: Any, state: Any, x: jax.Array, key: jax.Array) -> tuple[jax.Array, Any]:
+        total = jnp.zeros(())
+        for path, comp in self.components:
+            out, state = apply_component(comp.kind, get(m, path), x, state, key)
+            total = total + jnp.sum(out)
+        return total, state
+
+    def expected(self) -> list[tuple[str, Any, str]]:
+        """(key path in the model, leaf, category) of every leaf, by each component's rule."""
+        out = []
+        for path, comp in self.components:
+            prefix = keystr_of(path)
+            out += [(prefix + p, leaf, c) for p, leaf, c in ref.categories(comp.kind, get(self.obj, path))]
+        return out
+
+
+_MIXED_MODULES: dict[int, Any] = {}
+
+
+def _mixed_module(case: Any) -> Any:
+    """The case's source run as a module (kept for the case's few checks)."""
+    import types
+
+    if id(case) not in _MIXED_MODULES:
+        if len(_MIXED_MODULES) > 8:
+            _MIXED_MODULES.clear()
+        name = f"mixedgen_{len(sys.modules)}_{id(case)}"
+        module = types.ModuleType(name)
+        sys.modules[name] = module
+        exec(compile(case.source(), f"<{name}>", "exec"), module.__dict__)
+        _MIXED_MODULES[id(case)] = (case, module)  # the case kept alive: its id stays its own
+    return _MIXED_MODULES[id(case)][1]
+
+
+def get(tree: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        tree = tree[step] if isinstance(step, int) else getattr(tree, step)
+    return tree
+
+
+def keystr_of(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+
+
+def apply_component(kind: str, c: Any, x: jax.Array, state: Any, key: jax.Array) -> tuple[Any, Any]:
+    """One component's output on `x` (and the equinox State, which BatchNorm updates)."""
+    if kind == "batchnorm":
+        batch = jnp.stack([x, 2.0 * x, x + 1.0])
+        bn = jax.vmap(c, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+        return bn(batch, state)
+    calls = {
+        "conv": lambda: c(x[None, :]),
+        "dropout": lambda: c(x, key=key),
+        "embedding": lambda: c(jnp.asarray(1)),
+        "gru": lambda: c(x, x),
+        "sequential": lambda: c(x, key=key),
+        "flax": lambda: c.act(c.w * c.rate * x),
+        "chex": lambda: c["w"] * x + c["b"],
+        "float": lambda: c * x,
+        "array": lambda: c * x,
+        "counter": lambda: jnp.asarray(c, x.dtype) * x,
+    }
+    return calls.get(kind, lambda: c(x))(), state
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+    return {jax.tree_util.keystr(p): x for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _close(a: Any, b: Any) -> bool:
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    return a.shape == b.shape and bool(jnp.allclose(a, b, **_TOL))
+
+
+def mixed_check_partition(case: Any) -> None:
+    import equinox as eqx
+
+    b = MixedBuilt(case)
+    params, rest = tc.partition(b.obj)
+    want = [p for p, _, c in b.expected() if c == "param"]
+    if list(_flat(params)) != want:
+        b.fail("partition: selected leaves", f"{list(_flat(params))} != {want}")
+    for path, comp in b.components:
+        if comp.kind in ("linear", "mlp", "conv", "gru", "sequential", "embedding", "layernorm"):
+            theirs = _flat(eqx.partition(get(b.obj, path), eqx.is_inexact_array)[0])
+            ours = _flat(get(params, path))
+            if list(theirs) != list(ours) or any(ours[k] is not theirs[k] for k in ours):
+                b.fail("partition: not eqx.partition's", f"{keystr_of(path)}: {list(ours)} != {list(theirs)}")
+    both = tc.combine(params, rest)
+    if not all(x is y for x, y in zip(jax.tree.leaves(both), jax.tree.leaves(b.obj), strict=True)):
+        b.fail("combine(partition): not the leaves")
+
+
+def mixed_check_grad(case: Any) -> None:
+    import equinox as eqx
+
+    b = MixedBuilt(case)
+    args = (b.state, b.x, b.key)
+    if not any(c == "param" for _, _, c in b.expected()):
+        return
+    grads, _ = tc.grad(b.forward, has_aux=True)(b.obj, *args)
+    ours = _flat(grads)
+    want = [p for p, _, c in b.expected() if c == "param"]
+    if list(ours) != want:
+        b.fail("grad: leaves with a gradient", f"{list(ours)} != {want}")
+    for path, comp in b.components:
+        c = get(b.obj, path)
+
+        def alone(c: Any, comp: Any = comp) -> jax.Array:
+            return jnp.sum(apply_component(comp.kind, c, *args[1:2], b.state, b.key)[0])
+
+        if comp.kind in ref_equinox_kinds():
+            theirs = _flat(eqx.filter_grad(alone)(c))
+        else:
+            leaves, treedef = jax.tree.flatten(c)
+            at = [i for i, (_, _, cat) in enumerate(ref.categories(comp.kind, c)) if cat == "param"]
+
+            def on_params(ps: list[Any], leaves: list[Any] = leaves, treedef: Any = treedef, at: list[int] = at) -> jax.Array:
+                new = list(leaves)
+                for i, p in zip(at, ps, strict=True):
+                    new[i] = p
+                return alone(jax.tree.unflatten(treedef, new))
+
+            gs = jax.grad(on_params)([leaves[i] for i in at]) if at else []
+            paths = [p for p, _, cat in ref.categories(comp.kind, c) if cat == "param"]
+            theirs = dict(zip(paths, gs, strict=True))
+        prefix = keystr_of(path)
+        mine = {k[len(prefix):]: v for k, v in ours.items() if k.startswith(prefix) and k[len(prefix):len(prefix) + 1] in ("", ".", "[")}
+        if list(mine) != list(theirs):
+            b.fail("grad: not equinox's / JAX's leaves", f"{prefix}: {list(mine)} != {list(theirs)}")
+        for k in mine:
+            if not _close(mine[k], theirs[k]):
+                b.fail("grad: value", f"{prefix}{k}: {mine[k]} != {theirs[k]}")
+
+
+def ref_equinox_kinds() -> tuple[str, ...]:
+    from class_strategies import EQUINOX_KINDS
+
+    return EQUINOX_KINDS
+
+
+def mixed_check_jit(case: Any) -> None:
+    import equinox as eqx
+
+    b = MixedBuilt(case)
+    args = (b.state, b.x, b.key)
+    ours = tc.jit(b.forward)
+    # New weights, the same configuration (equinox's StateIndex markers included).
+    doubled = jax.tree.map(lambda x: x * 2 if eqx.is_inexact_array(x) else x, b.obj)
+    try:
+        got, _ = ours(b.obj, *args)
+        again, _ = ours(doubled, *args)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"tc.jit raised {kind_of(e)}")
+    theirs, _ = eqx.filter_jit(b.forward)(b.obj, *args)
+    if not _close(got, theirs):
+        b.fail("jit: not eqx.filter_jit's value", f"{got} != {theirs}")
+    if not _close(again, b.forward(doubled, *args)[0]):
+        b.fail("jit: another model's value")
+    if ours.trace_log.count != 1:
+        b.fail("jit: retraced for new weights", f"{ours.trace_log.count} traces")
+    out = _flat(tc.jit(lambda m: m)(b.obj))
+    for path, leaf, category in b.expected():
+        if category == "config" and out[path] is not leaf:
+            b.fail("jit: configuration not carried", f"{path}: {out[path]!r} for {leaf!r}")
+        if category != "config" and not (isinstance(out[path], jax.Array) and _close(out[path], leaf)):
+            b.fail("jit: a leaf not traced", f"{path}: {out[path]!r} for {leaf!r}")
+    for path, comp in b.components:
+        if comp.kind in ref_equinox_kinds():
+            mine, eqxs = _flat(get(tc.jit(lambda m: m)(b.obj), path)), _flat(eqx.filter_jit(lambda m: m)(get(b.obj, path)))
+            if {k: type(v) for k, v in mine.items()} != {k: type(v) for k, v in eqxs.items()}:
+                b.fail("jit: not eqx.filter_jit's leaves", f"{keystr_of(path)}")
+
+
+def mixed_check_apply_updates(case: Any) -> None:
+    import equinox as eqx
+    import optax
+
+    b = MixedBuilt(case)
+    if not any(c == "param" for _, _, c in b.expected()):
+        return
+    params = tc.partition(b.obj)[0]
+    opt = optax.adamw(0.1)
+    grads, _ = tc.grad(b.forward, has_aux=True)(b.obj, b.state, b.x, b.key)
+    updates, _ = opt.update(grads, opt.init(params), params)
+    new = tc.apply_updates(b.obj, updates)
+    got = _flat(new)
+    for path, leaf, category in b.expected():
+        if category == "config" and got[path] is not leaf:
+            b.fail("apply_updates: configuration moved", f"{path}: {got[path]!r} for {leaf!r}")
+        if category == "state" and got[path] is not leaf:
+            b.fail("apply_updates: state moved", path)
+    for path, comp in b.components:
+        if comp.kind in ref_equinox_kinds():
+            theirs = _flat(eqx.apply_updates(get(b.obj, path), get(updates, path)))
+            mine = _flat(get(new, path))
+            if list(mine) != list(theirs):
+                b.fail("apply_updates: not eqx.apply_updates's leaves", keystr_of(path))
+            for k in mine:
+                same = mine[k] is theirs[k] or (isinstance(mine[k], jax.Array) and _close(mine[k], theirs[k]))
+                if not same:
+                    b.fail("apply_updates: not eqx.apply_updates's value", f"{keystr_of(path)}{k}")
+
+
+def mixed_check_summary(case: Any) -> None:
+    b = MixedBuilt(case)
+    count = sum(int(jnp.size(leaf)) for _, leaf, c in b.expected() if c == "param")
+    text = tc.summary(b.obj)
+    if f"trainable: {count:,} parameters" not in text.splitlines()[-1]:
+        b.fail("summary: parameter count", f"{text.splitlines()[-1]} (expected {count})")
+
+
+def _same_model(b: MixedBuilt, what: str, got: Any) -> None:
+    """`got` holds `b.obj`'s leaves: configuration identical, the rest of equal value."""
+    flat = _flat(got)
+    for path, leaf, category in b.expected():
+        if category == "config":
+            if flat.get(path) is not leaf:
+                b.fail(f"{what}: configuration", f"{path}: {flat.get(path)!r} for {leaf!r}")
+        elif type(flat.get(path)) is not type(leaf) or not _close(flat[path], leaf):
+            b.fail(f"{what}: leaf", f"{path}: {flat.get(path)!r} for {leaf!r}")
+
+
+def mixed_check_state_dict(case: Any) -> None:
+    b = MixedBuilt(case)
+    try:
+        state = tc.to_state_dict(b.obj)
+        _same_model(b, "from_state_dict", tc.from_state_dict(b.obj, state))
+        _same_model(b, "from_state_dict(other weights)", tc.from_state_dict(b.other, state))
+    except Disagreement:
+        raise
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"state dict raised {kind_of(e)}")
+
+
+def mixed_check_save_load(case: Any) -> None:
+    import equinox as eqx
+
+    b = MixedBuilt(case)
+    with tempfile.TemporaryDirectory() as folder:
+        path, theirs_path = Path(folder) / "m.npz", Path(folder) / "m.eqx"
+        try:
+            tc.save(path, b.obj)
+            back = tc.load(path, b.other)
+        except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+            b.fail(f"save/load raised {kind_of(e)}")
+        _same_model(b, "load", back)
+        eqx.tree_serialise_leaves(theirs_path, b.obj)
+        theirs = _flat(eqx.tree_deserialise_leaves(theirs_path, b.other))
+        for p, x in _flat(back).items():
+            if isinstance(x, jax.Array) and not bool(jnp.array_equal(x, theirs[p])):
+                b.fail("load: not eqx.tree_deserialise_leaves's", p)
+
+
+MIXED_CHECKS: dict[str, Callable[[Any], None]] = {
+    name.removeprefix("mixed_check_"): f for name, f in globals().items() if name.startswith("mixed_check_")
+}

@@ -26,6 +26,7 @@ from treeclass._checkpoint.state_dict import (
     Source,
     arraylike,
     as_template,
+    config_child,
     dtype_str,
     is_key,
     keyed,
@@ -34,7 +35,7 @@ from treeclass._checkpoint.state_dict import (
 )
 from treeclass._core.layout import layout_of
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import PYTHON_SCALARS, KeyPath, path_str
+from treeclass._core.walk import PYTHON_SCALARS, KeyPath, Rule, equinox_statics, path_str, rule_of
 
 MANIFEST: Final = "__treeclass__"
 FORMAT: Final = "treeclass.npz"
@@ -164,16 +165,32 @@ def show_static(encoded: Any, depth: int = 0) -> str:
     return canonical(encoded) if isinstance(encoded, dict) else repr(encoded)
 
 
-def manifest_entry(x: Any, root: str, path: KeyPath, members: Members) -> Any:
-    """The manifest entry for `x`; its leaves go into `members` (`save()` adds their `crc32`)."""
+def node_statics(x: Any) -> dict[str, Any] | None:
+    """The static values of a treeclass or an equinox Module (`eqx.field(static=True)`),
+    which the manifest records and `load()` compares; None for other nodes."""
+    layout = layout_of(x)
+    if layout is not None:
+        return {n: getattr(x, n) for n in layout.static}
+    return equinox_statics(x) or None
+
+
+def manifest_entry(x: Any, root: str, path: KeyPath, members: Members, rule: Rule = "plain") -> Any:
+    """The manifest entry for `x`; its leaves go into `members` (`save()` adds their `crc32`).
+    `rule`: the rule of `x`'s owner; configuration is written as a static value."""
     where = path_str(root, path)
     pairs = None if x is None else keyed(x, lambda: where)
     if pairs is not None:
         entry: dict[str, Any] = {"type": type(x).__qualname__}
-        layout = layout_of(x)
-        if layout is not None:
-            entry["static"] = {n: encode_static(getattr(x, n)) for n in layout.static}
-        entry["children"] = {k: manifest_entry(c, root, (*path, e), members) for e, k, c in pairs}
+        statics = node_statics(x)
+        if statics is not None:
+            entry["static"] = {n: encode_static(v) for n, v in statics.items()}
+        inner = rule_of(x, rule)
+        entry["children"] = {
+            k: {"config": encode_static(c)}
+            if config_child(inner, c)
+            else manifest_entry(c, root, (*path, e), members, inner)
+            for e, k, c in pairs
+        }
         return entry
     if x is None:
         return None
@@ -210,6 +227,7 @@ class FileSource(Source):
     """The saved side of `restore()` for an open file; its every failure is a `CheckpointError`."""
 
     name = "file"
+    holds_config = True  # configuration is written as a static value, compared on load
 
     def __init__(self, f: IO[bytes], path: str, root: str) -> None:
         super().__init__(root)
@@ -289,8 +307,25 @@ class FileSource(Source):
     def show(self, saved: Any) -> str:
         if isinstance(saved, dict):  # a manifest entry: a leaf record or a container
             entry = cast("dict[str, Any]", saved)
+            if "config" in entry:
+                return f"the configuration {show_static(entry['config'])}"
             return "an array" if "leaf" in entry else f"a {entry.get('type', 'container')}"
         return describe(saved, shape=False)
+
+    def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
+        """The template's configuration leaf, once equal to the file's."""
+        if isinstance(saved, dict) and "leaf" in saved and type(template) in PYTHON_SCALARS:
+            # Written before configuration was (a Python number stored as a leaf): read back.
+            theirs = encode_static(self.leaf(template, saved, path))
+        elif not isinstance(saved, dict) or "config" not in saved:
+            raise self.mismatch(path, template, saved)
+        else:
+            theirs = cast("dict[str, Any]", saved)["config"]
+        ours = encode_static(template)
+        if canonical(theirs) != canonical(ours):
+            what = f"{show_static(theirs)} in the file, {show_static(ours)} in the template"
+            raise self.error(path, f"configuration {what}")
+        return template
 
     def children(self, template: Any, saved: Any, path: KeyPath) -> Mapping[str, Any]:
         if not isinstance(saved, dict) or "leaf" in saved:
@@ -300,13 +335,14 @@ class FileSource(Source):
         if not isinstance(children, dict) or not isinstance(static, dict):
             self.malformed(path)
         static = cast("dict[str, Any]", static)
-        layout = layout_of(template)
-        if layout is not None:
-            names, mine = sorted(static), sorted(layout.static)
+        statics = node_statics(template)
+        # An equinox Module's statics are compared where the file has them (written since).
+        if statics is not None and (layout_of(template) is not None or "static" in entry):
+            names, mine = sorted(static), sorted(statics)
             if names != mine:
                 raise self.error(path, f"static fields {names} in the file, {mine} in the template")
-            for name in layout.static:
-                theirs, ours = static[name], encode_static(getattr(template, name))
+            for name, value in statics.items():
+                theirs, ours = static[name], encode_static(value)
                 if canonical(theirs) != canonical(ours):
                     what = f"static value {show_static(theirs)} in the file, {show_static(ours)}"
                     raise self.error((*path, GetAttrKey(name)), f"{what} in the template")

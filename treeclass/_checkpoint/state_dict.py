@@ -12,7 +12,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import PYTHON_SCALARS, KeyPath, children, is_array, node_def, path_str
+from treeclass._core.walk import (
+    PYTHON_SCALARS,
+    KeyPath,
+    Rule,
+    children,
+    is_array,
+    is_config,
+    node_def,
+    path_str,
+    rule_of,
+)
 
 _T = TypeVar("_T")
 
@@ -97,6 +107,8 @@ def as_template(template: Any, value: Any) -> Any:
     """`value` as a leaf of the template's kind: a `jax.Array` with its weak type and sharding."""
     if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
         return value
+    if type(template) not in PYTHON_SCALARS and not arraylike(template):
+        return value  # a str or function in a dynamic field: `leaf()` checked its type
     if type(template) in PYTHON_SCALARS:
         return value if type(value) is type(template) else type(template)(np.asarray(value).item())
     if isinstance(template, np.ndarray | np.generic):
@@ -122,6 +134,12 @@ def as_template(template: Any, value: Any) -> Any:
     if explicit and getattr(template, "sharding", None) is not None:
         return jax.device_put(result, template.sharding)
     return result
+
+
+def config_child(rule: Rule, child: Any) -> bool:
+    """A leaf its owner's `rule` makes configuration (an equinox layer's bool or function):
+    left out of state dicts (taken from the template, as statics are), compared in files."""
+    return child is not None and children(child) is None and is_config(rule, child)
 
 
 def state_key(path: KeyPath) -> str:
@@ -161,9 +179,14 @@ class Source:
     """The saved side of `restore()`: a state dict."""
 
     name = "state dict"
+    holds_config = False  # a state dict leaves configuration out, as it leaves statics out
 
     def __init__(self, root: str) -> None:
         self.root = root
+
+    def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
+        """The configuration leaf restored at `path`: the template's."""
+        return template
 
     def error(self, path: KeyPath, what: str) -> CheckpointError:
         return CheckpointError(f"{path_str(self.root, path)}: {what}{_MSG_FIX}")
@@ -235,8 +258,9 @@ def differences(expected: list[str], given: Iterable[str], source: str) -> str |
     return f"structure differs ({'; '.join(parts)})" if parts else None
 
 
-def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
-    """`template` with its leaves from `saved`, rebuilt as JAX does (no user code runs)."""
+def restore(template: Any, saved: Any, path: KeyPath, source: Source, rule: Rule = "plain") -> Any:
+    """`template` with its leaves from `saved`, rebuilt as JAX does (no user code runs);
+    `rule`: the rule of the template's owner (`walk.rule_of`)."""
     if template is None:
         if saved is not None:
             raise source.mismatch(path, template, saved)
@@ -244,11 +268,19 @@ def restore(template: Any, saved: Any, path: KeyPath, source: Source) -> Any:
     pairs = keyed(template, lambda: path_str(source.root, path))
     if pairs is None:
         return source.leaf(template, saved, path)
+    inner = rule_of(template, rule)
+    config = [config_child(inner, child) for _, _, child in pairs]
     given = source.children(template, saved, path)
-    differ = differences([k for _, k, _ in pairs], given, source.name)
+    keys = [k for (_, k, _), c in zip(pairs, config, strict=True) if source.holds_config or not c]
+    differ = differences(keys, given, source.name)
     if differ is not None:
         raise source.error(path, differ)
-    values = [restore(child, given[k], (*path, entry), source) for entry, k, child in pairs]
+    values = [
+        source.config((*path, entry), child, given.get(k))
+        if c
+        else restore(child, given[k], (*path, entry), source, inner)
+        for (entry, k, child), c in zip(pairs, config, strict=True)
+    ]
     return jax.tree.unflatten(node_def(template), values)
 
 
@@ -256,7 +288,8 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
     """Returns the state of `obj`: nested dicts of its dynamic leaves, as they are.
 
     A treeclass becomes `{field: ...}`, a list or tuple `{"0": ...}`, a dict `{str(key): ...}`
-    (as in `flax.serialization`), `None` stays `None`; statics are left out.
+    (as in `flax.serialization`), `None` stays `None`; statics are left out, and so is the
+    configuration inside an equinox Module (every leaf not an array, as equinox has it).
 
     **Arguments**
 
@@ -283,11 +316,18 @@ def to_state_dict(obj: Any) -> dict[str, Any]:
     """
     root = check_root(obj, "to_state_dict", "obj")
 
-    def state(x: Any, path: KeyPath) -> Any:
+    def state(x: Any, path: KeyPath, rule: Rule) -> Any:
         pairs = None if x is None else keyed(x, lambda: path_str(root, path))
-        return x if pairs is None else {k: state(child, (*path, e)) for e, k, child in pairs}
+        if pairs is None:
+            return x
+        inner = rule_of(x, rule)
+        return {
+            k: state(child, (*path, e), inner)
+            for e, k, child in pairs
+            if not config_child(inner, child)
+        }
 
-    return state(obj, ())  # type: ignore[no-any-return]
+    return state(obj, (), "plain")  # type: ignore[no-any-return]
 
 
 def from_state_dict(template: _T, state: Mapping[str, Any]) -> _T:

@@ -1,9 +1,13 @@
-"""`walk(tree)`: every node, leaf and static value of any pytree, with its key path and
-`Class.field`; `path_str` (`MLP.layers[1].w`), `is_array` and the `f32[100,3]` names."""
+"""`walk(tree)`: every node, leaf and static value of any pytree, with its key path,
+`Class.field` and the rule it falls under (`rule_of`, `is_config`: the owner rule);
+`path_str` (`MLP.layers[1].w`), `is_array` and the `f32[100,3]` names."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any, Final, Literal, NamedTuple
 
@@ -48,6 +52,64 @@ def array_name(dtype: Any, shape: tuple[int, ...], weak: bool = False) -> str:
     return f"{dtype_name(dtype)}[{','.join(map(str, shape))}]" + ("{weak}" if weak else "")
 
 
+# The owner rule. A leaf keeps the rules of its owner, the nearest node above it that is
+# a treeclass, an equinox Module, or another library's node (tuples, lists, dicts and
+# NamedTuples are no owners: they pass their owner's rule down). Under a treeclass, a
+# leaf is data (a Python float in a dynamic field is trained). Under an equinox Module,
+# every leaf that is not an array is configuration, as equinox's filtered transforms
+# treat it: `eqx.nn.Dropout(p=0.1)` keeps p = 0.1 under AdamW only if nothing trains it,
+# and `eqx.nn.BatchNorm`'s `axis_name` str cannot be traced. Under another library's
+# node (flax.struct, chex, register_dataclass), leaves are what plain JAX makes of
+# them, and a function is configuration, held in the treedef. Every operation asks
+# `is_config` (through `Visit.config` or `rule_of`): tc.jit, grad, partition,
+# apply_updates, summary, state dicts, save and load.
+Rule = Literal["plain", "treeclass", "equinox", "other"]
+_CONTAINERS: Final = (tuple, list, dict, collections.OrderedDict, collections.defaultdict)
+
+
+def is_equinox_module(x: object) -> bool:
+    """An `equinox.Module` instance; equinox is never imported here (it is no dependency)."""
+    eqx = sys.modules.get("equinox")
+    return eqx is not None and isinstance(x, eqx.Module)
+
+
+def rule_of(node: Any, outer: Rule) -> Rule:
+    """The rule the leaves right below `node` fall under, `outer` being the rule above it."""
+    if instance_layout(node) is not None:
+        return "treeclass"
+    if is_equinox_module(node):
+        return "equinox"
+    if node is None or type(node) in _CONTAINERS or _is_namedtuple(node):
+        return outer
+    return "other"
+
+
+def _is_namedtuple(x: object) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def is_config(rule: Rule, leaf: Any) -> bool:
+    """Whether `leaf`, under its owner's `rule`, is static configuration, never data."""
+    if rule == "equinox":  # equinox's own test, `eqx.is_array` (a template's stand-in too)
+        return not isinstance(leaf, (*ARRAY_TYPES, jax.ShapeDtypeStruct))
+    if rule == "other":  # a function: nothing JAX could trace
+        return (
+            callable(leaf)
+            and not isinstance(leaf, ARRAY_TYPES)
+            and type(leaf) not in PYTHON_SCALARS
+        )
+    return False
+
+
+def equinox_statics(x: Any) -> dict[str, Any]:
+    """An equinox Module's static fields (`eqx.field(static=True)`), which JAX's flatten
+    keeps in the treedef; `{}` for anything else."""
+    if not is_equinox_module(x):
+        return {}
+    fields = dataclasses.fields(x)
+    return {f.name: getattr(x, f.name) for f in fields if f.metadata.get("static", False)}
+
+
 def node_def(x: Any) -> Any:
     """The treedef of `x`'s node, children as leaves: rebuilds `x` as JAX does (no `__init__`)."""
     return jax.tree.structure(x, is_leaf=lambda y: y is not x)
@@ -77,6 +139,12 @@ class Visit(NamedTuple):
     name: str | None
     kind: Literal["node", "leaf", "static"]  # "node": a treeclass or container
     trainable: bool  # False at and below a field declared `trainable=False`
+    rule: Rule = "plain"  # the rule of the value's owner (see `rule_of`)
+
+    @property
+    def config(self) -> bool:
+        """A leaf its owner's rule makes static configuration (an equinox layer's bool)."""
+        return self.kind == "leaf" and is_config(self.rule, self.value)
 
     @property
     def field(self) -> str:
@@ -90,23 +158,25 @@ def walk(
     owner: type | None = None,
     name: str | None = None,
     trainable: bool = True,
+    rule: Rule = "plain",
 ) -> Iterator[Visit]:
     """Every node, leaf and static value of `tree`, lazily, parents first, leaves in JAX's order."""
     layout = instance_layout(tree)
     if layout is not None:
-        yield Visit(path, tree, owner, name, "node", trainable)
+        yield Visit(path, tree, owner, name, "node", trainable, rule)
         cls = type(tree)
         dynamic, static = getattr(tree, FLAT)  # what JAX's flatten returns
         values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
             if field in layout.static:
-                yield Visit(field_path, values[field], cls, field, "static", False)
+                yield Visit(field_path, values[field], cls, field, "static", False, "treeclass")
             else:
                 trained = trainable and field not in layout.frozen
-                yield from walk(values[field], field_path, cls, field, trained)
+                yield from walk(values[field], field_path, cls, field, trained, "treeclass")
         return
     below = children(tree)
-    yield Visit(path, tree, owner, name, "leaf" if below is None else "node", trainable)
+    yield Visit(path, tree, owner, name, "leaf" if below is None else "node", trainable, rule)
+    inner = rule if below is None else rule_of(tree, rule)
     for key, child in below or ():
-        yield from walk(child, (*path, key), owner, name, trainable)
+        yield from walk(child, (*path, key), owner, name, trainable, inner)

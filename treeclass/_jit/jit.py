@@ -17,7 +17,7 @@ import jax
 from treeclass._core.layout import instance_layout
 from treeclass._jit.protocols import JitDecorator, JitFunction, Method
 from treeclass._jit.retrace import TraceLog
-from treeclass._jit.untraceable import Carrier, carried, field_error, note_held
+from treeclass._jit.untraceable import Carrier, Restart, carried, field_error, note_held
 
 _PINNED: weakref.WeakKeyDictionary[type, list[Callable[..., Any]]] = weakref.WeakKeyDictionary()
 _BOUND: weakref.WeakValueDictionary[Hashable, Callable[..., Any]] = weakref.WeakValueDictionary()
@@ -36,6 +36,8 @@ def _make(
 
     @functools.wraps(fun)
     def traced(*args: Any, **kwargs: Any) -> Any:
+        if carrier.starts(args, kwargs):  # an equinox Module's configuration was traced
+            raise Restart  # before the body runs or the trace is logged: no side effect twice
         log.record(args, kwargs)  # runs only while JAX traces, never per call
         try:
             return carried(fun(*args, **kwargs))
@@ -51,19 +53,24 @@ def _make(
             if carrier.active:
                 args, kwargs = carrier.hide(args, kwargs)
             return jitted(*args, **kwargs)
+        except Restart:
+            pass  # traced again below, the configuration held static
         except TypeError as error:
             if not carrier.start(error, args, kwargs):
                 found = field_error(error, fun, args, kwargs, static)
                 if found is None:
                     raise  # the body's own error, or JAX's about something else: unchanged
                 raise found from error
-        return call(*args, **kwargs)  # again, with the functions in other libraries' nodes carried
+        return call(*args, **kwargs)  # again, with the configuration leaves carried
 
     def staged(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def run(*args: Any, **kwargs: Any) -> Any:  # the arguments as `call` passes them
             args, kwargs = carrier.hide(args, kwargs)
-            return method(*args, **kwargs)
+            try:
+                return method(*args, **kwargs)
+            except Restart:  # the first equinox Module seen: held static from now on
+                return method(*args, **kwargs)
 
         return run
 

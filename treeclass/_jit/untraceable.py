@@ -1,14 +1,14 @@
 """The errors naming the field JAX could not trace (`untraceable_field`: a str, a function), or
 not as a concrete value (`field_error`: the int or bool fields whose tracers the raising frame
 held, recorded by `note_held`), found from the exception's type and the leaves, never from JAX's
-wording or a rerun. A function inside another library's node (`eqx.nn.MLP`'s activation) is no
-error: `Carrier` holds it in the treedef, as equinox's filtered transforms do."""
+wording or a rerun. A leaf its owner's rule makes configuration (`walk.is_config`: an equinox
+layer's bool or str, a function in another library's node) is no error: `Carrier` holds it in
+the treedef, as equinox's filtered transforms do."""
 
 from __future__ import annotations
 
-import collections
 import inspect
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from typing import Any, Final
 
 import jax
@@ -17,7 +17,7 @@ from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
 from treeclass._core.layout import instance_layout, layout_of
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import ARRAY_TYPES, PYTHON_SCALARS, KeyPath, children, path_str, walk
+from treeclass._core.walk import ARRAY_TYPES, KeyPath, Rule, is_config, path_str, rule_of, walk
 
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
@@ -33,6 +33,13 @@ Dynamic fields are traced as arrays. If the value is configuration, make it stat
     {name}: tc.Static[{type}]
 
 or pass an array (jnp.asarray(...)) if it is data."""
+
+_MSG_INSIDE_NODE: Final = """\
+{at} holds {what}, which JAX cannot trace (argument {label!r}).
+
+It lies inside {node}, a node another library registered, whose leaves are what plain
+JAX makes of them. Pass an array (jnp.asarray(...)) if it is data; if it is configuration,
+keep it out of {node} (a static field of a treeclass holds it: tc.Static[{type}])."""
 
 _MSG_FUNCTION_AMONG: Final = """\
 {field} is a dynamic field holding {what} at {at}, which JAX cannot trace (argument {label!r}).
@@ -114,13 +121,21 @@ def untraceable_field(
 ) -> TypeError | None:
     """The `TypeError` naming `Class.field` (or the path) of the first leaf JAX cannot trace."""
     for label, value, _ in labelled_arguments(fun, args, kwargs, static):
-        leaves = [v for v in walk(value) if v.kind == "leaf"]
-        for v, inside in zip(leaves, foreign(value), strict=True):
-            if is_traceable(v.value) or (inside and carries(v.value)):
+        visits = list(walk(value))
+        nodes = {v.path: v.value for v in visits if v.kind == "node"}
+        for v in visits:
+            if v.kind != "leaf" or is_traceable(v.value) or v.config:  # config: held static
                 continue
             at = path_str(root_name(label, value), v.path)
             what = f"{describe(v.value)} ({short_repr(v.value)})"
             info = {"at": at, "what": what, "label": label, "field": v.field, "name": v.name}
+            if v.rule == "other":  # inside another library's node: its class is not ours to fix
+                above = (nodes[v.path[:k]] for k in range(len(v.path) - 1, -1, -1))
+                node = next(n for n in above if rule_of(n, "plain") == "other")
+                kind = type(v.value).__name__
+                return TypeError(
+                    _MSG_INSIDE_NODE.format(node=type(node).__name__, type=kind, **info)
+                )
             if v.owner is None:
                 kind = "Callable[..., Any]" if callable(v.value) else type(v.value).__name__
                 return TypeError(_MSG_UNTRACEABLE_LEAF.format(type=kind, **info))
@@ -133,77 +148,77 @@ def untraceable_field(
     return None
 
 
-def foreign(x: Any, inside: bool = False) -> Iterator[bool]:
-    """Per leaf of `x`: whether its nearest node not a tuple, list, dict, NamedTuple is foreign."""
-    below = children(x)
-    if below is None:
-        yield inside
-        return
-    if instance_layout(x) is not None:
-        inside = False
-    elif type(x) not in _PLAIN and not (isinstance(x, tuple) and hasattr(type(x), "_fields")):
-        inside = True
-    for _, child in below:
-        yield from foreign(child, inside)
-
-
-_PLAIN: Final = (tuple, list, dict, collections.OrderedDict, collections.defaultdict, type(None))
-
-
 class _Carried:
-    """A function held in the treedef: no children, unflattened to the function itself."""
+    """A configuration leaf held in the treedef: no children, unflattened to the leaf itself."""
 
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-
-jax.tree_util.register_pytree_node(_Carried, lambda c: ((), c.fn), lambda fn, _: fn)
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-def carries(leaf: Any) -> bool:
-    """A leaf `Carrier` holds static when under another library's node: a function."""
-    return callable(leaf) and not isinstance(leaf, ARRAY_TYPES) and type(leaf) not in PYTHON_SCALARS
+jax.tree_util.register_pytree_node(_Carried, lambda c: ((), c.value), lambda value, _: value)
+
+
+class Restart(Exception):  # noqa: N818 - a signal, not an error: the trace starts again
+    """Raised while tracing, before the function runs, to trace again with `Carrier.hide`."""
 
 
 class Carrier:
-    """Holds in the treedef the functions under foreign nodes in `tc.jit`'s arguments, if any."""
+    """Holds in the treedef the leaves of `tc.jit`'s arguments that their owner's rule makes
+    configuration (`walk.is_config`): an equinox layer's bool, str or float, a function in
+    another library's node. As `eqx.filter_jit` does; JAX would trace them, or refuse them."""
 
     def __init__(self, fun: Callable[..., Any], static: Collection[str | int]) -> None:
         self.fun, self.static, self.active = fun, static, False
-        self._at: dict[Any, tuple[int, ...]] = {}  # treedef -> the leaves under a foreign node
+        # treedef -> (index, rule) of the leaves under an equinox Module or another library's
+        # node, in no static argument: those whose value may be configuration.
+        self._at: dict[Any, tuple[tuple[int, Rule], ...]] = {}
+
+    def starts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Called while JAX traces (so once per structure): whether the arguments hold an
+        equinox Module, whose Python numbers and bools JAX has just traced in silence. Then
+        every call goes through `hide` from now on, and this trace must start again
+        (`Restart`). A function that never sees one pays nothing per call."""
+        if self.active:
+            return False
+        dynamic = labelled_arguments(self.fun, args, kwargs, self.static)
+        self.active = any(v.rule == "equinox" for _, value, _ in dynamic for v in walk(value))
+        return self.active
 
     def start(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether `error` came from a function `hide` carries (refused before tracing, so once)."""
+        """Whether `error` came from a leaf `hide` carries (refused before tracing, so once)."""
         if self.active or hasattr(error, _HELD):
             return False
-        self.active = self.hide(args, kwargs)[0] is not args  # rebuilt: a function was carried
+        self.active = self.hide(args, kwargs)[0] is not args  # rebuilt: a leaf was carried
         return self.active
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-        """`(args, kwargs)` with each function under another library's node held static."""
+        """`(args, kwargs)` with each configuration leaf held static."""
         tree = (args, kwargs)
         leaves, treedef = jax.tree.flatten(tree)
         at = self._at.get(treedef)
-        if at is None:  # the leaves under another library's node, in no static argument
+        if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
                 self._at.clear()
             dynamic = {root for _, _, root in labelled_arguments(self.fun, *tree, self.static)}
-            paths = [path[:2] for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
-            flags = enumerate(zip(paths, foreign(tree), strict=True))
-            at = self._at[treedef] = tuple(i for i, (root, f) in flags if f and root in dynamic)
-        found = [i for i in at if carries(leaves[i])]
+            visits = [v for v in walk(tree) if v.kind == "leaf"]
+            at = self._at[treedef] = tuple(
+                (i, v.rule)
+                for i, v in enumerate(visits)
+                if v.rule in ("equinox", "other") and v.path[:2] in dynamic
+            )
+        found = [i for i, rule in at if is_config(rule, leaves[i])]
         for i in found:
             leaves[i] = _Carried(leaves[i])
         return jax.tree.unflatten(treedef, leaves) if found else tree
 
 
 def carried(tree: Any) -> Any:
-    """`tree` (a traced result) with each function under another library's node held static."""
+    """`tree` (a traced result) with each configuration leaf held static."""
     xs, treedef = jax.tree.flatten(tree)
-    if not any(map(carries, xs)):
+    if all(isinstance(x, ARRAY_TYPES) for x in xs):
         return tree
-    new = [_Carried(x) if f and carries(x) else x for x, f in zip(xs, foreign(tree), strict=True)]
-    return jax.tree.unflatten(treedef, new)
+    visits = [v for v in walk(tree) if v.kind == "leaf"]
+    return jax.tree.unflatten(treedef, [_Carried(v.value) if v.config else v.value for v in visits])
 
 
 _MSG_CONCRETE: Final = """\
@@ -226,7 +241,15 @@ _UP: Final = "__tc_up__"
 
 
 def note_held(error: BaseException, tree: Any) -> None:
-    """Marks `error` with the key paths of `tree`'s tracers the raising frame holds (per tc.jit)."""
+    """Marks `error` with the key paths of `tree`'s tracers the raising frame holds (per tc.jit).
+
+    The one private hook here, and why it stays: JAX's errors for a tracer whose value was
+    needed (`ConcretizationTypeError(tracer, context)` and its kin) do not keep the tracer,
+    and the public routes left are the two this module refuses: reading JAX's message
+    (its wording is no API) or tracing the user's function again, once per int or bool
+    field, to see which one fixes it (its side effects would run again). The frame that
+    raised holds the tracer it was given; tests/test_untraceable.py fails if JAX moves it.
+    """
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

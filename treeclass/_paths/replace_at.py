@@ -12,7 +12,7 @@ from typing import Any, Final, TypeVar, overload
 from treeclass._core.checks import closest
 from treeclass._core.layout import instance_layout
 from treeclass._core.show import describe
-from treeclass._core.walk import children, node_def
+from treeclass._core.walk import children, equinox_statics, node_def
 from treeclass._paths.record import Parent, follow, put, record, show
 
 _T = TypeVar("_T")
@@ -183,12 +183,18 @@ def _rebuild_all(x: Any, changes: dict[str, Any], seen: set[str]) -> Any:
                 if (sub := _rebuild_all(old, changes, seen)) is not old:
                     new[name] = sub
         return x.replace(**new) if new else x
-    pairs = children(x)
-    if not pairs:
-        return x
+    pairs = children(x) or []
+    # An equinox Module's static fields are no children, and may hold treeclasses too.
+    statics = equinox_statics(x)
+    static_subs = {name: _rebuild_all(value, changes, seen) for name, value in statics.items()}
+    static_subs = {name: sub for name, sub in static_subs.items() if sub is not statics[name]}
     subs = [_rebuild_all(child, changes, seen) for _, child in pairs]
-    if all(sub is child for sub, (_, child) in zip(subs, pairs, strict=True)):
+    if not static_subs and all(sub is child for sub, (_, child) in zip(subs, pairs, strict=True)):
         return x
     if isinstance(x, dict):  # by key: JAX's unflatten would sort a dict's keys
         return x | {entry.key: sub for (entry, _), sub in zip(pairs, subs, strict=True)}
-    return node_def(x).unflatten(subs)  # a tuple, list, NamedTuple, another library's node
+    new = node_def(x).unflatten(subs)  # a tuple, list, NamedTuple, another library's node
+    for name, sub in static_subs.items():
+        # The Module JAX's unflatten just built, not yet seen by anyone: set as that does.
+        object.__setattr__(new, name, sub)
+    return new

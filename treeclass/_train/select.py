@@ -15,7 +15,6 @@ import jax.numpy as jnp
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import ARRAY_TYPES, KeyPath, Visit, array_name, is_array, path_str, walk
-from treeclass._jit.untraceable import carries, foreign
 from treeclass._paths.record import FIX_SELECT, Path, follow, key_path, record, show
 
 _T = TypeVar("_T")
@@ -78,9 +77,10 @@ def leaf_visits(tree: Any) -> list[Visit]:
 
 
 def trainable(v: Visit) -> bool:
-    """Inexact (a `jax.ShapeDtypeStruct` by its dtype), under no `trainable=False`."""
+    """Inexact (a `jax.ShapeDtypeStruct` by its dtype), under no `trainable=False`, and data
+    by its owner's rule (an equinox layer's float `p` is configuration: never trained)."""
     if type(v.value) is float or type(v.value) is complex:
-        return v.trainable
+        return v.trainable and not v.config
     return v.trainable and isinstance(v.value, _DTYPED) and _inexact_dtype(v.value.dtype)
 
 
@@ -89,6 +89,8 @@ def why_not(v: Visit) -> str:
     if trainable(v):
         return "trainable"
     what = array_name(v.value.dtype, v.value.shape) if is_array(v.value) else type(v.value).__name__
+    if v.config:
+        return f"{what}, configuration of another library's node"
     return f"{what}, {'not floating-point' if v.trainable else 'under trainable=False'}"
 
 
@@ -137,12 +139,8 @@ def select(
     tree: Any, visits: list[Visit], where: _Fn, keep: _Fn, *, only_trainable: bool
 ) -> list[bool]:
     """Whether each leaf visit is selected (`keep` is `filter=`); ValueError if `where` has none."""
-    if only_trainable:
-        chosen = [trainable(v) for v in visits]
-    elif any(carries(v.value) for v in visits):  # a function in another library's node: static
-        chosen = [not (f and carries(v.value)) for v, f in zip(visits, foreign(tree), strict=True)]
-    else:
-        chosen = [True] * len(visits)
+    # only_trainable=False: every leaf but configuration (an equinox layer's bool): static.
+    chosen = [trainable(v) if only_trainable else not v.config for v in visits]
     if where is not None:
         root = type(tree).__name__
         paths, starts = _starts(tree, where, root)

@@ -69,6 +69,14 @@ def _leaf(v: Visit) -> tuple[str, str, int, int, str]:
     return type(x).__name__, "", 0, 0, ""
 
 
+def _static(value: Any) -> str:
+    """A static value as a row shows it; a function by its name (its repr has an address)."""
+    name = getattr(value, "__qualname__", None)
+    if callable(value) and not isinstance(value, type) and isinstance(name, str):
+        return f"<function {name}>"
+    return short_repr(value, 40)
+
+
 def _fold(at: str, node: Any, below: list[tuple[bool, int, int]]) -> tuple[str, ...]:
     """The row of a subtree folded at `depth`."""
     kinds = {is_param for is_param, _, _ in below}
@@ -129,10 +137,10 @@ def summary(tree: Any, depth: int | None = None) -> str:
         folded = depth is not None and len(v.path) > depth  # into the row of `rows[-1]`
         if depth is not None and len(v.path) == depth and v.kind == "node":
             rows.append([at, v.value, [], 0])  # `walk` visits its subtree next
-        elif v.kind == "static" and folded:
+        elif (v.kind == "static" or v.config) and folded:
             rows[-1][3] += 1
-        elif v.kind == "static":
-            rows.append((at, "static", short_repr(v.value, 40), "", "", "", ""))
+        elif v.kind == "static" or v.config:  # configuration: an equinox layer's bool, too
+            rows.append((at, "static", _static(v.value), "", "", "", ""))
         elif v.kind == "leaf":
             dtype, shape, count, nbytes, sharding = _leaf(v)
             is_param = trainable(v)
