@@ -146,7 +146,7 @@ def _build(name: str, aux_data: tuple[Any, ...], children: Sequence[Any]) -> Any
     if len(kids) != len(layout.dynamic):
         saved, ours = f"{len(kids)} dynamic fields", f"dynamic fields {list(layout.dynamic)}"
         raise ValueError(_MSG_CHANGED.format(cls=name, saved=saved, ours=ours))
-    return vars(layout.cls)["__tc_registration__"].unflatten(aux_data, kids)
+    return layout.unflatten(aux_data, kids)
 
 
 def register(cls: type) -> None:
