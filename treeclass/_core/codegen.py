@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import itertools
 import linecache
+import types
+from collections.abc import Callable
 from typing import Any, Final
 
 from treeclass._core import checks
@@ -76,6 +78,7 @@ def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
         "_tc_AttributeError": AttributeError,
         "_tc_object_new": object.__new__,
         "_tc_set": object.__setattr__,
+        "_tc_setdict": dict_setter(layout.cls),
         "_tc_ValueError": ValueError,
         "_tc_subclass_check": subclass_check,
         "_tc_not_set": functools.partial(_not_set, layout),
@@ -95,9 +98,26 @@ def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
     return ns
 
 
+def fields_dict(names: tuple[str, ...] | list[str]) -> str:
+    """Source of the dict of the locals `names`, by name: an instance's store."""
+    return f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}"
+
+
 def store(obj: str, names: tuple[str, ...] | list[str]) -> str:
     """The one line that gives `obj` its store: the locals `names`, as its new `__dict__`."""
-    return f"_tc_set({obj}, '__dict__', {{{', '.join(f'{n!r}: {n}' for n in names)}}})"
+    return f"_tc_set({obj}, '__dict__', {fields_dict(names)})"
+
+
+def dict_setter(cls: type) -> Callable[[object, dict[str, Any]], None]:
+    """What `obj.__dict__ = d` calls, without the class's refusing `__setattr__`."""
+    # The first class of the MRO that gave instances a `__dict__` holds its descriptor.
+    slot = next(
+        attr
+        for k in cls.__mro__
+        if isinstance(attr := vars(k).get("__dict__"), types.GetSetDescriptorType)
+    )
+    setter: Callable[[object, dict[str, Any]], None] = slot.__set__
+    return setter
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:

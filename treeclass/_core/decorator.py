@@ -15,7 +15,7 @@ from typing_extensions import dataclass_transform
 
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
 from treeclass._core.fields import STATIC, TRAINABLE, field, static
-from treeclass._core.layout import BUILDING, LAYOUT, analyse, layout_of, register
+from treeclass._core.layout import BUILDING, LAYOUT, analyse, layout_of
 from treeclass._core.prepare import prepare
 
 _T = TypeVar("_T")
@@ -177,7 +177,7 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     # `replace()` goes through `__init__` once something else stands there (replace.py).
     ns["_tc_own_init"] = vars(cls)["__init__"]
     setattr(cls, LAYOUT, layout)
-    register(layout)
+    flatten.register(layout)
     for hook in ON_CLASS:
         hook(cls)
     return cls

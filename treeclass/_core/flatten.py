@@ -6,12 +6,13 @@ tracers, and is slow (docs/how-it-works.md)."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, TypeVar
 
 import jax
 
 from treeclass._core import checks, codegen
-from treeclass._core.layout import Layout, instance_layout
+from treeclass._core.layout import UNPICKLED, Layout, instance_layout
 from treeclass._core.walk import node_def
 
 _T = TypeVar("_T")
@@ -33,8 +34,12 @@ def unflatten_source(layout: Layout) -> str:
     for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
         if names:
             lines.append(f"    {''.join(f'{n}, ' for n in names)}= {value}")
+    # The `__dict__` descriptor's own setter: 60 ns less per node than `codegen.store()`'s
+    # `object.__setattr__` (benchmarks/RESULTS.md, "Design measurements"). It does not pickle,
+    # so only this function, which the record compiles again when unpickled, calls it.
     # Declaration order, as `__init__` stores them: `vars(obj)` reads the same either way.
-    lines += ["    _tc_self = _tc_new(_tc_cls)", f"    {codegen.store('_tc_self', layout.names)}"]
+    lines.append("    _tc_self = _tc_new(_tc_cls)")
+    lines.append(f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})")
     lines.append("    return _tc_self")
     return "".join(f"{line}\n" for line in lines)
 
@@ -46,6 +51,34 @@ def sources(layout: Layout) -> list[str]:
 def complete(layout: Layout, ns: dict[str, Any]) -> None:
     """Puts the generated flatten and unflatten from `ns` in the record, once."""
     layout.flatten, layout.unflatten = ns["_tc_flatten"], ns["_tc_unflatten"]
+
+
+def _unpickled(layout: Layout) -> None:
+    """A record cloudpickle carried with its class: its own flatten and unflatten, and the
+    class registered with JAX (the class cloudpickle rebuilt was not processed)."""
+    complete(layout, codegen.compile_class(layout, sources(layout)))
+    if layout.cls not in _REGISTERED:
+        register(layout)
+
+
+UNPICKLED.append(_unpickled)
+
+_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this process
+
+
+def register(layout: Layout) -> None:
+    """Registers the class with JAX, with its record's generated flatten and unflatten."""
+    _REGISTERED.add(layout.cls)
+    keys = tuple(jax.tree_util.GetAttrKey(name) for name in layout.dynamic)
+    flat = layout.flatten
+
+    def flatten_with_keys(obj: Any) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
+        children, aux = flat(obj)
+        return tuple(zip(keys, children, strict=True)), aux
+
+    jax.tree_util.register_pytree_with_keys(
+        layout.cls, flatten_with_keys, layout.unflatten, flatten_func=flat
+    )
 
 
 def getstate(self: object) -> dict[str, Any]:

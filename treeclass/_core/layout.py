@@ -10,11 +10,8 @@ import dataclasses
 import inspect
 import re
 import typing
-import weakref
 from collections.abc import Callable
 from typing import Any, Final, cast
-
-import jax
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
@@ -28,7 +25,8 @@ BUILDING: Final[dict[int, frozenset[str]]] = {}
 _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
 
-_REGISTERED: Final[weakref.WeakSet[type]] = weakref.WeakSet()  # registered in this process
+# Called with each record unpickled (flatten.py subscribes: it imports this module).
+UNPICKLED: Final[list[Callable[[Layout], None]]] = []
 
 
 def _not_generated(*args: Any) -> Any:
@@ -64,12 +62,16 @@ class Layout:
         default=_not_generated, init=False, repr=False
     )
 
+    # cloudpickle carries a class defined in `__main__` by value, this record with it: the
+    # analysis travels, the generated flatten and unflatten are compiled again on arrival
+    # (`UNPICKLED`), and the rebuilt class is registered with JAX there.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k not in ("flatten", "unflatten")}
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # cloudpickle carries a class defined in `__main__` by value, this record with it (its
-        # generated functions too): the copy registers the rebuilt class with JAX.
         vars(self).update(state)
-        if self.cls not in _REGISTERED:
-            register(self)
+        for hook in UNPICKLED:
+            hook(self)
 
 
 def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
@@ -125,18 +127,3 @@ def layout_of(x: object) -> Layout | None:
 def instance_layout(x: object) -> Layout | None:
     """The `Layout` of a treeclass instance; None else, a treeclass class included."""
     return None if isinstance(x, type) else layout_of(x)
-
-
-def register(layout: Layout) -> None:
-    """Registers the class with JAX, with its record's generated flatten and unflatten."""
-    _REGISTERED.add(layout.cls)
-    keys = tuple(jax.tree_util.GetAttrKey(name) for name in layout.dynamic)
-    flat = layout.flatten
-
-    def flatten_with_keys(obj: Any) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
-        children, aux = flat(obj)
-        return tuple(zip(keys, children, strict=True)), aux
-
-    jax.tree_util.register_pytree_with_keys(
-        layout.cls, flatten_with_keys, layout.unflatten, flatten_func=flat
-    )
