@@ -11,6 +11,7 @@ the read fast but doubles construction. A new dict, set as `__dict__` in one
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import linecache
@@ -121,17 +122,26 @@ def dict_setter(cls: type) -> Callable[[object, dict[str, Any]], None]:
 
 
 def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
-    """The end of every construction as source: `__post_init__`, then each field read back
-    (one not set is an error naming it) and the statics checked, then `__check_init__`."""
+    """The end of every construction as source: `__post_init__`, then the fields it may have
+    set read back (one not set is an error naming it) and the statics checked, then
+    `__check_init__`. `read_back`: any field without a default may be unset yet."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
-    if (read_back or layout.post_init) and layout.names:
-        read = f"{', '.join(layout.names)}, = {', '.join(f'{obj}.{n}' for n in layout.names)},"
-        lines += [
-            f"try: {read}",
-            "except _tc_AttributeError as _tc_e: _tc_not_set(_tc_e.name)",
+    if read_back or layout.post_init:
+        read = [
+            f.name
+            for f in layout.fields
+            if f.name in layout.static
+            or not f.init
+            or (read_back and f.default is f.default_factory is dataclasses.MISSING)
         ]
+        if read:
+            values = ", ".join(f"{obj}.{n}" for n in read)
+            lines += [
+                f"try: {', '.join(read)}, = {values},",
+                "except _tc_AttributeError as _tc_e: _tc_not_set(_tc_e.name)",
+            ]
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
     # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
