@@ -77,6 +77,7 @@ def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
         "_tc_check": checks.check_static,
         "_tc_type": type,
         "_tc_AttributeError": AttributeError,
+        "_tc_KeyError": KeyError,
         "_tc_object_new": object.__new__,
         "_tc_set": object.__setattr__,
         "_tc_setdict": dict_setter(layout.cls),

@@ -81,7 +81,7 @@ def _setattr(self: Any, name: str, value: Any) -> None:
     # it), and `Box[int](1)`, whose alias typing records (metadata, not a field).
     if name not in BUILDING.get(id(self), ()) and name != "__orig_class__":
         raise _frozen_error(self, name, "assign to")
-    object.__setattr__(self, name, value)
+    self.__dict__[name] = value  # a dict of its own replaces it when `__init__` returns
 
 
 def _delattr(self: Any, name: str) -> None:

@@ -16,26 +16,25 @@ from treeclass._core.layout import BUILDING, Layout
 
 
 def finalize_source(layout: Layout) -> str:
-    """`_tc_finalize(self)`, after a hand-written `__init__`: each field as it set it, else the
-    default (the class attribute) or the factory's, converted, becomes the instance's store."""
-    lines = ["_tc_d = {}"]
+    """`_tc_finalize(self)`, after a hand-written `__init__`: each field as it set it, else its
+    default or the factory's, converted, in a new dict that becomes the instance's store."""
+    # `__init__` wrote into the instance's own `__dict__` (`_setattr`): read it once, by key.
+    lines = ["_tc_od = _tc_self.__dict__", "_tc_d = {}"]
     for f in layout.fields:
         n = f.name
         if f.default is not dataclasses.MISSING:
-            lines.append(f"_tc_d[{n!r}] = _tc_self.{n}")  # the class attribute if not set
+            lines.append(f"_tc_d[{n!r}] = _tc_od[{n!r}] if {n!r} in _tc_od else _tc_dflt_{n}")
             continue
         if f.default_factory is not dataclasses.MISSING:
             unset = f"_tc_d[{n!r}] = _tc_factory_{n}()"
         else:  # __post_init__ may set it yet; finish() reads every field back
             unset = "pass" if layout.post_init else f"_tc_not_set({n!r})"
-        lines += [f"try: _tc_d[{n!r}] = _tc_self.{n}", f"except _tc_AttributeError: {unset}"]
+        lines += [f"try: _tc_d[{n!r}] = _tc_od[{n!r}]", f"except _tc_KeyError: {unset}"]
     for n in layout.converters:
         lines.append(f"if {n!r} in _tc_d: _tc_d[{n!r}] = _tc_conv_{n}(_tc_d[{n!r}])")
     # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__, else its
     # default; the new store drops it.
-    for f in layout.initvars:
-        n = f.name
-        lines += [f"try: {n} = _tc_self.{n}", f"except _tc_AttributeError: {n} = _tc_dflt_{n}"]
+    lines += [f"{f.name} = _tc_od.get({f.name!r}, _tc_dflt_{f.name})" for f in layout.initvars]
     lines.append("_tc_set(_tc_self, '__dict__', _tc_d)")
     lines += finish(layout, "_tc_self", read_back=True)
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
