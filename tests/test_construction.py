@@ -151,7 +151,9 @@ def test_init_false_field_not_set_message_is_unchanged():
         def __post_init__(self):
             pass
 
-    with pytest.raises(TypeError, match=r"Broken\.y was not initialized\.\n\nIt is declared with init=False"):
+    with pytest.raises(
+        TypeError, match=r"Broken\.y was not initialized\.\n\nIt is declared with init=False"
+    ):
         Broken(1.0)
 
 
@@ -198,7 +200,9 @@ def test_constructor_typo_names_the_class_and_keyword():
     # Python rejects the keyword before the generated __init__ runs, so the hint is
     # Python's own: 3.13 adds "Did you mean 'scale'?"; treeclass does not pay a check
     # on every construction to add it on older versions (see treeclass/_core/init.py).
-    with pytest.raises(TypeError, match=r"Scaled\.__init__\(\) got an unexpected keyword argument 'sclae'") as info:
+    with pytest.raises(
+        TypeError, match=r"Scaled\.__init__\(\) got an unexpected keyword argument 'sclae'"
+    ) as info:
         Scaled(jnp.ones(1), sclae=2.0)  # type: ignore[call-arg]
     if sys.version_info >= (3, 13):
         assert "Did you mean 'scale'?" in str(info.value)
@@ -292,7 +296,9 @@ def test_init_assigns_fields_with_self_dot_then_the_instance_is_frozen(form: For
     assert lin.w.shape == lin.b.shape == (3,)
     assert lin.n == 3
     assert isinstance(lin.b, jax.Array)
-    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot assign to Linear\.w") as info:
+    with pytest.raises(
+        dataclasses.FrozenInstanceError, match=r"cannot assign to Linear\.w"
+    ) as info:
         lin.w = jnp.zeros(3)
     assert "self.replace(w=...)" in str(info.value)
     assert jax.tree.leaves(lin.replace(n=4))[0] is lin.w
@@ -363,14 +369,20 @@ def test_a_field_init_leaves_unset_without_default_is_named(form: Form):
     assert "self.b = ..." in str(info.value)
 
 
-@given(form=st.sampled_from(FORMS), depth=st.integers(1, 4), declare_at=st.one_of(st.none(), st.integers(1, 4)))
+@given(
+    form=st.sampled_from(FORMS),
+    depth=st.integers(1, 4),
+    declare_at=st.one_of(st.none(), st.integers(1, 4)),
+)
 def test_a_subclass_without_fields_inherits_the_hand_written_init(form, depth, declare_at):
     def __init__(self, k):
         self.w = jnp.full(k, 2.0)
         self.n = k
 
     annotations = {"w": jax.Array, "n": tc.Static[int]}
-    cls = form.decorate(type("Root", form.bases, {"__annotations__": annotations, "__init__": __init__}))
+    cls = form.decorate(
+        type("Root", form.bases, {"__annotations__": annotations, "__init__": __init__})
+    )
     declared = False
     for level in range(1, depth + 1):
         body: dict[str, Any] = {"__annotations__": {}}
@@ -392,7 +404,9 @@ def test_a_subclass_without_fields_inherits_the_hand_written_init(form, depth, d
     levels=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4),
     hand_written=st.booleans(),
 )
-def test_every_check_init_runs_base_first_on_construction_and_replace_never_in_unflatten(form, levels, hand_written):
+def test_every_check_init_runs_base_first_on_construction_and_replace_never_in_unflatten(
+    form, levels, hand_written
+):
     log: list[int] = []
     classes: list[type] = []
     for level, (checks, adds_field) in enumerate(levels):
@@ -513,16 +527,23 @@ def test_a_jax_array_default_is_accepted_and_shared(form: Form):
     assert a.w is b.w
     assert a.w.tolist() == [0.0, 0.0, 0.0]
     assert [f.default.shape for f in tc.fields(Zeros)] == [(3,), (2,)]
-    assert Zeros.w.default is a.w  # the class attribute is the field's guard, holding it
+    assert Zeros.w is a.w  # the class attribute is the default, as for a dataclass
     assert Zeros(w=jnp.ones(3)).w.tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize(
     ("default", "kind"),
-    [("np.zeros(3)", "a numpy.ndarray"), ("[1.0]", "a list"), ("{}", "a dict"), ("set()", "a set"),
-     ("tc.field(default=[1.0])", "a list")],
+    [
+        ("np.zeros(3)", "a numpy.ndarray"),
+        ("[1.0]", "a list"),
+        ("{}", "a dict"),
+        ("set()", "a set"),
+        ("tc.field(default=[1.0])", "a list"),
+    ],
 )
-def test_a_mutable_default_is_refused_naming_the_field_and_default_factory(form: Form, default: str, kind: str):
+def test_a_mutable_default_is_refused_naming_the_field_and_default_factory(
+    form: Form, default: str, kind: str
+):
     source = f"{form.class_source('Bad')}\n    w: Any = {default}\n"
     with pytest.raises(ValueError, match=rf"Bad\.w has a mutable default \({kind}\)") as info:
         exec(source, {"tc": tc, "np": np, "Any": Any})
@@ -560,7 +581,9 @@ def test_the_frozen_error_says_where_assignment_works(form: Form):
     assert "self.x = ...` works only inside the class's own\n__init__" in str(info.value)
 
 
-def test_super_init_into_a_generated_init_runs_the_hooks_once_when_the_subclass_is_built(form: Form):
+def test_super_init_into_a_generated_init_runs_the_hooks_once_when_the_subclass_is_built(
+    form: Form,
+):
     # equinox's style: a subclass's own __init__ calls the parent's (generated) one.
     log: list[str] = []
 

@@ -1,16 +1,27 @@
 """Each class's generated sources, compiled once in one namespace under one `linecache` name.
-The code reaches everything through `_tc_` names, so a field may be called `type` or `self`."""
+The code reaches everything through `_tc_` names, so a field may be called `type` or `self`.
+
+Every construction (`__init__`, `replace`, unflatten, a hand-written `__init__`'s end) gives the
+instance its store in one step: a new dict of the fields, set as its `__dict__` (`store()`).
+Writing the fields one by one into the instance's own `__dict__` would be cheaper, but on
+Python 3.11 and 3.12 it turns the instance's inline values into a dict that CPython's fast
+attribute read cannot use (every later `obj.w` 3-5x slower); `object.__setattr__` per field keeps
+the read fast but doubles construction. A new dict, set as `__dict__` in one
+`object.__setattr__`, keeps both (benchmarks/RESULTS.md, "Design measurements")."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import linecache
+import types
+from collections.abc import Callable
 from typing import Any, Final
 
 from treeclass._core import checks
 from treeclass._core.fields import Sentinel
-from treeclass._core.layout import FLAT, INIT, Layout, layout_of
+from treeclass._core.layout import BUILDING, Layout, layout_of
 
 FACTORY: Final = Sentinel("<factory>")  # `__init__`'s default: call the default_factory
 UNCHANGED: Final = Sentinel("<unchanged>")  # `replace()`'s default: keep the current value
@@ -26,12 +37,28 @@ def subclass_check(self: object) -> bool:
         base = next(c for c in cls.__mro__ if layout_of(c) is not None)
         msg = checks.MSG_UNDECORATED_SUBCLASS.format(sub=cls.__name__, base=base.__name__)
         raise TypeError(msg)
-    return INIT in self.__dict__
+    return id(self) in BUILDING
 
 
 def _not_set(layout: Layout, name: str) -> None:
     template = checks.MSG_NOT_SET if layout.user_init is None else checks.MSG_NOT_SET_BY_INIT
     raise TypeError(template.format(cls=layout.cls.__name__, name=name))
+
+
+_MSG_DELETED: Final = """\
+{cls}.{name} is not set: it was deleted from the instance's __dict__, so JAX, ==, hash and
+repr find it missing too. Build a changed copy instead of changing the instance:
+
+    obj = obj.replace({name}=...)"""
+
+
+def deleted(layout: Layout, obj: object, error: AttributeError) -> None:
+    """Raises for a field deleted from a built instance (`object.__delattr__`,
+    `del vars(obj)[name]`), which every reader of the store then misses."""
+    if error.obj is not obj or error.name not in layout.names:
+        raise error  # raised by another attribute's code (a property): not ours to explain
+    msg = _MSG_DELETED.format(cls=layout.cls.__name__, name=error.name)
+    raise AttributeError(msg, name=error.name, obj=obj) from None
 
 
 def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
@@ -49,11 +76,15 @@ def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
         "_tc_TRUSTED": checks.TRUSTED_STATIC_TYPES,
         "_tc_check": checks.check_static,
         "_tc_type": type,
+        "_tc_AttributeError": AttributeError,
         "_tc_KeyError": KeyError,
         "_tc_object_new": object.__new__,
+        "_tc_set": object.__setattr__,
+        "_tc_setdict": dict_setter(layout.cls),
         "_tc_ValueError": ValueError,
         "_tc_subclass_check": subclass_check,
         "_tc_not_set": functools.partial(_not_set, layout),
+        "_tc_deleted": functools.partial(deleted, layout),
         "_tc_unknown_field_error": checks.unknown_field_error,
     }
     for f in (*layout.fields, *layout.initvars):
@@ -69,27 +100,53 @@ def compile_class(layout: Layout, sources: list[str]) -> dict[str, Any]:
     return ns
 
 
+def fields_dict(names: tuple[str, ...] | list[str]) -> str:
+    """Source of the dict of the locals `names`, by name: an instance's store."""
+    return f"{{{', '.join(f'{n!r}: {n}' for n in names)}}}"
+
+
+def store(obj: str, names: tuple[str, ...] | list[str]) -> str:
+    """The one line that gives `obj` its store: the locals `names`, as its new `__dict__`."""
+    return f"_tc_set({obj}, '__dict__', {fields_dict(names)})"
+
+
+def dict_setter(cls: type) -> Callable[[object, dict[str, Any]], None]:
+    """What `obj.__dict__ = d` calls, without the class's refusing `__setattr__`."""
+    # The first class of the MRO that gave instances a `__dict__` holds its descriptor.
+    slot = next(
+        attr
+        for k in cls.__mro__
+        if isinstance(attr := vars(k).get("__dict__"), types.GetSetDescriptorType)
+    )
+    setter: Callable[[object, dict[str, Any]], None] = slot.__set__
+    return setter
+
+
 def finish(layout: Layout, obj: str, *, read_back: bool) -> list[str]:
-    """The end of every construction as source: `__post_init__`, read back and checks, the cache."""
+    """The end of every construction as source: `__post_init__`, then the fields it may have
+    set read back (one not set is an error naming it) and the statics checked, then
+    `__check_init__`. `read_back`: any field without a default may be unset yet."""
     lines: list[str] = []
     if layout.post_init:
         lines.append(f"{obj}.__post_init__({', '.join(f.name for f in layout.initvars)})")
-    if (read_back or layout.post_init) and layout.names:
-        read = f"{', '.join(layout.names)}, = {', '.join(f'_tc_d[{n!r}]' for n in layout.names)},"
-        lines += [f"try: {read}", "except _tc_KeyError as _tc_e: _tc_not_set(_tc_e.args[0])"]
+    if read_back or layout.post_init:
+        read = [
+            f.name
+            for f in layout.fields
+            if f.name in layout.static
+            or not f.init
+            or (read_back and f.default is f.default_factory is dataclasses.MISSING)
+        ]
+        if read:
+            values = ", ".join(f"{obj}.{n}" for n in read)
+            lines += [
+                f"try: {', '.join(read)}, = {values},",
+                "except _tc_AttributeError as _tc_e: _tc_not_set(_tc_e.name)",
+            ]
         lines.extend(static_check_line(name, skip_default=False) for name in layout.static)
-    children, statics = (
-        "".join(f"{n}, " for n in names) for names in (layout.dynamic, layout.static)
-    )
-    lines.append(seal(f"({children})", f"({statics})"))
     # `__check_init__`s run on the finished instance (it may flatten it); never in unflatten.
     lines.extend(f"_tc_check_init_{i}({obj})" for i in range(len(layout.check_inits)))
     return lines
-
-
-def seal(children: str, statics: str) -> str:
-    """The one line that writes the flatten cache; `layout.Guard` then refuses changes."""
-    return f"_tc_d[{FLAT!r}] = ({children}, {statics})"
 
 
 def static_check_line(name: str, *, skip_default: bool) -> str:

@@ -15,7 +15,7 @@ from typing_extensions import dataclass_transform
 
 from treeclass._core import checks, codegen, flatten, init, replace, show, tree
 from treeclass._core.fields import STATIC, TRAINABLE, field, static
-from treeclass._core.layout import FLAT, INIT, LAYOUT, Guard, analyse, layout_of
+from treeclass._core.layout import BUILDING, LAYOUT, analyse, layout_of
 from treeclass._core.prepare import prepare
 
 _T = TypeVar("_T")
@@ -26,9 +26,7 @@ ON_CLASS: Final[list[Callable[[type], object]]] = []
 # Names the generated code or the instance dict use; a field may not take them.
 _RESERVED: Final = {
     "replace": "the replace() method",
-    FLAT: "the flatten cache",
-    INIT: "the construction marker",
-    "__tc_registration__": "the JAX registration",
+    LAYOUT: "the class's record",
 }
 # Methods treeclass must own; a class body that defines them is refused, not overridden.
 _OWNED: Final = {
@@ -79,12 +77,11 @@ def _frozen_error(self: object, name: str, verb: str) -> dataclasses.FrozenInsta
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:
-    d = self.__dict__
     # Allowed: `self.w = ...` in the instance's own hand-written `__init__` (init.py marks
     # it), and `Box[int](1)`, whose alias typing records (metadata, not a field).
-    if name not in d.get(INIT, ()) and name != "__orig_class__":
+    if name not in BUILDING.get(id(self), ()) and name != "__orig_class__":
         raise _frozen_error(self, name, "assign to")
-    d[name] = value
+    self.__dict__[name] = value  # a dict of its own replaces it when `__init__` returns
 
 
 def _delattr(self: Any, name: str) -> None:
@@ -161,8 +158,9 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
     user_init = user_init or _inherited_init(cls)
     layout = analyse(cls, user_init, {"kw_only": kw_only, "repr": repr, "eq": eq})
     construct = init.init_source(layout) if user_init is None else init.finalize_source(layout)
-    sources = [construct, replace.source(layout), flatten.unflatten_source(layout)]
+    sources = [construct, replace.source(layout), *flatten.sources(layout)]
     ns = codegen.compile_class(layout, sources)
+    flatten.complete(layout, ns)
     replace_fn = replace.install(layout, ns)
     _install(
         cls,
@@ -173,13 +171,13 @@ def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa:
         __delattr__=_delattr,
         __getstate__=flatten.getstate,
         __setstate__=flatten.setstate,
-        __tc_registration__=flatten.Registration(layout, ns),
-        **{f.name: Guard(f.name, f.default) for f in layout.fields},
     )
     _install_dunders(cls, repr=repr, eq=eq)
     _mark_abstract(cls)
+    # `replace()` goes through `__init__` once something else stands there (replace.py).
+    ns["_tc_own_init"] = vars(cls)["__init__"]
     setattr(cls, LAYOUT, layout)
-    flatten.register(layout, ns)
+    flatten.register(layout)
     for hook in ON_CLASS:
         hook(cls)
     return cls
@@ -300,7 +298,7 @@ class TreeClass:
     ) -> None:
         super().__init_subclass__(**kwargs)
         if _rebuilt_by_cloudpickle():
-            return  # its attributes follow; `__tc_registration__` registers it
+            return  # its attributes follow; its record, unpickled, registers it
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:

@@ -1,91 +1,101 @@
-"""Pytree registration for one class: flatten reads the `(children, statics)` cached at
-construction (`operator.attrgetter`: C-level); the generated unflatten writes `__dict__`, so
-no user code runs. Not `register_dataclass`: its `cls(**fields)` runs `__post_init__` and the
-converters on tracers, and is slow (docs/how-it-works.md)."""
+"""Pytree registration for one class. The generated flatten reads the fields' attributes, the
+store every other reader uses (no cached copy of the leaves to fall out of step); the generated
+unflatten gives a new instance its store in one step (`codegen.store`), so no user code runs.
+Not `register_dataclass`: its `cls(**fields)` runs `__post_init__` and the converters on
+tracers, and is slow (docs/how-it-works.md)."""
 
 from __future__ import annotations
 
-import operator
 import weakref
 from typing import Any, TypeVar
 
 import jax
 
 from treeclass._core import checks, codegen
-from treeclass._core.layout import FLAT, Layout, instance_layout
+from treeclass._core.layout import UNPICKLED, Layout, instance_layout
 from treeclass._core.walk import node_def
 
 _T = TypeVar("_T")
 
 
+def flatten_source(layout: Layout) -> str:
+    children, statics = (
+        "".join(f"_tc_self.{n}, " for n in names) for names in (layout.dynamic, layout.static)
+    )
+    return (
+        "def _tc_flatten(_tc_self):\n"
+        f"    try: return ({children}), ({statics})\n"
+        "    except _tc_AttributeError as _tc_e: _tc_deleted(_tc_self, _tc_e)\n"
+    )
+
+
 def unflatten_source(layout: Layout) -> str:
-    lines = [
-        "def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):",
-        "    _tc_self = _tc_new(_tc_cls)",
-        "    _tc_d = _tc_self.__dict__",
-    ]
+    lines = ["def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):"]
     for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
         if names:
-            lines.append(f"    {''.join(f'_tc_d[{n!r}], ' for n in names)}= {value}")
-    lines += [f"    {codegen.seal('_tc_children', '_tc_aux')}", "    return _tc_self"]
+            lines.append(f"    {''.join(f'{n}, ' for n in names)}= {value}")
+    # The `__dict__` descriptor's own setter: 60 ns less per node than `codegen.store()`'s
+    # `object.__setattr__` (benchmarks/RESULTS.md, "Design measurements"). It does not pickle,
+    # so only this function, which the record compiles again when unpickled, calls it.
+    # Declaration order, as `__init__` stores them: `vars(obj)` reads the same either way.
+    lines.append("    _tc_self = _tc_new(_tc_cls)")
+    lines.append(f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})")
+    lines.append("    return _tc_self")
     return "".join(f"{line}\n" for line in lines)
 
+
+def sources(layout: Layout) -> list[str]:
+    return [flatten_source(layout), unflatten_source(layout)]
+
+
+def complete(layout: Layout, ns: dict[str, Any]) -> None:
+    """Puts the generated flatten and unflatten from `ns` in the record, once."""
+    layout.flatten, layout.unflatten = ns["_tc_flatten"], ns["_tc_unflatten"]
+
+
+def _unpickled(layout: Layout) -> None:
+    """A record cloudpickle carried with its class: its own flatten and unflatten, and the
+    class registered with JAX (the class cloudpickle rebuilt was not processed)."""
+    complete(layout, codegen.compile_class(layout, sources(layout)))
+    if layout.cls not in _REGISTERED:
+        register(layout)
+
+
+UNPICKLED.append(_unpickled)
 
 _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()  # registered in this process
 
 
-class Registration:
-    """`__tc_registration__`: the unflatten; unpickled, it registers a class cloudpickle rebuilt."""
-
-    __slots__ = ("layout", "unflatten")
-
-    def __init__(self, layout: Layout, ns: dict[str, Any]) -> None:
-        self.layout, self.unflatten = layout, ns["_tc_unflatten"]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_reregister, (self.layout,))
-
-
-def _reregister(layout: Layout) -> Registration:
-    ns = codegen.compile_class(layout, [unflatten_source(layout)])
-    if layout.cls not in _REGISTERED:
-        register(layout, ns)
-    return Registration(layout, ns)
-
-
-def register(layout: Layout, ns: dict[str, Any]) -> None:
-    """Registers the class with JAX, with the generated `_tc_unflatten` from `ns`."""
+def register(layout: Layout) -> None:
+    """Registers the class with JAX, with its record's generated flatten and unflatten."""
     _REGISTERED.add(layout.cls)
     keys = tuple(jax.tree_util.GetAttrKey(name) for name in layout.dynamic)
+    flat = layout.flatten
 
     def flatten_with_keys(obj: Any) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
-        children, aux = getattr(obj, FLAT)
+        children, aux = flat(obj)
         return tuple(zip(keys, children, strict=True)), aux
 
     jax.tree_util.register_pytree_with_keys(
-        layout.cls, flatten_with_keys, ns["_tc_unflatten"], flatten_func=operator.attrgetter(FLAT)
+        layout.cls, flatten_with_keys, layout.unflatten, flatten_func=flat
     )
 
 
 def getstate(self: object) -> dict[str, Any]:
-    """What `pickle`, `copy` and `deepcopy` store: the fields by name, not the flatten cache."""
-    return {k: v for k, v in self.__dict__.items() if k != FLAT}
+    """What `pickle`, `copy` and `deepcopy` store: the instance's store, fields by name."""
+    return dict(vars(self))
 
 
 def setstate(self: object, state: dict[str, Any]) -> None:
-    """Sets `getstate`'s fields as the class's unflatten writes them, in its current order."""
-    registration: Registration = vars(type(self))["__tc_registration__"]
-    layout = registration.layout
-    try:
-        children, aux = (
-            tuple(state[n] for n in names) for names in (layout.dynamic, layout.static)
-        )
-    except KeyError as e:
-        msg = f"{layout.cls.__name__}.{e.args[0]} is missing from the pickled state: "
+    """Makes `state` the instance's store, fields in the class's current declaration order."""
+    layout = instance_layout(self)
+    assert layout is not None  # installed on treeclasses only
+    if missing := [n for n in layout.names if n not in state]:
+        msg = f"{layout.cls.__name__}.{missing[0]} is missing from the pickled state: "
         msg += "the class has a field the pickled instance has not."
-        raise TypeError(msg) from None
-    self.__dict__.update(state)  # and what is no field, such as `__orig_class__`
-    self.__dict__.update(vars(registration.unflatten(aux, children)))
+        raise TypeError(msg)
+    # The fields, then what is no field, such as `__orig_class__`.
+    object.__setattr__(self, "__dict__", {n: state[n] for n in layout.names} | state)
 
 
 def prefix(obj: _T, fill: Any = None, /, **fields: Any) -> _T:

@@ -1,5 +1,8 @@
-"""`Layout`: one class's fields split into children and treedef, and its hooks: it drives all
-generated code. `Guard`: what keeps a field and its leaf in the flatten cache one value."""
+"""`Layout`: the one record of a class: its fields split into children and treedef, its hooks,
+and the generated flatten and unflatten JAX calls. Every layer reaches it through `layout_of()`.
+
+An instance keeps its fields in one store, its `__dict__`: the attribute, JAX's flatten, `==`,
+`hash` and `repr` all read it, so a write by any route is seen by all of them."""
 
 from __future__ import annotations
 
@@ -12,51 +15,29 @@ from typing import Any, Final, cast
 
 from treeclass._core.fields import CONVERTER, STATIC, TRAINABLE
 
-# An instance's `(children, statics)`, cached (it is immutable): JAX's flatten reads it.
-FLAT: Final = "__tc_flat__"
+# The class attribute that holds the record (`layout_of()` reads it; nothing else spells it).
 LAYOUT: Final = "__tc_layout__"
-# In `__dict__` only while a hand-written `__init__` runs, the one time `self.w = ...` works.
-INIT: Final = "__tc_init__"
+# The instances whose hand-written `__init__` runs, by id, with the names `self.w = ...` may
+# set there. Not a key in the instance's `__dict__`: `vars(obj)` holds the fields only.
+BUILDING: Final[dict[int, frozenset[str]]] = {}
 
 # `ClassVar[int]` as a string (`from __future__ import annotations`), maybe module-qualified.
 _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 
-_MSG_SET_BUILT: Final = """\
-cannot assign to {cls}.{name} with object.__setattr__: the instance is built, and
-JAX flattens the values it was built with. Build a changed copy instead:
 
-    obj = obj.replace({name}=...)
-
-(object.__setattr__ works while the instance is built: in __init__ and __post_init__.)"""
+# Called with each record unpickled (flatten.py subscribes: it imports this module).
+UNPICKLED: Final[list[Callable[[Layout], None]]] = []
 
 
-class Guard:
-    """Per field, on the class: refuses `object.__setattr__` on a built instance; no `__get__`."""
-
-    __slots__ = ("default", "name")
-
-    def __init__(self, name: str, default: Any) -> None:
-        self.name, self.default = name, default
-
-    def __set__(self, obj: object, value: Any) -> None:
-        d = obj.__dict__
-        if FLAT in d:
-            msg = _MSG_SET_BUILT.format(cls=type(obj).__name__, name=self.name)
-            raise dataclasses.FrozenInstanceError(msg)
-        d[self.name] = value
-
-    def __delete__(
-        self, obj: object
-    ) -> None:  # `object.__delattr__`: Python's own says "__delete__"
-        msg = f"cannot delete {type(obj).__name__}.{self.name}: treeclass instances are immutable."
-        raise dataclasses.FrozenInstanceError(msg)
-
-    def __repr__(self) -> str:
-        return f"<treeclass field {self.name!r}>"
+def _not_generated(*args: Any) -> Any:
+    msg = "the class's flatten and unflatten are set when it is processed (flatten.complete)"
+    raise AssertionError(msg)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False)
 class Layout:
+    """One class's record; `flatten` and `unflatten` are set once, by `flatten.complete()`."""
+
     cls: type
     fields: tuple[dataclasses.Field[Any], ...]  # declaration order, init=False included
     names: tuple[str, ...]
@@ -72,6 +53,25 @@ class Layout:
     user_init: Callable[..., None] | None  # the class's own `__init__`, if any
     check_inits: tuple[Callable[[Any], None], ...]  # every `__check_init__` of the MRO, base first
     options: dict[str, bool]  # the decorator's: kw_only, repr, eq
+    # What JAX calls: `flatten(obj) -> (children, statics)` reads the fields' attributes;
+    # `unflatten(statics, children)` builds an instance without running user code.
+    flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]] = dataclasses.field(
+        default=_not_generated, init=False, repr=False
+    )
+    unflatten: Callable[[Any, Any], Any] = dataclasses.field(
+        default=_not_generated, init=False, repr=False
+    )
+
+    # cloudpickle carries a class defined in `__main__` by value, this record with it: the
+    # analysis travels, the generated flatten and unflatten are compiled again on arrival
+    # (`UNPICKLED`), and the rebuilt class is registered with JAX there.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k not in ("flatten", "unflatten")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        for hook in UNPICKLED:
+            hook(self)
 
 
 def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
@@ -79,9 +79,7 @@ def _computed(cls: type, f: dataclasses.Field[Any]) -> bool:
     if f.init:
         return False
     attr = inspect.getattr_static(cls, f.name, None)
-    return not isinstance(attr, Guard) and (
-        hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-    )
+    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
 
 
 def is_classvar(annotation: object) -> bool:
@@ -121,7 +119,7 @@ def analyse(cls: type, user_init: Callable[..., None] | None, options: dict[str,
 
 
 def layout_of(x: object) -> Layout | None:
-    """The `Layout` of a treeclass or instance (not inherited); None for anything else."""
+    """The record of a treeclass or instance (not inherited); None for anything else."""
     cls = x if isinstance(x, type) else type(x)
     return cast("Layout | None", cls.__dict__.get(LAYOUT))
 

@@ -22,7 +22,7 @@ import typing_extensions
 
 from treeclass._core import checks
 from treeclass._core.fields import AXES, CONVERTER, STATIC, STATIC_MARKER, TRAINABLE, static
-from treeclass._core.layout import Guard, is_classvar
+from treeclass._core.layout import is_classvar
 
 # One message per option a static field refuses, whichever spelling declared it.
 _MSG_STATIC_OPTION: Final = """\
@@ -210,14 +210,6 @@ def prepare(cls: type) -> Callable[[], None]:
     """Rewrites `cls`'s body for `dataclasses.dataclass`; returns what to call after it."""
     scopes = functools.cache(lambda: _scopes(cls))  # read from the frames at the first string only
     for name, annotation in inspect.get_annotations(cls).items():
-        # Annotated again in a subclass, a field keeps the parent's plain default (its `Guard`'s).
-        guard = None if name in vars(cls) else inspect.getattr_static(cls, name, None)
-        if isinstance(guard, Guard):
-            setattr(
-                cls,
-                name,
-                dataclasses.field() if guard.default is dataclasses.MISSING else guard.default,
-            )
         if is_classvar(annotation):
             continue
         value = cls.__dict__.get(name, dataclasses.MISSING)

@@ -5,10 +5,11 @@ merge was measured slower for small classes (benchmarks/RESULTS.md, "Design meas
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any, Final, TypeVar
 
-from treeclass._core.codegen import finish, static_check_line
+from treeclass._core.codegen import UNCHANGED, finish, static_check_line, store
 from treeclass._core.layout import Layout, instance_layout
 
 _T = TypeVar("_T")
@@ -30,11 +31,16 @@ def source(layout: Layout) -> str:
     keyword = [f"{n}=_tc_UNCHANGED" for n in names]
     params = ", ".join(["_tc_self", "/", *(["*", *keyword] if keyword else []), "**_tc_unknown"])
     body = [f"if _tc_unknown: raise _tc_unknown_field_error(_tc_cls, _tc_unknown, {names!r})"]
-    body.append("_tc_od = _tc_self.__dict__")
+    if layout.user_init is None:
+        # A decorator wrapped around `__init__` after the class was made (`@beartype`,
+        # `@jaxtyped(typechecker=...)`) checks what `__init__` gets: replace goes through it.
+        passed = ", ".join(f"{n!r}: {n}" for n in names)
+        through = f"return _tc_through_init(_tc_self, {{{passed}}})"
+        body.append(f"if _tc_cls.__init__ is not _tc_own_init: {through}")
     derived = [f.name for f in layout.fields if not f.init] if layout.post_init else []
     body.extend(f"_tc_passed_{name} = {name} is not _tc_UNCHANGED" for name in derived)
     for name in layout.names:
-        body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_od[{name!r}]")
+        body.append(f"if {name} is _tc_UNCHANGED: {name} = _tc_self.{name}")
         on_change: list[str] = []
         if name in layout.converters:
             on_change.append(f"{name} = _tc_conv_{name}({name})")
@@ -50,21 +56,46 @@ def source(layout: Layout) -> str:
         else:
             msg = _MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name)
             body.append(f"if {f.name} is _tc_UNCHANGED: raise _tc_ValueError({msg!r})")
-    body += ["_tc_new = _tc_object_new(_tc_cls)", "_tc_d = _tc_new.__dict__"]
-    body.extend(f"_tc_d[{name!r}] = {name}" for name in layout.names)
+    body += ["_tc_new = _tc_object_new(_tc_cls)", store("_tc_new", layout.names)]
     body += finish(layout, "_tc_new", read_back=False)
     for name in derived:
         msg = _MSG_OVERWRITTEN.format(cls=layout.cls.__name__, name=name)
         body.append(
-            f"if _tc_passed_{name} and _tc_d[{name!r}] is not _tc_given_{name}: raise _tc_ValueError({msg!r})"
+            f"if _tc_passed_{name} and {name} is not _tc_given_{name}: raise _tc_ValueError({msg!r})"
         )
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
 
 
+_MSG_THROUGH_INIT_FIELD: Final = (
+    "{cls}.{name} is an init=False field, and {cls}.__init__ is wrapped (by a checker such as "
+    "beartype or jaxtyping), so {cls}.replace() builds the copy through it, as "
+    "dataclasses.replace() does: __init__ takes no {name}. Change the fields it is derived from."
+)
+
+
+def through_init(layout: Layout, obj: Any, passed: dict[str, Any]) -> Any:
+    """`replace()` as `dataclasses.replace()` builds it, by calling the class, for a class whose
+    `__init__` a decorator wrapped after it was made: the wrapper's checks run on every field."""
+    for f in layout.fields:
+        if not f.init and passed[f.name] is not UNCHANGED:
+            raise ValueError(_MSG_THROUGH_INIT_FIELD.format(cls=layout.cls.__name__, name=f.name))
+    kwargs: dict[str, Any] = {}
+    for f in layout.params:
+        value = passed[f.name]
+        if value is not UNCHANGED:
+            kwargs[f.name] = value
+        elif f in layout.fields:
+            kwargs[f.name] = getattr(obj, f.name)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(_MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name))
+    return layout.cls(**kwargs)
+
+
 def install(layout: Layout, ns: dict[str, Any]) -> Any:
     """The generated `replace` from `ns`, with its docstring and signature."""
     fn = ns["replace"]
+    ns["_tc_through_init"] = functools.partial(through_init, layout)
     fn.__doc__ = _REPLACE_DOC.format(cls=layout.cls.__name__, names=", ".join(layout.names))
     fn.__annotations__ = {f.name: f.type for f in (*layout.fields, *layout.initvars)}
     # Shown: `self` first (unless a field takes that name), without `**_tc_unknown`.

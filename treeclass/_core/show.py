@@ -66,7 +66,7 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     layout = instance_layout(x)
     if layout is not None:
         shown = [f.name for f in layout.fields if f.repr]
-        return f"{cls.__name__}(", ")", "=", [(n, x.__dict__.get(n, _UNSET)) for n in shown]
+        return f"{cls.__name__}(", ")", "=", [(n, getattr(x, n, _UNSET)) for n in shown]
     if cls is list:
         return "[", "]", "", [("", v) for v in x]
     names: tuple[str, ...] | None = getattr(cls, "_fields", None)

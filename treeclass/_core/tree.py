@@ -12,7 +12,7 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._core.layout import FLAT, layout_of
+from treeclass._core.layout import layout_of
 from treeclass._core.walk import PYTHON_SCALARS, is_array
 
 
@@ -152,4 +152,6 @@ def eq(self: Any, other: Any) -> Any:
 
 def hash_(self: object) -> int:
     # Equal instances have equal treedefs, hence equal statics: consistent with ==.
-    return hash((type(self), getattr(self, FLAT)[1]))
+    layout = layout_of(self)
+    assert layout is not None  # installed on treeclasses only
+    return hash((type(self), layout.flatten(self)[1]))

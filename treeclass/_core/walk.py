@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._core.layout import FLAT, instance_layout
+from treeclass._core.layout import instance_layout
 
 KeyPath = tuple[Any, ...]  # jax.tree_util key entries: GetAttrKey, SequenceKey, DictKey
 
@@ -165,7 +165,7 @@ def walk(
     if layout is not None:
         yield Visit(path, tree, owner, name, "node", trainable, rule)
         cls = type(tree)
-        dynamic, static = getattr(tree, FLAT)  # what JAX's flatten returns
+        dynamic, static = layout.flatten(tree)  # what JAX's flatten returns
         values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
         for field in layout.names:
             field_path = (*path, jax.tree_util.GetAttrKey(field))
