@@ -56,6 +56,36 @@ def test_layers_import_only_downward():
             assert below or subpackage(other) == subpackage(name), f"{name} imports {other}"
 
 
+# The modules of _checkpoint, top to bottom (treeclass/README.md draws them): each imports
+# only modules below it, so `tc.load(path, template)` is read from npz.py downward without
+# coming back up.
+CHECKPOINT_ORDER = [
+    "interop",  # treeclasses in jax.export and flax.serialization
+    "npz",  # save(), load(): the file, written atomically
+    "state_dict",  # to_state_dict(), from_state_dict(); restore(), the one walk
+    "sources",  # the saved side of restore(): a state dict's, a file's
+    "archive",  # the file as load() reads it: the manifest, each member checked
+    "manifest",  # the format: the manifest, canonical statics, each leaf's encoding
+    "keys",  # the root, each child's state-dict key, configuration children
+    "leaves",  # what a leaf is; as_template()
+    "errors",  # CheckpointError; the TypeError of a wrong argument
+]
+
+
+def test_checkpoint_modules_are_all_placed():
+    found = {p.stem for p in (PACKAGE / "_checkpoint").glob("*.py")} - {"__init__"}
+    assert found == set(CHECKPOINT_ORDER)
+
+
+def test_checkpoint_modules_import_only_downward():
+    package = "treeclass._checkpoint."
+    for module in CHECKPOINT_ORDER:
+        for other in GRAPH[package + module]:
+            if other.startswith(package):
+                below = CHECKPOINT_ORDER.index(other.removeprefix(package))
+                assert below > CHECKPOINT_ORDER.index(module), f"{module} imports {other}"
+
+
 def test_no_module_imports_itself_through_a_cycle():
     def reaches(start: str, goal: str) -> bool:
         seen: set[str] = set()

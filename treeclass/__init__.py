@@ -1,8 +1,8 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
+from treeclass._checkpoint.errors import CheckpointError as CheckpointError
 from treeclass._checkpoint.npz import load as load
 from treeclass._checkpoint.npz import save as save
-from treeclass._checkpoint.state_dict import CheckpointError as CheckpointError
 from treeclass._checkpoint.state_dict import from_state_dict as from_state_dict
 from treeclass._checkpoint.state_dict import to_state_dict as to_state_dict
 from treeclass._core.checks import RecompileWarning as RecompileWarning

@@ -1,5 +1,8 @@
-"""`save()`, `load()`: an ordinary `.npz` of what manifest.py encodes, written atomically; each
-member is checked before it is read: nothing is unpickled, nothing allocated past the template."""
+"""`save()`, `load()`: the public file functions. `save()` writes an ordinary `.npz` of what
+manifest.py encodes, atomically (a temporary renamed over the file); `load()` opens the file as
+an `Archive` and restores the template from it through `restore()`, its saved side a
+`FileSource`: each member is checked before it is read, nothing is unpickled, nothing is
+allocated past what the template holds."""
 
 from __future__ import annotations
 
@@ -15,16 +18,19 @@ from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 
+from treeclass._checkpoint.archive import Archive
+from treeclass._checkpoint.errors import wrong_argument
+from treeclass._checkpoint.keys import check_root
 from treeclass._checkpoint.manifest import (
     FORMAT,
     MANIFEST,
     VERSION,
-    FileSource,
     Members,
     encode_leaf,
     manifest_entry,
 )
-from treeclass._checkpoint.state_dict import check_root, restore, wrong_argument
+from treeclass._checkpoint.sources import FileSource
+from treeclass._checkpoint.state_dict import restore
 
 _T = TypeVar("_T")
 
@@ -76,6 +82,7 @@ def _temporary(directory: str, base: str) -> str:
 
 
 def _fspath(path: object, fn: str) -> str:
+    """`path` as a `str`; the `TypeError` of the public function `fn` for a non-path."""
     try:  # untyped callers pass anything; os.fspath raises TypeError for a non-path
         return os.fsdecode(os.fspath(cast("str", path)))
     except TypeError:
@@ -169,7 +176,6 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     """
     path = _fspath(path, "load")
     root = check_root(template, "load", "template")
-    with open(path, "rb") as f:
-        source = FileSource(f, path, root)
-        with source.zf:
-            return restore(template, source.tree(), (), source)  # type: ignore[no-any-return]
+    with open(path, "rb") as f, Archive(f, path) as archive:
+        source = FileSource(archive, root)
+        return restore(template, archive.tree(), (), source)  # type: ignore[no-any-return]

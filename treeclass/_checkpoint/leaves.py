@@ -1,0 +1,111 @@
+"""What a checkpoint's leaf is (an array, a typed PRNG key, a Python number), how its dtype is
+named, and `as_template()`: a restored value made the template's kind of leaf, which both
+`from_state_dict()` and `load()` return."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import jax
+import jax.core  # imported by jax too; named here so type checkers see jax.core
+import jax.numpy as jnp
+import numpy as np
+
+from treeclass._core.walk import PYTHON_SCALARS, is_array
+
+# The dtype kinds of the 0-d arrays taken for a Python number of each type: some stores give
+# a number back as such an array.
+SCALAR_KINDS: Final = {bool: "b", int: "iu", float: "f", complex: "c"}
+
+
+def arraylike(x: object) -> bool:
+    """An array, or a template's stand-in for one (`jax.ShapeDtypeStruct`)."""
+    return is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
+
+
+def is_key(x: Any) -> bool:
+    """A typed PRNG key array (`jax.random.key`), or a template of one."""
+    return arraylike(x) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def dtype_str(dtype: Any) -> str:
+    """numpy's name for `dtype` (`bfloat16`), or JAX's for a typed PRNG key (`key<fry>`)."""
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return str(dtype)
+    return str(np.dtype(dtype).name)
+
+
+def scalar_fits(kind: type, template: Any) -> bool:
+    """The template's leaf is what `jax.eval_shape` makes of a Python `kind` number."""
+    canonical = jax.dtypes.canonicalize_dtype(kind)
+    return arraylike(template) and tuple(template.shape) == () and template.dtype == canonical
+
+
+def fits(value: Any, dtype: Any) -> bool:
+    """`value`, a number, converts to `dtype` without wrapping or overflowing to inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            converted = np.asarray(value).astype(dtype)
+        except OverflowError:  # numpy's for a Python int past int64
+            return False
+    if converted.dtype.kind in "biu":
+        return bool(converted == value)
+    # A float or complex fits unless a finite part became inf or nan: compare each part,
+    # real and imaginary, converted with given.
+    for part in (np.real, np.imag):
+        converted_part, given_part = part([converted, value])
+        if not np.isfinite(converted_part) and np.isfinite(given_part):
+            return False
+    return True
+
+
+def as_template(template: Any, value: Any) -> Any:
+    """`value` as a leaf of the template's kind: a `jax.Array` with its weak type and sharding.
+
+    A Python number stays that type of number, a numpy array a writeable numpy copy, and a
+    jax array that already has the template's weak type is returned as it is, not copied."""
+    if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
+        return value
+    if type(template) not in PYTHON_SCALARS and not arraylike(template):
+        return value  # a str or function in a dynamic field: the source checked its type
+    if type(template) in PYTHON_SCALARS:
+        if type(value) is type(template):
+            return value
+        return type(template)(np.asarray(value).item())
+    if isinstance(template, np.ndarray | np.generic):
+        if type(value) is type(template):
+            return value
+        array = np.array(value, dtype=template.dtype)  # a writeable copy, on the host
+        return array if isinstance(template, np.ndarray) else array[()]
+    weak = bool(getattr(template, "weak_type", False))
+    if isinstance(value, jax.Array) and bool(getattr(value, "weak_type", False)) == weak:
+        return value  # a jax key, or an array of the same weak type: shared, not copied
+    if is_key(template):
+        result = jax.random.wrap_key_data(jnp.asarray(value), impl=_key_impl(template))
+    else:
+        result = jnp.asarray(value, template.dtype)  # strongly typed
+        if weak:
+            result = _weakly_typed(result)
+    if isinstance(template, jax.core.Tracer):  # load() under jit: no placement to copy
+        return result
+    explicit = isinstance(template, jax.ShapeDtypeStruct) or getattr(template, "committed", False)
+    if explicit and getattr(template, "sharding", None) is not None:
+        return jax.device_put(result, template.sharding)
+    return result
+
+
+def _key_impl(template: Any) -> Any:
+    """The PRNG implementation of a key template, read by tracing: a `ShapeDtypeStruct`
+    has no values to ask `jax.random.key_impl`, but a traced stand-in does."""
+    found: list[Any] = []
+    jax.eval_shape(lambda key: found.append(jax.random.key_impl(key)), template)
+    return found[0]
+
+
+def _weakly_typed(result: jax.Array) -> jax.Array:
+    """`result` with a weak type, where its dtype is a default one (only those are weak):
+    a weakly typed zero of that kind, broadcast to its shape, with its values set in."""
+    base = jnp.asarray({"f": 0.0, "i": 0, "c": 0j}.get(result.dtype.kind, False))
+    if base.dtype != result.dtype:
+        return result
+    return jnp.broadcast_to(base, result.shape).at[...].set(result)
