@@ -139,6 +139,8 @@ def main(
             _write(file, errors)
     for line in errors:
         print(f"treeclass.migrate: {line}", file=err)
+    for hint in result.hints:  # on stderr with --json: stdout stays one object per class
+        print(f"treeclass.migrate: {hint}", file=err if args.json else out)
     converted = sum(r.status == "converted" for r in result.reports)
     print(f"converted {converted}, refused {len(result.reports) - converted}", file=out)
     if errors:

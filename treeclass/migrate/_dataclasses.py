@@ -421,7 +421,14 @@ def _notes(
         notes.append(_messages.NOTE_NAMEDTUPLE)
     if statics:
         notes.append(_messages.NOTE_STATICS.format(fields=", ".join(statics)))
-    if options.get("eq") != "False":
+    own = [  # a dataclass keeps an __eq__ / __hash__ its class body defines, as a treeclass
+        m
+        for m in ("__eq__", "__hash__")
+        if any(isinstance(s, ast.FunctionDef) and s.name == m for s in ctx.found.node.body)
+    ]
+    if own:
+        notes.append(_messages.NOTE_OWN_EQ.format(methods=" and ".join(own)))
+    elif options.get("eq") != "False":
         notes.append(_messages.NOTE_DATACLASS_EQ)
     if "_hash" in options:
         notes.append(_messages.NOTE_HASH)

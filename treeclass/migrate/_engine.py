@@ -38,6 +38,7 @@ from treeclass.migrate._resolve import (
     harmless_decorator,
     mark_wrapped,
     module_name,
+    package_aliases,
     stateless,
 )
 from treeclass.migrate._text import Text
@@ -78,6 +79,9 @@ class Result:
     files: list[File]
     reports: list[Report]
     errors: list[str]  # one line per file that could not be read or parsed
+    # What the run found but did not plan, and the flag that would (NamedTuples
+    # without --namedtuples): printed before the summary line.
+    hints: list[str] = dataclasses.field(default_factory=list[str])
 
 
 def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -372,7 +376,11 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     mark_wrapped(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     facts = _facts.Facts(
         classes=frozenset(found.name for file in files for found in file.found),
-        packages=frozenset(file.module.split(".")[0] for file in files if file.module),
+        packages=frozenset(
+            name.split(".")[0]
+            for name in [*(file.module for file in files), *package_aliases(files)]
+            if name
+        ),
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
@@ -419,7 +427,17 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
                 reports.append(
                     Report(file.path, found.node.lineno, found.name, "refused", decision.reason)
                 )
-    return Result(files, reports, errors)
+    hints = [] if namedtuples else _namedtuple_hint(sorted(facts.namedtuple_fields))
+    return Result(files, reports, errors, hints)
+
+
+def _namedtuple_hint(names: list[str]) -> list[str]:
+    """The line that says how many NamedTuples a run without --namedtuples left alone
+    (a package whose state is NamedTuples would otherwise read `converted 0, refused 0`)."""
+    if not names:
+        return []
+    shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
+    return [_messages.HINT_NAMEDTUPLES.format(count=len(names), names=shown)]
 
 
 def internal(found: Found, error: Exception) -> Refusal:

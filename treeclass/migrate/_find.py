@@ -96,18 +96,30 @@ _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGIS
 def _registers_parameter(
     fn: ast.FunctionDef, names: dict[str, str], also: frozenset[str] | set[str] = frozenset()
 ) -> bool:
+    """`fn` registers its first parameter, or a value made from it (mujoco-mjx:
+    `data_clz = dataclasses.dataclass(frozen=True)(clz)`, then `register_dataclass(data_clz,
+    ...)`), with JAX or with one of the functions `also`."""
     params = fn.args.posonlyargs + fn.args.args
-    return bool(params) and any(
+    if not params:
+        return False
+    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and _mentions(node.value, made):
+            made |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return any(
         isinstance(n, ast.Call)
         and (
             _names.dotted(n.func, names) in _REGISTERING
             or (isinstance(n.func, ast.Name) and n.func.id in also)
         )
         and n.args
-        and isinstance(n.args[0], ast.Name)
-        and n.args[0].id == params[0].arg
+        and _mentions(n.args[0], made)
         for n in ast.walk(fn)
     )
+
+
+def _mentions(value: ast.expr, made: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in made for n in ast.walk(value))
 
 
 def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[tuple[str, str]]:
@@ -159,17 +171,18 @@ _RECIPES = {"a subclass of equinox.Module": "docs/migration.md#from-equinoxmodul
 
 
 def _registers_subclasses(
-    node: ast.ClassDef, names: dict[str, str], copies: set[str]
+    node: ast.ClassDef, names: dict[str, str], helpers: set[str]
 ) -> str | None:
     """How `node` makes its subclasses pytrees: an `__init_subclass__` that registers
-    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a copy
-    of flax.struct.dataclass of this module, `copies`, applied to it), or an unhandled
+    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a
+    function of this module that registers its first parameter, `helpers`, applied to
+    it: a copy of flax.struct.dataclass, mujoco-mjx's `_register(cls)`), or an unhandled
     base; None if it does not."""
     for stmt in node.body:
         if (
             isinstance(stmt, ast.FunctionDef)
             and stmt.name == "__init_subclass__"
-            and _registers_parameter(stmt, names, copies)
+            and _registers_parameter(stmt, names, helpers)
         ):
             return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
     kinds = [
@@ -180,13 +193,34 @@ def _registers_subclasses(
     return kinds[0] if kinds else None
 
 
+def _helpers(tree: ast.Module, names: dict[str, str]) -> set[str]:
+    """The module's functions that register their first parameter, directly or through
+    another such function (mujoco-mjx: `__init_subclass__` calls `_register(cls)`, which
+    calls `register_dataclass(cls, ...)`), wherever they are defined in the module."""
+    functions = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
+    helpers: set[str] = set()
+    grown = True
+    while grown:  # a chain of n helpers takes n passes; a module has few
+        before = len(helpers)
+        helpers |= {
+            f.name
+            for f in functions
+            if f.name not in helpers and _registers_parameter(f, names, helpers)
+        }
+        grown = len(helpers) > before
+    return helpers
+
+
 def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[Found]:
     """Every top-level class of `tree`, in order, with its registration."""
     classes: dict[str, Found] = {}
     duplicates: set[str] = set()
-    helpers: set[str] = set()  # module functions that register their first parameter
-    copies: set[str] = set()  # module functions that copy flax.struct.dataclass
+    helpers = _helpers(tree, names)  # module functions that register their first parameter
+    factories: dict[str, ast.Assign] = {}  # `P = namedtuple("P", ...)`: a class, no statement
     for stmt in tree.body:
+        made = _namedtuple_factory(stmt, names)
+        if made is not None:
+            factories[made] = stmt  # type: ignore[assignment]  # pyright: ignore[reportArgumentType]
         if isinstance(stmt, ast.ClassDef):
             if stmt.name in classes:
                 duplicates.add(stmt.name)
@@ -201,7 +235,7 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
             if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
                 _set_family(found, "NamedTuple")
-            found.registers_subclasses = _registers_subclasses(stmt, names, copies)
+            found.registers_subclasses = _registers_subclasses(stmt, names, helpers)
             if (
                 found.registers_subclasses is not None
                 and found.family is None
@@ -213,18 +247,47 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
             if name in classes and classes[name].family is None:
                 classes[name].family = "register_pytree_node"
                 classes[name].indirect = _messages.INDIRECT.format(cls=name, how=how)
-        if isinstance(stmt, ast.FunctionDef) and _registers_parameter(stmt, names):
-            helpers.add(stmt.name)
-            if wrapper(stmt, names) is FLAX_COPY:
-                copies.add(stmt.name)
         registered = _registration_call(stmt, names)
-        if registered is not None and registered[0] in classes:
+        if registered is not None and registered[0] not in classes and registered[0] in factories:
+            classes[registered[0]] = _factory_found(registered[0], factories[registered[0]], stmt)
+        elif registered is not None and registered[0] in classes:
             name, family, call = registered
             _set_family(classes[name], family)
             classes[name].registration = call
     for name in duplicates:
         classes[name].registered_twice = True
     return list(classes.values())
+
+
+def _namedtuple_factory(stmt: ast.stmt, names: dict[str, str]) -> str | None:
+    """The name `stmt` binds to a class made by `namedtuple(...)` / `NamedTuple(...)`."""
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Call)
+        and _names.dotted(stmt.value.func, names) in _names.NAMEDTUPLE_FACTORY
+    ):
+        return stmt.targets[0].id
+    return None
+
+
+def _factory_found(name: str, made: ast.Assign, registration: ast.stmt) -> Found:
+    """A `namedtuple(...)` class given to a registration (vbjax): a pytree class with no
+    class statement to rewrite, reported as refused (never a silent miss). Its node is
+    an empty class statement at the assignment's line, which nothing rewrites."""
+    node = ast.ClassDef(name=name, bases=[], keywords=[], body=[ast.Pass()], decorator_list=[])
+    ast.copy_location(node, made)
+    found = Found(name, node, None, [])
+    how = f"a `namedtuple(...)` registered at line {registration.lineno}, no class statement"
+    unhandled(found, how)
+    found.indirect = _messages.UNHANDLED.format(
+        cls=name,
+        how=how,
+        recipe="a class with the fields declared, its registration removed: "
+        "docs/migration.md#from-namedtuple",
+    )
+    return found
 
 
 # What `wrapper` returns for a copy of flax.struct.dataclass (pgx vendors one).
@@ -295,7 +358,11 @@ def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
     calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
     if _flax_copy(fn, calls, names):
         return FLAX_COPY
-    dataclass = [c for c in calls if _names.dotted(c.func, names) in _names.DATACLASS]
+    dataclass = [  # `dataclasses.dataclass(frozen=True)(clz)` counted once: the inner call
+        c
+        for c in calls
+        if _names.dotted(c.func, names) in _names.DATACLASS and not isinstance(c.func, ast.Call)
+    ]
     register = [c for c in calls if _names.dotted(c.func, names) in _names.REGISTER_DATACLASS]
     other = [
         c

@@ -136,6 +136,12 @@ AUX_COMPUTED: Final = (
     + _DOCS
     + "aux-data-computed-from-children"
 )
+AUX_SPREAD: Final = (
+    "its aux data spreads `**{code}` into a dict: its keys are known only when the code runs,"
+    " and a treeclass needs one static field per key, declared in the class. Declare the"
+    " keys it can hold as static fields (or one static field holding a tuple of items) by"
+    " hand. " + _DOCS + "aux-data-computed-from-children"
+)
 AUX_UNHASHABLE: Final = (
     "its aux data holds `{attr}`, {why}: a static field must be hashable (JAX compares and hashes the treedef); store a tuple or a frozen value. "
     + _DOCS
@@ -290,10 +296,22 @@ NOTE_FLAX: Final = "keeps flax.serialization support (to_state_dict, from_state_
 NOTE_DATACLASS_EQ: Final = "== compares with tc.tree_equal (arrays by value) and hash() uses the type and static values, no longer the dataclass's field tuple"
 NOTE_REPLACE: Final = "its replace() override (dataclasses.replace) went: tc.TreeClass.replace() does the same, with converters and checks"
 NOTE_NAMEDTUPLE: Final = "instances are no longer tuples (no unpacking, indexing, len or _replace; isinstance(x, tuple) is False)"
+NOTE_OWN_EQ: Final = (
+    "keeps its own {methods} (a treeclass, as a dataclass, does not replace those its class"
+    " defines): == and hash() do what they did"
+)
 NOTE_HASH: Final = (
     "unsafe_hash=True went: a treeclass is hashable already (by type and static values)"
 )
 NOTE_PARTIAL: Final = "this run covers part of package `{package}` only: a subclass of a converted class elsewhere in it would fail at import (a treeclass's subclasses must be treeclasses); run the tool on the whole package folder"
+
+# --- what a run found but left alone -----------------------------------------------------
+HINT_NAMEDTUPLES: Final = (
+    "found {count} NamedTuple class(es) ({names}), not converted: NamedTuples convert only "
+    "with --namedtuples (run again with it to see which convert and why the others cannot). "
+    + _DOCS
+    + "namedtuple"
+)
 
 
 def join(reasons: list[str]) -> str:

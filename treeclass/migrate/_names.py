@@ -17,6 +17,7 @@ __all__ = [
     "JDC_DATACLASS",
     "JDC_STATIC",
     "NAMEDTUPLE",
+    "NAMEDTUPLE_FACTORY",
     "REGISTER_CLASS",
     "REGISTER_DATACLASS",
     "REGISTER_FUNCTION",
@@ -42,6 +43,8 @@ JDC_DATACLASS: Final = {
 JDC_STATIC: Final = {"jax_dataclasses.Static", "jax_dataclasses._dataclasses.Static"}
 CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
 NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
+# Calls that make a NamedTuple class without a class statement (`P = namedtuple("P", "x y")`).
+NAMEDTUPLE_FACTORY: Final = {"collections.namedtuple", *NAMEDTUPLE}
 DATACLASS: Final = {"dataclasses.dataclass"}
 GENERIC: Final = {
     "typing.Generic",

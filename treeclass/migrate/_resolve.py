@@ -12,7 +12,7 @@ annotations are no dataclass fields) stays a plain base of the converted class.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
@@ -78,6 +78,22 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def package_aliases(files: Sequence[_File]) -> dict[str, _File]:
+    """The names a module has below the folders above it that also hold an
+    `__init__.py` (jax-md checked out in a folder with one: `outer.jax_md.dataclasses` is
+    imported as `jax_md.dataclasses`): every tail of its dotted name that starts at a
+    package of the run (a folder with `__init__.py`), never at a plain module (a
+    `dataclasses.py` of the run is not the standard library's `dataclasses`)."""
+    packages = {file.module for file in files if Path(file.path).stem == "__init__" and file.module}
+    aliases: dict[str, _File] = {}
+    for file in files:
+        parts = file.module.split(".")
+        for i in range(1, len(parts)):
+            if ".".join(parts[: i + 1]) in packages:
+                aliases.setdefault(".".join(parts[i:]), file)
+    return aliases
+
+
 class Program:
     """The modules of a run, and what their names mean."""
 
@@ -86,6 +102,9 @@ class Program:
         self.suffixes: dict[str, list[tuple[_File, Found]]] = {}
         for file in files:
             self.modules.setdefault(file.module, file)
+        for name, file in package_aliases(files).items():
+            self.modules.setdefault(name, file)
+        for file in files:
             parts = Path(file.path).with_suffix("").parts
             for i in range(len(parts)):  # files given without their package: by path suffix
                 for found in file.found:
@@ -148,6 +167,8 @@ class Program:
             return functions[name]
         module_name, _, attr = name.rpartition(".")
         module = self.modules.get(module_name)
+        if module is not None and f"{module.module}.{attr}" in functions:  # by a package alias
+            return functions[f"{module.module}.{attr}"]
         if module is not None and attr in module.names:  # re-exported
             return self.function(module, module.names[attr], functions, depth + 1)
         return None

@@ -84,6 +84,14 @@ def _index_fields(index: ast.expr) -> tuple[int, int] | None:
     return None  # `x[i]`, `x[order]`, `x[:, 0]`, `x["k"]`: an array's or a mapping's (a NamedTuple's is a gap)
 
 
+def _public(method: str | None) -> bool:
+    """A name code outside the run may call: no leading `_`, or a dunder (`__call__`
+    is called as `solver(x)`, `__iter__` by a `for`)."""
+    if method is None:
+        return False
+    return not method.startswith("_") or (method.startswith("__") and method.endswith("__"))
+
+
 class TupleUses(Typing, ast.NodeVisitor):
     """The scanner's visitors for tuple use (the scanner sets `facts`, `site`, `returning`)."""
 
@@ -248,8 +256,8 @@ class TupleUses(Typing, ast.NodeVisitor):
         )
         if node.value is not None and kind != self.returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
-        if self.returning in self.classes and not (self.method or "_").startswith(
-            "_"
+        if self.returning in self.classes and _public(
+            self.method
         ):  # a public signature: its callers may be outside the run
             self.facts.returned_out[self.returning].append(self.site(node))
         self.generic_visit(node)

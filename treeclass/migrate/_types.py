@@ -57,6 +57,8 @@ OTHER: str = ""  # a known type that is not a class of the run
 # Array types left out of a union (`geom: Union[jnp.ndarray, PointCloud]` is a PointCloud
 # where it is an instance of a class of the run): a class of the run that derives from one
 # has a base from outside the run, and such a class is refused whatever its receivers.
+# Calls that return an object of their argument's class.
+_COPIES = frozenset({"copy.copy", "copy.deepcopy"})
 _ARRAYS = frozenset(
     {"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"}
 )
@@ -158,6 +160,12 @@ class Typing:
                 return self.returns[
                     func.id
                 ]  # `step(...)` with `def step(...) -> State` in the module
+            if (
+                _names.dotted(func, self.names) in _COPIES
+                and len(value.args) == 1
+                and isinstance(value.args[0], ast.Name | ast.Attribute)
+            ):  # `new = copy.copy(self)`: an instance of what it copies
+                return self._receiver(value.args[0])
             receiver = self._receiver(func.value) if isinstance(func, ast.Attribute) else None
             if (
                 receiver
