@@ -15,12 +15,16 @@ How the pieces fit (each module one job):
 - `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
   each expression is: calls of `tree_flatten`, attributes assigned or mutated after
   construction, unhashable values given to statics; `_tuples.py` (part of the same
-  scan): NamedTuples used as tuples, typed or through values the run cannot type.
+  scan): NamedTuple uses a treeclass cannot keep (`isinstance(x, tuple)`, `==` against a
+  tuple, `+`, hashing), typed or through values the run cannot type, counted against
+  the classes that can flow there.
 - `_checks.py`: what a class body and the run forbid, for every family.
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.
 - `_handwritten.py`, `_dataclasses.py`: one `Plan` (or a refusal) per class, for the
   hand-written and the dataclass families.
+- `_namedtuple.py`: the tuple protocol (`__iter__`, `__getitem__`, `__len__`,
+  `_replace`, ...) written into a converted NamedTuple.
 - `_rewrite.py`, `_imports.py`: apply the plans to the concrete syntax tree (libcst);
   `_skeleton.py` hands libcst only the statements the plans touch.
 - `_engine.py`: a run over files: read (PEP 263), parse, resolve, plan base-first,

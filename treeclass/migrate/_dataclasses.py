@@ -389,6 +389,8 @@ def plan_dataclass(
         found.name,
         family,
         rewrite_fields(ctx, fields, statics),
+        tuple_protocol=tuple(names) if family == "NamedTuple" else None,
+        defined=frozenset(_defined(node)),
         notes=notes,
         declare_fields=False,
         keep_init=True,
@@ -415,7 +417,8 @@ def _notes(
         if isinstance(d, ast.Call)
         for kw in d.keywords
     }
-    frozen = family in ("flax.struct", "jax_dataclasses") or given.get("frozen") == "True"
+    frozen = family in ("flax.struct", "jax_dataclasses", "NamedTuple")
+    frozen = frozen or given.get("frozen") == "True"
     notes = [] if frozen else [_messages.NOTE_FROZEN]
     if family == "NamedTuple":
         notes.append(_messages.NOTE_NAMEDTUPLE)
@@ -428,7 +431,7 @@ def _notes(
     ]
     if own:
         notes.append(_messages.NOTE_OWN_EQ.format(methods=" and ".join(own)))
-    elif options.get("eq") != "False":
+    elif options.get("eq") != "False" and family != "NamedTuple":  # NOTE_NAMEDTUPLE says it
         notes.append(_messages.NOTE_DATACLASS_EQ)
     if "_hash" in options:
         notes.append(_messages.NOTE_HASH)
@@ -439,3 +442,12 @@ def _notes(
     if family in ("flax.struct", "jax_dataclasses"):
         notes.append(_messages.NOTE_FLAX)
     return notes
+
+
+def _defined(node: ast.ClassDef) -> set[str]:
+    """The names a class body binds (methods, class attributes)."""
+    out = {s.name for s in node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+        out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out

@@ -260,23 +260,15 @@ class _Run:
                         raise Refused(
                             _messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i]))
                         )
-                tuple_api = _facts.own_first(
-                    [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related],
-                    found.name,
-                )
-                if found.family == "NamedTuple" and tuple_api:
-                    raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
-                if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
-                    raise Refused(
-                        _messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0])
-                    )
-                if found.family == "NamedTuple" and self.facts.returned_out.get(found.name):
-                    raise Refused(
-                        _messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0])
-                    )
+                blocked = self.facts.tuple_use.get(found.name, [])
+                if found.family == "NamedTuple" and blocked:
+                    raise Refused(_messages.tuple_use(blocked))
                 assert found.family is not None
                 plan = _dataclasses.plan_dataclass(ctx, found.family)
                 plan.remove_methods += removed
+                returned = self.facts.returned_out.get(found.name, [])
+                if found.family == "NamedTuple" and returned:
+                    plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
             if "replace" in plan.remove_methods:
                 plan.notes.append(_messages.NOTE_REPLACE)
             if ctx.base_plans:
@@ -387,6 +379,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)
     for file in files if facts.namedtuple_fields else []:  # tuple use matters to NamedTuples alone
         _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
+        _facts.function_names(file.tree, facts.functions)
     for file in files:
         for found in file.found:
             facts.attr_types.update(

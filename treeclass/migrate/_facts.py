@@ -28,15 +28,17 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._tuples import TupleUses, call_returns, namedtuple_fields
+from treeclass.migrate._tuples import TupleUses, call_returns, function_names, namedtuple_fields
 from treeclass.migrate._types import OTHER, annotation_name
 
 __all__ = [
     "FLATTEN_METHODS",
+    "Blocked",
     "Event",
     "Facts",
     "Site",
     "call_returns",
+    "function_names",
     "namedtuple_fields",
     "own_first",
     "scan",
@@ -62,7 +64,6 @@ _MUTATORS = frozenset(
         "__delitem__",
     ]
 )
-_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +76,17 @@ class Site:
 
     def __str__(self) -> str:
         return f"`{self.code}` at {self.path}:{self.line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocked:
+    """A use that blocks a NamedTuple's conversion: where, and the fix."""
+
+    site: Site
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.site}: {self.fix}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,21 +123,32 @@ class Facts:
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )
-    tuple_api: list[Event] = dataclasses.field(default_factory=list)
-    tuple_use: dict[str, list[Site]] = dataclasses.field(
+    tuple_use: dict[str, list[Blocked]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
-    )  # class -> sites
+    )  # class -> the sites that block it
     call_returns: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # see call_returns()
     namedtuple_fields: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # NamedTuple -> its fields
-    # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; a tuple
-    # use of a value of unknown type: the (fewest, most) fields of the NamedTuples it can
-    # be about, and where (_tuples). `narrow()` counts them against those NamedTuples.
-    untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
-    untyped_use: list[tuple[tuple[int, int], Site]] = dataclasses.field(default_factory=list)
+    # A blocking use of a value of unknown type: the (fewest, most) fields of the
+    # NamedTuples it can be about, the function whose parameter it is (None: not a
+    # parameter), and the site. `narrow()` counts them against the NamedTuples that can
+    # flow there (_tuples).
+    # ... and whether it reads out of a value the run types as no class of its own
+    # (`trace_stack[0]`): only what code stores can be there.
+    untyped_use: list[tuple[tuple[int, int], str | None, bool, Blocked]] = dataclasses.field(
+        default_factory=list
+    )
+    functions: set[str] = dataclasses.field(default_factory=set)  # every function's name
+    # function name -> the classes of the run given to its calls (or to the calls it is
+    # a callback of); `untyped_arguments`: the functions also given values of unknown type.
+    arguments: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    untyped_arguments: set[str] = dataclasses.field(default_factory=set)
+    read_arguments: set[str] = dataclasses.field(default_factory=set)  # given `stack[0]`s
+    # The classes whose instances are put in a container, an attribute or a global.
+    stored: set[str] = dataclasses.field(default_factory=set)
     passed: set[str] = dataclasses.field(
         default_factory=set
     )  # classes whose instances go where they are not typed
@@ -142,22 +165,31 @@ class Facts:
         default_factory=lambda: defaultdict(list)
     )
 
+    blocked = Blocked
+
     def narrow(self) -> None:
-        """Counts the untyped tuple uses, once the whole run is scanned: an untyped
-        `_replace(k=...)` against the NamedTuples with every field it names (for any
-        other, it raises); a tuple use of an untyped value against the NamedTuples that
-        go where they are not typed, with a number of fields that fits it (`a, b =
-        lax.cond(...)`: jaxopt's line searches, two fields)."""
-        for keywords, site in self.untyped_replace:
-            self.tuple_api += [
-                Event(cls, site)
+        """Counts the untyped blocking uses, once the whole run is scanned: a use of a
+        parameter against the classes its function's calls give it, when every call
+        site's argument is typed (or read out of a list or another library's object:
+        then the classes code stores too); a read out of such a value against the
+        classes code stores; any other against the NamedTuples that go where they are
+        not typed, all of them with a number of fields that fits the use."""
+        for (fewest, most), function, read, blocked in self.untyped_use:
+            passed = {
+                cls
                 for cls, fields in self.namedtuple_fields.items()
-                if keywords <= fields
-            ]
-        for (fewest, most), site in self.untyped_use:
-            for cls, fields in self.namedtuple_fields.items():
-                if fewest <= len(fields) <= most and cls in self.passed:
-                    self.tuple_use[cls].append(site)
+                if fewest <= len(fields) <= most and cls in self.passed
+            }
+            if function is None:  # a local, or a read out of a container
+                reaching = passed & self.stored if read else passed
+            elif function in self.arguments and function not in self.untyped_arguments:
+                reaching = self.arguments[function] & set(self.namedtuple_fields)
+                if function in self.read_arguments:
+                    reaching |= passed & self.stored
+            else:  # never called in the run (its callers are outside), or given untyped values
+                reaching = passed
+            for cls in sorted(reaching):
+                self.tuple_use[cls].append(blocked)
 
 
 class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the visit_ names
@@ -185,7 +217,6 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self.unflattens: set[str] = set(
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
-        self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -223,6 +254,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         for a in filter(None, (node.args.vararg, node.args.kwarg)):
             self.types[a.arg] = OTHER  # `*args` is a tuple, `**kwargs` a dict
+        outer_params, self.params = self.params, frozenset(a.arg for a in args)
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -237,6 +269,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
         self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
+        self.params = outer_params
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
@@ -289,7 +322,6 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
-            self._unpacked(target, node.value, node)
         self._stored(node.targets, node.value, top=self.method is None)
         self.generic_visit(node)
 
@@ -350,8 +382,6 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
-        if isinstance(func, ast.Attribute) and func.attr == "_replace":
-            self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
         self._tuple_calls(node, qualified)
         if (
@@ -401,21 +431,6 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         else:
             owner = ""
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _TUPLE_API and id(node) not in self.replace_calls:
-            owner = self._receiver(node.value)
-            if owner != OTHER:
-                self.facts.tuple_api.append(Event(owner, self.site(node)))
-        self.generic_visit(node)
-
-    def _replace_call(self, func: ast.Attribute, node: ast.Call) -> None:
-        """`x._replace(a=..., b=...)` with x of unknown type: it can only be an instance
-        of a NamedTuple with fields a and b (for any other, `_replace` raises)."""
-        keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
-        if keywords and self._receiver(func.value) is None:
-            self.replace_calls.add(id(func))
-            self.facts.untyped_replace.append((keywords, self.site(func)))
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):

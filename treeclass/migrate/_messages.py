@@ -7,6 +7,7 @@ tests/test_migrate_corpus.py pins each one on a class of the corpus.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 _DOCS: Final = "docs/migration.md#"
@@ -248,21 +249,25 @@ JDC_MUTATE: Final = (
     + _DOCS
     + "other-refusals"
 )
-TUPLE_API: Final = (
-    "code uses the NamedTuple's tuple API ({site}), which a treeclass lacks: use replace() and field names there, then run again. "
-    + _DOCS
-    + "namedtuple"
-)
 TUPLE_USE: Final = (
-    "code uses an instance as a tuple ({site}: unpacked, indexed or iterated), which a treeclass is not: use field names there, then run again. "
-    + _DOCS
-    + "namedtuple"
+    "code uses an instance as a tuple where a treeclass cannot be one ({count} site(s); the"
+    " converted class keeps unpacking, indexing, iteration, len and _replace, not these): "
 )
-RETURNED_OUT: Final = (
-    "a public function of the run is annotated to return it ({site}): code outside the run (the package's users, its tests) may unpack, index or iterate it as a tuple, which a treeclass is not; convert it by hand with its users, or migrate them in the same run and make the function private (`_name`), then run again. "
-    + _DOCS
-    + "namedtuple"
-)
+
+
+def tuple_use(blocked: Sequence[object]) -> str:
+    """The refusal of a NamedTuple, with every site that blocks it and each fix."""
+    sites = "; ".join(f"({i}) {b}" for i, b in enumerate(dict.fromkeys(blocked), 1))
+    count = len(dict.fromkeys(blocked))
+    return (
+        TUPLE_USE.format(count=count)
+        + sites
+        + ". Fix each, then run again. "
+        + _DOCS
+        + "namedtuple"
+    )
+
+
 STATIC_UNPROVEN: Final = (
     "its static field `{attr}` is annotated `{annotation}`, but {why}: a treeclass hashes statics at construction, where the old class never did, so a value built with a list inside would raise. Make that class build its fields as tuples, str or numbers (`tuple(tuple(t) for t in types)`) and frozen, then run again; or convert the class by hand, keeping `{attr}` out of the statics. "
     + _DOCS
@@ -295,7 +300,18 @@ NOTE_POST_INIT: Final = "__post_init__ runs at construction and replace() only, 
 NOTE_FLAX: Final = "keeps flax.serialization support (to_state_dict, from_state_dict, to_bytes, from_bytes): treeclass registers its classes with flax.serialization when flax is installed"
 NOTE_DATACLASS_EQ: Final = "== compares with tc.tree_equal (arrays by value) and hash() uses the type and static values, no longer the dataclass's field tuple"
 NOTE_REPLACE: Final = "its replace() override (dataclasses.replace) went: tc.TreeClass.replace() does the same, with converters and checks"
-NOTE_NAMEDTUPLE: Final = "instances are no longer tuples (no unpacking, indexing, len or _replace; isinstance(x, tuple) is False)"
+NOTE_NAMEDTUPLE: Final = (
+    "keeps the tuple protocol (unpacking, indexing, iteration, len, _replace, _fields,"
+    " _asdict, _make: methods written into the class), but instances are no longer tuples:"
+    " isinstance(x, tuple) is False, == compares field by field with tc.tree_equal and never"
+    " equals a tuple, + and * do not concatenate, hash() is by type and static fields, and"
+    " the repr is treeclass's (arrays summarised)"
+)
+NOTE_RETURNED_OUT: Final = (
+    "a public function of the run is annotated to return it ({site}): code outside the run"
+    " (the package's users, its tests) gets the converted class, and may rely on what it"
+    " no longer keeps (isinstance(x, tuple), == against a tuple, +); check those uses"
+)
 NOTE_OWN_EQ: Final = (
     "keeps its own {methods} (a treeclass, as a dataclass, does not replace those its class"
     " defines): == and hash() do what they did"

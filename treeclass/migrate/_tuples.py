@@ -1,19 +1,25 @@
-"""NamedTuples used as tuples, read by _facts' scanner (a mixin of it): an instance
-unpacked, indexed, iterated, star-unpacked, given to `len` / `sum` / NumPy, compared
-with a tuple or tested with `isinstance(p, tuple)` stops working once converted.
+"""NamedTuples used in ways a treeclass cannot keep, read by _facts' scanner (a mixin of it).
 
-A use on a value the run can type (annotated, constructed, returned by a function
-annotated to return the class) counts against that class. A use on a value it cannot
-type (`def first(p): a, b = p`) counts against the NamedTuples that could be there:
-those whose instances reach code that cannot type them (`passed`: given to a call,
-returned by a function not annotated with the class, put in a container or an
-attribute, bound at module level), and whose number of fields fits the use (an
-unpacking into two names: two fields). A function annotated to return the class and
-given as a callback (`lax.cond(p, make, other)`) takes its instances there too. A
-public function (no leading `_`) annotated to return the class declares it in the
-package's API: code outside the run, its users and tests, may use it as a tuple
-(jaxlie's `SO3.as_rpy_radians() -> RollPitchYaw`, star-unpacked by its tests):
-`returned_out`. (An unannotated one, a loop body, is not read as API: a gap.)
+A converted NamedTuple keeps the tuple protocol its users need (unpacking, indexing,
+iteration, `len`, `_replace`, `_fields`, `_asdict`, `_make`: `_namedtuple.py` writes
+them into the class), so those uses are not recorded here. What blocks it is what a
+treeclass cannot keep: `isinstance(x, tuple)` (False now), `x == (a, b)` (a treeclass
+never equals a tuple), `x + y` / `x * 2` (no concatenation), `hash(x)`, a dict key or
+a set member (hashed by type and statics, not by value).
+
+A blocking use of a value the run can type (annotated, constructed, returned by a
+function annotated to return the class) counts against that class. One on a value it
+cannot type counts against the classes that can flow there: for a parameter of a
+function, those given to that function's calls by name or to the calls it is a
+callback of (`lax.scan(body, init, xs)`: `init`'s and `xs`'s); where a call site passes
+a value the run cannot type either, or for any other name, against the NamedTuples
+whose instances reach code that cannot type them (`passed`: given to a call, returned
+by a function not annotated with the class, put in a container or an attribute, bound
+at module level) and whose number of fields fits (`x == (a, b)`: two). A function
+annotated to return the class and given as a callback (`lax.cond(p, make, other)`)
+takes its instances there too. A public function (no leading `_`, or a dunder:
+`__call__`) annotated to return the class hands it to code outside the run
+(`returned_out`): the conversion says so in its notes.
 """
 
 from __future__ import annotations
@@ -26,18 +32,25 @@ from typing import Any
 from treeclass.migrate import _names
 from treeclass.migrate._types import OTHER, Typing, annotation_name
 
-__all__ = ["ANY", "TupleUses", "call_returns", "namedtuple_fields"]
+__all__ = ["ANY", "FIXES", "TupleUses", "call_returns", "function_names", "namedtuple_fields"]
 
-_TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
-_ITERATING = frozenset(
-    {"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"}
-)
 # Calls that read a NamedTuple as a pytree or an object, never as a tuple: giving them
 # one does not take it where it is not typed.
 _OPAQUE = frozenset(
     {"isinstance", "type", "print", "repr", "str", "id", "hasattr", "getattr", "jax.jit"}
 )
+# Methods that keep what they are given (`stack.append(frame)`), for a later read.
+_KEEPING = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put"})
 ANY = (0, 1 << 30)  # (fewest, most) fields of the NamedTuples a use can be about
+
+# Each use a treeclass cannot keep, with the fix (a refusal lists every site).
+FIXES = {
+    "isinstance": "isinstance(x, tuple) is False for a treeclass: test the class instead",
+    "compare": "a treeclass never equals a tuple: compare `tuple(x)`, or the fields",
+    "concat": "+ and * do not concatenate a treeclass: write `(*x, ...)` or `tuple(x) * n`",
+    "hash": "a treeclass hashes by type and static fields, not by its values: hash or key "
+    "on `tuple(x)`",
+}
 
 
 def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
@@ -47,41 +60,24 @@ def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
     )
 
 
-def _makes_tuples(node: ast.expr, names: dict[str, str]) -> bool:
-    """`enumerate(...)`, `zip(...)`, `d.items()`: their items are plain tuples."""
-    func = node.func if isinstance(node, ast.Call) else None
-    return (
-        _names.dotted(func, names) in ("enumerate", "zip")
-        if isinstance(func, ast.Name)
-        else isinstance(func, ast.Attribute) and func.attr == "items"
-    )
-
-
-def _index_fields(index: ast.expr) -> tuple[int, int] | None:
-    """The NamedTuples an index of an untyped value can be about: `[1]` those with 2
-    fields or more, `[-1]` 1 or more, a constant slice any."""
-    if (
-        isinstance(index, ast.UnaryOp)
-        and isinstance(index.op, ast.USub)
-        and isinstance(index.operand, ast.Constant)
+def _length(node: ast.expr) -> tuple[int, int]:
+    """The NamedTuples a comparison with `node` can be about: `(a, b)`, two fields."""
+    if isinstance(node, ast.Tuple | ast.List) and not any(
+        isinstance(e, ast.Starred) for e in node.elts
     ):
-        return (index.operand.value, ANY[1]) if isinstance(index.operand.value, int) else None
-    if isinstance(index, ast.Constant):
-        return (
-            (index.value + 1, ANY[1])
-            if isinstance(index.value, int) and not isinstance(index.value, bool)
-            else None
-        )
-    if isinstance(index, ast.Slice):  # `p[1:]`; `x[: n]` is an array's
-        return (
-            ANY
-            if all(
-                b is None or isinstance(b, ast.Constant | ast.UnaryOp)
-                for b in (index.lower, index.upper, index.step)
-            )
-            else None
-        )
-    return None  # `x[i]`, `x[order]`, `x[:, 0]`, `x["k"]`: an array's or a mapping's (a NamedTuple's is a gap)
+        return (len(node.elts), len(node.elts))
+    return ANY
+
+
+def _callee(func: ast.expr) -> str | None:
+    """A call's function by its last name: `f(...)` and `obj.f(...)` both `f`."""
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
 
 
 def _public(method: str | None) -> bool:
@@ -93,7 +89,8 @@ def _public(method: str | None) -> bool:
 
 
 class TupleUses(Typing, ast.NodeVisitor):
-    """The scanner's visitors for tuple use (the scanner sets `facts`, `site`, `returning`)."""
+    """The scanner's visitors for tuple use (the scanner sets `facts`, `site`,
+    `returning`, `method` and `params`)."""
 
     # The scanner's (_facts.Facts and its Site): typed loosely, as _facts imports this module
     # and an import back, even for type checkers only, would be a cycle.
@@ -101,6 +98,7 @@ class TupleUses(Typing, ast.NodeVisitor):
     site: Callable[[ast.AST], Any]
     returning: str | None = None  # the class the enclosing function is annotated to return
     method: str | None  # the enclosing function's name
+    params: frozenset[str] = frozenset()  # the enclosing function's parameters
 
     def _typed(self, value: ast.expr) -> str | None:
         """The class of the run `value` is an instance of, OTHER, or None (unknown)."""
@@ -110,8 +108,9 @@ class TupleUses(Typing, ast.NodeVisitor):
             return self._receiver(value)
         return self._value_type(value) if isinstance(value, ast.Call) else None
 
-    def _passes(self, *values: ast.expr | None) -> None:
-        """Instances in `values` go where they cannot be typed."""
+    def _passes(self, *values: ast.expr | None, stored: bool = False) -> None:
+        """Instances in `values` go where they cannot be typed (`stored`: into a
+        container, an attribute or a module global, where a read of it finds them)."""
         for value in values if self.facts.namedtuple_fields else ():
             kind = (
                 self._typed(value.value if isinstance(value, ast.Starred) else value)
@@ -120,43 +119,69 @@ class TupleUses(Typing, ast.NodeVisitor):
             )
             if kind not in (None, OTHER):
                 self.facts.passed.add(kind)
+                if stored:
+                    self.facts.stored.add(kind)
             if isinstance(
                 value, ast.Name
             ):  # `lax.cond(p, make, other)`: what the callback returns goes there
                 self.facts.passed |= self.facts.call_returns.get(value.id, set())
 
-    def _tuple_use(
-        self,
-        value: ast.expr,
-        node: ast.AST,
-        fields: tuple[int, int] | None = ANY,
-        *,
-        unpacked: bool = False,
+    def _arguments(self, node: ast.Call) -> None:
+        """What flows into the parameters of the function called, and of each function
+        given as a callback (`lax.scan(body, init, xs)`: `init` and `xs` into `body`)."""
+        values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+        values += [k.value for k in node.keywords]
+        callees = [_callee(node.func)] + [v.id for v in values if isinstance(v, ast.Name)]
+        given = [v for v in values if not self._function(v)]
+        kinds = {self._typed(v) for v in given}
+        # An untyped value read out of something the run knows is not an instance
+        # (`trace_stack[0]` of a list literal): only what code stores can be there.
+        read = [v for v in given if self._typed(v) is None and self._root_is_other(v)]
+        for callee in filter(None, callees):
+            self.facts.arguments.setdefault(callee, set()).update(kinds - {None, OTHER})
+            if len(read) < sum(k is None for k in kinds):
+                self.facts.untyped_arguments.add(callee)
+            elif read:
+                self.facts.read_arguments.add(callee)
+
+    def _root_is_other(self, value: ast.expr) -> bool:
+        """`x[0]`, `x.a[1]`, `x.get(k)`: a read out of a name the run types as something
+        other than its classes (a list or dict literal, another library's object)."""
+        while True:
+            if isinstance(value, ast.Subscript | ast.Attribute):
+                value = value.value
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+                value = value.func.value
+            else:
+                break
+        return (
+            isinstance(value, ast.Name)
+            and not self._function(value)
+            and value.id not in self.names  # an imported module: its functions may return anything
+            and self._typed(value) == OTHER
+        )
+
+    def _function(self, value: ast.expr) -> bool:
+        """A name bound to a function (a callback given to a call), not a value."""
+        return isinstance(value, ast.Name) and value.id in self.facts.functions
+
+    def _blocks(
+        self, value: ast.expr, node: ast.AST, use: str, fields: tuple[int, int] = ANY
     ) -> None:
-        """`value` used as a tuple; if untyped, by the NamedTuples of `fields` (None: none)."""
+        """`value` used as a tuple in a way a treeclass cannot keep (`use`: a key of
+        FIXES); if untyped, by the NamedTuples that can flow there (see the module)."""
         if not self.facts.namedtuple_fields:
             return
+        blocked = self.facts.blocked(self.site(node), FIXES[use])
         owners = {self._typed(value)}
-        if isinstance(
-            value, ast.Call
-        ):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
-            func = value.func
-            name = (
-                func.id
-                if isinstance(func, ast.Name)
-                else func.attr
-                if isinstance(func, ast.Attribute)
-                else None
-            )
-            owners |= self.facts.call_returns.get(name or "", set())
+        if isinstance(value, ast.Call):  # `hash(make())`: by the return annotation
+            owners |= self.facts.call_returns.get(_callee(value.func) or "", set())
         for owner in filter(None, owners - {OTHER}):
-            self.facts.tuple_use[owner].append(self.site(node))
-        if (
-            owners == {None}
-            and fields is not None
-            and (self._own(value) or (unpacked and isinstance(value, ast.Call)))
-        ):
-            self.facts.untyped_use.append((fields, self.site(node)))
+            self.facts.tuple_use[owner].append(blocked)
+        if owners == {None} and (self._own(value) or self._root_is_other(value)):
+            param = self.method if isinstance(value, ast.Name) and value.id in self.params else None
+            read = self._root_is_other(value)
+            self.facts.untyped_use.append((fields, param, read, blocked))
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a
@@ -176,61 +201,42 @@ class TupleUses(Typing, ast.NodeVisitor):
         )
         return bound and getattr(value, "id", None) != "self"
 
-    def _unpacked(self, target: ast.expr, value: ast.expr, node: ast.AST) -> None:
-        if isinstance(target, ast.Tuple | ast.List):
-            named = sum(not isinstance(e, ast.Starred) for e in target.elts)
-            self._tuple_use(
-                value, node, (named, named if named == len(target.elts) else ANY[1]), unpacked=True
-            )
-
     def visit_Compare(self, node: ast.Compare) -> None:
         """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
         sides = [node.left, *node.comparators]
-        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(
-            _tuple_like(s, self.names) for s in sides
-        ):
-            for side in sides:
+        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops):
+            literals = [s for s in sides if _tuple_like(s, self.names)]
+            for side in sides if literals else []:
                 if not _tuple_like(side, self.names):
-                    self._tuple_use(side, node)
+                    self._blocks(side, node, "compare", _length(literals[0]))
         self.generic_visit(node)
 
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._tuple_use(node.value, node, _index_fields(node.slice))
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        """`p + (x,)`, `p * 2`: tuple concatenation and repetition."""
+        if isinstance(node.op, ast.Add | ast.Mult):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if self._typed(side) not in (None, OTHER) or _tuple_like(other, self.names):
+                    self._blocks(side, node, "concat")
         self.generic_visit(node)
 
-    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
-        self._tuple_use(node.iter, node.iter)
-        if (
-            self.facts.namedtuple_fields
-            and isinstance(node.target, ast.Tuple | ast.List)
-            and not _makes_tuples(node.iter, self.names)
-        ):
-            named = sum(
-                not isinstance(e, ast.Starred) for e in node.target.elts
-            )  # `for a, b in pairs`: each is unpacked
-            fields = (named, named if named == len(node.target.elts) else ANY[1])
-            self.facts.untyped_use.append((fields, self.site(node.target)))
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key in filter(None, node.keys):  # `{p: v}`: hashed as a tuple
+            if self._typed(key) not in (None, OTHER):
+                self._blocks(key, node, "hash")
+        self._passes(*node.values, stored=True)
         self.generic_visit(node)
 
-    visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
-
-    def visit_Starred(self, node: ast.Starred) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._tuple_use(node.value, node)
+    def visit_Set(self, node: ast.Set) -> None:
+        for element in node.elts:
+            if self._typed(element) not in (None, OTHER):
+                self._blocks(element, node, "hash")
         self.generic_visit(node)
 
     def _tuple_calls(self, node: ast.Call, qualified: str | None) -> None:
         if not self.facts.namedtuple_fields:
             return
-        if qualified in _TUPLE_CALLS and len(node.args) >= 1:
-            self._tuple_use(node.args[0], node)
-        if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
-            for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
-                if (
-                    qualified in _ITERATING or self._typed(arg) is not None
-                ):  # an untyped array is the rule in NumPy
-                    self._tuple_use(arg, node)
+        if qualified == "hash" and len(node.args) == 1:
+            self._blocks(node.args[0], node, "hash")
         if (
             qualified == "isinstance"
             and len(node.args) == 2
@@ -241,11 +247,13 @@ class TupleUses(Typing, ast.NodeVisitor):
                 if isinstance(n, ast.Name)
             }
         ):
-            self._tuple_use(node.args[0], node)
+            self._blocks(node.args[0], node, "isinstance")
         if qualified not in _OPAQUE and not (qualified or "").startswith(
             ("jax.tree.", "jax.tree_util.")
         ):
-            self._passes(*node.args, *(k.value for k in node.keywords))
+            keeps = isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPING
+            self._passes(*node.args, *(k.value for k in node.keywords), stored=keeps)
+        self._arguments(node)
 
     # --- where an instance goes untyped -------------------------------------------------
     def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
@@ -268,16 +276,14 @@ class TupleUses(Typing, ast.NodeVisitor):
         self._passes(node.body)
         self.generic_visit(node)
 
-    def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
-        if not isinstance(node, ast.Set) and isinstance(node.ctx, ast.Load):
-            self._passes(*node.elts)
+    def visit_Tuple(self, node: ast.Tuple | ast.List) -> None:
+        """`(h, state)` hands its items on (a scan body's result); `[frame, ...]` keeps
+        them, where a later `stack[0]` reads them."""
+        if isinstance(node.ctx, ast.Load):
+            self._passes(*node.elts, stored=isinstance(node, ast.List))
         self.generic_visit(node)
 
-    visit_List = visit_Set = visit_Tuple  # noqa: N815 - ast's visitor naming
-
-    def visit_Dict(self, node: ast.Dict) -> None:
-        self._passes(*node.values)
-        self.generic_visit(node)
+    visit_List = visit_Tuple  # noqa: N815 - ast's visitor naming
 
     def _stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
         """`obj.p = P(...)`, `d[k] = p`, or a module-level `P0 = P(...)` (imported
@@ -287,7 +293,7 @@ class TupleUses(Typing, ast.NodeVisitor):
             and self.facts.namedtuple_fields
             and (top or any(not isinstance(t, ast.Name) for t in targets))
         ):
-            self._passes(value)
+            self._passes(value, stored=True)
 
 
 def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, set[str]]) -> None:
@@ -303,6 +309,12 @@ def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, se
                 if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
             }
             out[stmt.name] = out.get(stmt.name, set()) | declared
+
+
+def function_names(tree: ast.Module, out: set[str]) -> None:
+    """Adds to `out` the name of every function of `tree`, at any depth: a name given
+    to a call is then a callback, whose parameters take the call's other arguments."""
+    out |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def call_returns(
