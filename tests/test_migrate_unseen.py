@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("libcst")
 
-from migrate_runs import differential, forget_pkg
+from migrate_runs import differential, forget_pkg, migrate_package
 
 from treeclass.migrate._cli import main
 
@@ -546,3 +546,54 @@ def test_a_loader_unpacked_in_a_loop_blocks_nothing(root: Path) -> None:
     assert before == after == "11.0 [2.0, 2.0] [4.0, 4.0] [1.0]\n"
     for name in ("SinkhornState", "GWState"):
         assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- one run lists every blocking site --------------------------------------------------------
+EVERY_SITE = {
+    "pkg/__init__.py": "",
+    "pkg/m.py": """
+        from typing import NamedTuple
+        import jax
+
+        class Pair(NamedTuple):
+            a: float
+            b: float
+
+        @jax.tree_util.register_pytree_node_class
+        class Box:
+            def __init__(self, w):
+                self.w = w
+
+            def tree_flatten(self):
+                return (self.w,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+        def uses(p: Pair, box: Box):
+            box.w = 1.0
+            box.w = 2.0
+            return isinstance(p, tuple), p == (1.0, 2.0), p + (3.0,), {p: 1}
+    """,
+}
+
+
+def test_a_refusal_lists_every_blocking_site_with_its_fix(root: Path) -> None:
+    reports = migrate_package(root, EVERY_SITE, "--namedtuples")
+    here = str(root / "after" / "pkg" / "m.py")
+    pair, box = reports["Pair"]["reason"], reports["Box"]["reason"]
+    assert pair.startswith(
+        "code uses an instance as a tuple where a treeclass cannot be one (4 site(s);"
+    ), pair
+    for i, (code, fix) in enumerate(
+        [
+            ("isinstance(p, tuple)", "isinstance(x, tuple) is False for a treeclass"),
+            ("p == (1.0, 2.0)", "a treeclass never equals a tuple"),
+            ("p + (3.0,)", "+ and * do not concatenate a treeclass"),
+            ("{p: 1}", "a treeclass hashes by type and static fields"),
+        ],
+        1,
+    ):
+        assert f"({i}) `{code}` at {here}:24: {fix}" in pair, pair
+    assert f"`box.w = 1.0` at {here}:22; `box.w = 2.0` at {here}:23:" in box, box
