@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namedtuples",
         action="store_true",
-        help="convert NamedTuple classes too (only if no code uses them as tuples: indexing, unpacking, len)",
+        help="convert NamedTuple classes too, keeping unpacking, indexing, len and _replace "
+        "(refused where code needs a real tuple: isinstance(x, tuple), == a tuple, +, hash)",
     )
     return parser
 

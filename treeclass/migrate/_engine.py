@@ -139,7 +139,8 @@ def _read(path: Path, errors: list[str]) -> File | None:
         source = data.decode(encoding)
     except UnicodeDecodeError as e:
         errors.append(
-            f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} ({e.reason} at byte {e.start}); left unchanged"
+            f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} "
+            f"({e.reason} at byte {e.start}); left unchanged"
         )
         return None
     except OSError as e:

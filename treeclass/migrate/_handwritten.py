@@ -196,7 +196,8 @@ def _check_unflatten(
     rebuilt = read_unflatten(unflatten, flat, {ctx.found.name}, method=method)
     if rebuilt.kind == "bypass":
         if rebuilt.kwargs != slots:
-            detail = f"it sets {sorted(rebuilt.kwargs)} from {sorted(rebuilt.kwargs.values(), key=str)}, flatten saves {sorted(slots)}"
+            given = sorted(rebuilt.kwargs.values(), key=str)
+            detail = f"it sets {sorted(rebuilt.kwargs)} from {given}, flatten saves {sorted(slots)}"
             raise Refused(_messages.UNFLATTEN.format(detail=detail))
         return
     bound = bind(init, rebuilt.args, rebuilt.kwargs)

@@ -256,7 +256,8 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
             and stmt.value is not None
             and "ClassVar" not in ast.unparse(stmt.annotation)
         ):
-            return False  # an annotation alone is no field of a plain class (nor of a dataclass subclass)
+            # An annotation alone is no field of a plain class (nor of a dataclass subclass).
+            return False
         names = (
             [stmt.name]
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
