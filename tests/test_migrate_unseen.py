@@ -597,3 +597,32 @@ def test_a_refusal_lists_every_blocking_site_with_its_fix(root: Path) -> None:
     ):
         assert f"({i}) `{code}` at {here}:24: {fix}" in pair, pair
     assert f"`box.w = 1.0` at {here}:22; `box.w = 2.0` at {here}:23:" in box, box
+
+
+# --- a family is one rule in one registry -----------------------------------------------------
+def test_a_new_family_is_one_rule_in_the_registry(root: Path, monkeypatch: pytest.MonkeyPatch):
+    """What a newcomer writes to add a family: a `Rule` (its decorator, and which fields
+    are static), listed in `_families.RULES`; nothing else in the tool changes."""
+    from treeclass.migrate import _families
+    from treeclass.migrate._families.flax_struct import marked_static
+    from treeclass.migrate._rule import Rule
+
+    rule = Rule("mylib", decorators=frozenset({"mylib.pytree"}), statics=marked_static)
+    monkeypatch.setattr(_families, "RULES", (*_families.RULES, rule))
+    monkeypatch.setitem(_families.BY_NAME, "mylib", rule)
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+            import mylib
+
+            @mylib.pytree
+            class Point:
+                x: float
+                y: float = 1.0
+        """,
+    }
+    reports = migrate_package(root, files)
+    assert reports["Point"]["status"] == "converted", reports["Point"]["reason"]
+    assert (root / "after" / "pkg" / "m.py").read_text() == (
+        "\nimport treeclass as tc\n\nclass Point(tc.TreeClass):\n    x: float\n    y: float = 1.0\n"
+    )

@@ -8,8 +8,13 @@ How the pieces fit (each module one job):
 - `_names.py`: what a module's imports make of a name (`jtu.register_pytree_node_class`
   -> `jax.tree_util.register_pytree_node_class`).
 - `_text.py`: a module's source split once (the code of a node in linear time).
-- `_find.py`: the pytree classes of a module and how each is registered (project
-  dataclass wrappers, loops and helpers included).
+- `_families/`: every family of pytree classes, one module each (hand-written flatten,
+  `register_pytree_node`, `register_dataclass`, flax.struct, jax_dataclasses, chex,
+  NamedTuple, the equinox Modules it reports), listed in one registry (`RULES`); a
+  family is a `_rule.Rule`: how its classes are found, what is particular in planning
+  one. A new family is one module there and one line in `RULES`.
+- `_find.py`: the pytree classes of a module (`_found.Found`) and the family of each,
+  by the registry (project dataclass wrappers, loops and helpers included).
 - `_resolve.py`: the files of a run as one program: module names, imports, relative
   imports, aliases and re-exports; which bases hold no state (kept as mixins).
 - `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
@@ -22,7 +27,7 @@ How the pieces fit (each module one job):
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.
 - `_handwritten.py`, `_dataclasses.py`: one `Plan` (or a refusal) per class, for the
-  hand-written and the dataclass families.
+  hand-written families and (with each family's hooks) the dataclass families.
 - `_namedtuple.py`: the tuple protocol (`__iter__`, `__getitem__`, `__len__`,
   `_replace`, ...) written into a converted NamedTuple.
 - `_rewrite.py`, `_imports.py`: apply the plans to the concrete syntax tree (libcst);

@@ -20,8 +20,8 @@ from treeclass.migrate import (
     _checks,
     _dataclasses,
     _facts,
+    _families,
     _find,
-    _handwritten,
     _hashable,
     _messages,
     _names,
@@ -33,7 +33,6 @@ from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Plan, Refusal, Report
 from treeclass.migrate._resolve import (
-    ALLOWED_MIXINS,
     Program,
     harmless_decorator,
     mark_wrapped,
@@ -45,12 +44,11 @@ from treeclass.migrate._text import Text
 
 __all__ = ["File", "Result", "parse", "run", "source_files"]
 
-_HANDWRITTEN = (
-    "register_pytree_node_class",
-    "register_pytree_with_keys_class",
-    "register_pytree_node",
-)
-_ALLOWED_BASES = {*ALLOWED_MIXINS, *_names.FLAX_BASE, *_names.NAMEDTUPLE}
+# Bases a converted class may have had: mixins, and a family's own (PyTreeNode, NamedTuple).
+_ALLOWED_BASES = {
+    *_names.ALLOWED_MIXINS,
+    *(b for r in _families.RULES if not r.reported for b in r.bases),
+}
 
 
 @dataclasses.dataclass
@@ -198,7 +196,7 @@ class _Run:
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)
             if resolved is None or resolved[1] is found:
-                if qualified in ALLOWED_MIXINS:
+                if qualified in _names.ALLOWED_MIXINS:
                     ctx.mixins.add(i)
                 continue
             base_file, base = resolved
@@ -211,8 +209,8 @@ class _Run:
                     _find.unhandled(found, found.registers_subclasses)
             if isinstance(decided, Plan):
                 ctx.base_plans[i] = (base, decided)
-                if found.family is None and base.family == "flax.struct":
-                    found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
+                if found.family is None and _families.BY_NAME[base.family or ""].inherited:
+                    found.family = base.family  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
                 if found.indirect is None:  # a class the tool does not rewrite says so alone
                     reasons.append(_messages.BASE_REFUSED.format(base=base.name))
@@ -249,8 +247,9 @@ class _Run:
                 raise Refused(_messages.TWICE.format(cls=found.name))
             if found.indirect is not None:
                 raise Refused(found.indirect)
-            if found.family in _HANDWRITTEN:
-                plan = _handwritten.plan_handwritten(ctx)
+            rule = _families.BY_NAME[found.family or ""]
+            if rule.plan is not None:  # a hand-written flatten
+                plan = rule.plan(ctx)
             else:
                 removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
@@ -261,14 +260,11 @@ class _Run:
                         raise Refused(
                             _messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i]))
                         )
-                blocked = self.facts.tuple_use.get(found.name, [])
-                if found.family == "NamedTuple" and blocked:
-                    raise Refused(_messages.tuple_use(blocked))
-                assert found.family is not None
-                plan = _dataclasses.plan_dataclass(ctx, found.family)
+                rule.uses(ctx)
+                plan = _dataclasses.plan_dataclass(ctx, rule)
                 plan.remove_methods += removed
                 returned = self.facts.returned_out.get(found.name, [])
-                if found.family == "NamedTuple" and returned:
+                if rule.tuple_protocol and returned:  # its users outside the run get it
                     plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
             if "replace" in plan.remove_methods:
                 plan.notes.append(_messages.NOTE_REPLACE)

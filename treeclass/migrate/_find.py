@@ -1,15 +1,14 @@
 """The classes of a module, and how each is registered as a pytree.
 
 Every top-level class is listed (a subclass or a base of a pytree class matters even
-when it is not registered itself); `family` says how a pytree class is registered:
-
-    @register_pytree_node_class / @register_pytree_with_keys_class   (decorator or call)
-    register_pytree_node(Cls, flatten, unflatten) / register_pytree_with_keys(...)
-    register_dataclass(Cls, ...) or @register_dataclass on a dataclass
-    @flax.struct.dataclass, class Cls(flax.struct.PyTreeNode)
-    @chex.dataclass
-    @jax_dataclasses.pytree_dataclass   (jdc.Static[T] fields static)
-    class Cls(NamedTuple)   (only with --namedtuples: callers may use it as a tuple)
+when it is not registered itself); `family` says how a pytree class is registered, by
+the registry of `_families` (a registering decorator, a `register_*(Cls, ...)`
+statement, a base such as `flax.struct.PyTreeNode` or `NamedTuple`, the latter only
+with --namedtuples). Found here besides: classes registered in a loop or through a
+helper, a project's dataclass wrapper (`wrapper`) or copy of `flax.struct.dataclass`,
+subclasses registered by a base's `__init_subclass__` (directly or through a function
+of its module), a `namedtuple(...)` given to a registration, and the families the tool
+reports but does not rewrite (equinox.Module).
 
 Classes defined inside functions or under `if` are not found: the tool rewrites
 module-level code only.
@@ -18,50 +17,18 @@ module-level code only.
 from __future__ import annotations
 
 import ast
-import dataclasses
 
-from treeclass.migrate import _messages, _names
+from treeclass.migrate import _families, _messages, _names
+from treeclass.migrate._found import Found
 from treeclass.migrate._plan import Family
 
 __all__ = ["FLAX_COPY", "Found", "decorator_family", "find", "unhandled", "wrapper"]
 
 
-@dataclasses.dataclass
-class Found:
-    """A top-level class of a module."""
-
-    name: str
-    node: ast.ClassDef
-    family: Family | None  # None: not registered itself
-    bases: list[str | None]  # qualified names of the positional bases
-    decorator: int | None = None  # index of the registering decorator
-    registration: ast.Call | None = None  # a module-level register_*(Cls, ...) call
-    registered_twice: bool = False
-    # A project's dataclass wrapper that registered it: the dataclass options it fixes.
-    wrapper: ast.Call | None = None
-    indirect: str | None = None  # registered in a loop or through a helper: how (refused)
-    # How the class's subclasses are pytrees without a registration of their own (an
-    # `__init_subclass__` that registers `cls`, equinox.Module): each is reported, refused.
-    registers_subclasses: str | None = None
-
-
 def decorator_family(qualified: str | None) -> Family | None:
-    if qualified in _names.REGISTER_CLASS:
-        kind = _names.REGISTER_CLASS[qualified]
-        return (
-            "register_pytree_with_keys_class"
-            if kind.endswith("keys_class")
-            else "register_pytree_node_class"
-        )
-    if qualified in _names.REGISTER_DATACLASS:
-        return "register_dataclass"
-    if qualified in _names.FLAX_DATACLASS:
-        return "flax.struct"
-    if qualified in _names.JDC_DATACLASS:
-        return "jax_dataclasses"
-    if qualified in _names.CHEX_DATACLASS:
-        return "chex.dataclass"
-    return None
+    """The family a class decorated with `qualified` belongs to (the registry's)."""
+    rule = _families.by_decorator(qualified)
+    return None if rule is None else rule.name
 
 
 def _set_family(found: Found, family: Family) -> None:
@@ -79,15 +46,8 @@ def _registration_call(
     call = stmt.value
     if not call.args or not isinstance(call.args[0], ast.Name):
         return None
-    qualified = _names.dotted(call.func, names)
-    family: Family | None = None
-    if qualified in _names.REGISTER_FUNCTION:
-        family = "register_pytree_node"
-    elif qualified in _names.REGISTER_DATACLASS:
-        family = "register_dataclass"
-    elif qualified in _names.REGISTER_CLASS:
-        family = decorator_family(qualified)
-    return None if family is None else (call.args[0].id, family, call)
+    rule = _families.by_call(_names.dotted(call.func, names))
+    return None if rule is None else (call.args[0].id, rule.name, call)
 
 
 _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
@@ -162,12 +122,9 @@ def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[
 
 
 # Bases whose subclasses are pytrees the tool does not rewrite (a frozen dataclass of the
-# library's own, with its own field machinery).
-_UNHANDLED_BASES = {
-    "equinox.Module": "a subclass of equinox.Module",
-    "equinox._module.Module": "a subclass of equinox.Module",
-}
-_RECIPES = {"a subclass of equinox.Module": "docs/migration.md#from-equinoxmodule"}
+# library's own, with its own field machinery): the reported families, by base.
+_UNHANDLED_BASES = {b: r.reported for r in _families.RULES if r.reported for b in r.bases}
+_RECIPES = {r.reported: r.recipe for r in _families.RULES if r.reported and r.recipe}
 
 
 def _registers_subclasses(
@@ -213,6 +170,7 @@ def _helpers(tree: ast.Module, names: dict[str, str]) -> set[str]:
 
 def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[Found]:
     """Every top-level class of `tree`, in order, with its registration."""
+    options = frozenset({"namedtuples"} if namedtuples else set())
     classes: dict[str, Found] = {}
     duplicates: set[str] = set()
     helpers = _helpers(tree, names)  # module functions that register their first parameter
@@ -231,10 +189,10 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 if family is not None:
                     _set_family(found, family)
                     found.decorator = i
-            if any(b in _names.FLAX_BASE for b in bases) and found.family != "flax.struct":
-                _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
-            if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
-                _set_family(found, "NamedTuple")
+            for rule in filter(None, (_families.by_base(b, options) for b in bases)):
+                # Decorated too (`@struct.dataclass` on a PyTreeNode): one family still.
+                if rule.reported is None and found.family != rule.name:
+                    _set_family(found, rule.name)
             found.registers_subclasses = _registers_subclasses(stmt, names, helpers)
             if (
                 found.registers_subclasses is not None

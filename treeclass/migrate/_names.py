@@ -9,6 +9,7 @@ import ast
 from typing import Final
 
 __all__ = [
+    "ALLOWED_MIXINS",
     "CHEX_DATACLASS",
     "DATACLASS",
     "FLAX_BASE",
@@ -25,6 +26,17 @@ __all__ = [
     "dotted",
 ]
 
+# Bases that hold no state: a converted class keeps them as plain mixins.
+ALLOWED_MIXINS: Final = frozenset(
+    {
+        "object",
+        "abc.ABC",
+        "typing.Generic",
+        "typing_extensions.Generic",
+        "numpy.lib.mixins.NDArrayOperatorsMixin",
+        "numpy.lib.NDArrayOperatorsMixin",
+    }
+)
 REGISTER_CLASS: Final = {
     "jax.tree_util.register_pytree_node_class": "register_pytree_node_class",
     "jax.tree_util.register_pytree_with_keys_class": "register_pytree_with_keys_class",

@@ -12,16 +12,9 @@ from typing import Literal
 
 __all__ = ["Field", "Plan", "Refusal", "Report"]
 
-Family = Literal[
-    "register_pytree_node_class",
-    "register_pytree_with_keys_class",
-    "register_pytree_node",
-    "register_dataclass",
-    "flax.struct",
-    "jax_dataclasses",
-    "chex.dataclass",
-    "NamedTuple",
-]
+# A family's name (`_families`: one module each, listed in one registry), such as
+# "register_pytree_node_class", "flax.struct" or "NamedTuple".
+Family = str
 
 
 @dataclasses.dataclass(frozen=True)

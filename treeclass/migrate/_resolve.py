@@ -14,13 +14,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from treeclass.migrate import _messages, _names
+from treeclass.migrate._families import flax_struct, register_dataclass
 from treeclass.migrate._find import FLAX_COPY, Found, decorator_family, wrapper
 
 __all__ = [
-    "ALLOWED_MIXINS",
     "Program",
     "harmless_decorator",
     "mark_wrapped",
@@ -31,16 +31,6 @@ __all__ = [
 _T = TypeVar("_T")
 
 # Bases outside the run that hold no state: kept as plain bases.
-ALLOWED_MIXINS: Final = frozenset(
-    {
-        "object",
-        "abc.ABC",
-        "typing.Generic",
-        "typing_extensions.Generic",
-        "numpy.lib.mixins.NDArrayOperatorsMixin",
-        "numpy.lib.NDArrayOperatorsMixin",
-    }
-)
 # What a stateless base must not define: each stores or shapes instance state.
 _STATEFUL = frozenset(
     {
@@ -286,7 +276,7 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
                 ):
                     return False
     for i, qualified in enumerate(found.bases):
-        if qualified in ALLOWED_MIXINS or qualified in _names.GENERIC:
+        if qualified in _names.ALLOWED_MIXINS or qualified in _names.GENERIC:
             continue
         base = program.base(file, found, i)
         if base is None or not stateless(program, base[0], base[1], depth + 1):
@@ -383,10 +373,11 @@ def mark_wrapped(files: list[_File]) -> None:
                 wrapped = program.function(file, qualified, wrappers)
                 if isinstance(wrapped, str):  # a wrapper the tool cannot read
                     found.family, found.indirect = (
-                        "register_dataclass",
+                        register_dataclass.RULE.name,
                         _messages.WRAPPER.format(cls=found.name, name=wrapped),
                     )
                 elif wrapped is FLAX_COPY:  # a vendored flax.struct.dataclass
-                    found.family, found.decorator = "flax.struct", i
+                    found.family, found.decorator = flax_struct.RULE.name, i
                 elif wrapped is not None:
-                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
+                    found.family, found.decorator = register_dataclass.RULE.name, i
+                    found.wrapper = wrapped
