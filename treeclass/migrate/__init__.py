@@ -17,12 +17,15 @@ How the pieces fit (each module one job):
   by the registry (project dataclass wrappers, loops and helpers included).
 - `_resolve.py`: the files of a run as one program: module names, imports, relative
   imports, aliases and re-exports; which bases hold no state (kept as mixins).
-- `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
-  each expression is: calls of `tree_flatten`, attributes assigned or mutated after
-  construction, unhashable values given to statics; `_tuples.py` (part of the same
-  scan): NamedTuple uses a treeclass cannot keep (`isinstance(x, tuple)`, `==` against a
-  tuple, `+`, hashing), typed or through values the run cannot type, counted against
-  the classes that can flow there.
+- `_types.py`, `_facts.py`, `_tuples.py`: what the code around a class does to it, in
+  one walk over each module. `_facts._Scanner` walks (a `NodeVisitor`) and records
+  calls of `tree_flatten`, attributes assigned or mutated after construction,
+  unhashable values given to statics; it extends `_types.Typing`, which holds the scope
+  (enclosing class and function, what each name is bound to, all set in its `__init__`)
+  and says what an expression is; it hands the nodes that matter to NamedTuples to
+  `_tuples.TupleScan`, its part for the uses a treeclass cannot keep
+  (`isinstance(x, tuple)`, `==` against a tuple, `+`, hashing), typed or through values
+  the run cannot type, counted against the classes that can flow there.
 - `_checks.py`: what a class body and the run forbid, for every family.
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.

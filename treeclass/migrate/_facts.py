@@ -28,8 +28,8 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._tuples import TupleUses, call_returns, function_names, namedtuple_fields
-from treeclass.migrate._types import OTHER, annotation_name
+from treeclass.migrate._tuples import TupleScan, call_returns, function_names, namedtuple_fields
+from treeclass.migrate._types import OTHER, Typing, annotation_name
 
 __all__ = [
     "FLATTEN_METHODS",
@@ -192,31 +192,16 @@ class Facts:
                 self.tuple_use[cls].append(blocked)
 
 
-class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the visit_ names
+class _Scanner(Typing, ast.NodeVisitor):
     def __init__(
         self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]
     ) -> None:
-        self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.classes, self.attr_types, self.packages = (
-            facts.classes,
-            facts.attr_types,
-            facts.packages,
-        )
-        self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
-        self.cls: str | None = None  # the enclosing class, for methods
-        self.method: str | None = None
-        self.self_name: str | None = None
-        self.types: dict[str, str | None] = {}  # variable -> class name, OTHER, None: unknown
-        self.local_classes: set[str] = set()  # classes defined inside functions or classes
-        self.declared: dict[int, set[str]] = {}
-        self.globals: dict[str, str | None] = {}
-        # Names bound to `X.__new__(...)` in the current function: an unflatten that
-        # bypasses __init__ builds its instance with attribute writes.
-        self.new_objects: set[str] = set()
-        self.returns: dict[str, str] = {}  # set by scan()
+        super().__init__(names, facts.classes, facts.packages, facts.attr_types, modules)
+        self.facts, self.path, self.text = facts, path, text
         self.unflattens: set[str] = set(
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
+        self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -302,7 +287,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def _record(
         self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST
     ) -> None:
-        owner = self._receiver(receiver)
+        owner = self.receiver(receiver)
         if owner != OTHER:
             table[attr].append(Event(owner, self.site(stmt)))
 
@@ -322,7 +307,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
-        self._stored(node.targets, node.value, top=self.method is None)
+        self.tuples.stored(node.targets, node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -332,7 +317,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self._target(node.target, node)
-        self._stored([node.target], node.value, top=self.method is None)
+        self.tuples.stored([node.target], node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -354,7 +339,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def _unhashable_args(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "replace":
-            owner = self._receiver(func.value)
+            owner = self.receiver(func.value)
         else:
             owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
         if not owner:
@@ -383,7 +368,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
         qualified = _names.dotted(func, self.names)
-        self._tuple_calls(node, qualified)
+        self.tuples.calls(node, qualified)
         if (
             qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"}
             and len(node.args) >= 2
@@ -422,7 +407,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it
             owner = f"self:{self.cls}"
-        elif (kind := self._receiver(receiver)) == OTHER:
+        elif (kind := self.receiver(receiver)) == OTHER:
             return
         elif kind is not None:
             owner = f"self:{kind}"  # an instance of a known class (or the class itself)
@@ -431,6 +416,39 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         else:
             owner = ""
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
+
+    # --- NamedTuple uses and where instances go (_tuples.TupleScan) -----------------------
+    def visit_Compare(self, node: ast.Compare) -> None:
+        self.tuples.compare(node)
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self.tuples.binop(node)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        self.tuples.dict_display(node)
+        self.generic_visit(node)
+
+    def visit_Set(self, node: ast.Set) -> None:
+        self.tuples.set_display(node)
+        self.generic_visit(node)
+
+    def visit_Tuple(self, node: ast.Tuple | ast.List) -> None:
+        self.tuples.sequence_display(node)
+        self.generic_visit(node)
+
+    visit_List = visit_Tuple  # noqa: N815 - ast's visitor naming
+
+    def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        self.tuples.returned(node)
+        self.generic_visit(node)
+
+    visit_Yield = visit_YieldFrom = visit_Return  # noqa: N815 - ast's visitor naming
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.tuples.returned_by_lambda(node)
+        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):

@@ -1,4 +1,5 @@
-"""NamedTuples used in ways a treeclass cannot keep, read by _facts' scanner (a mixin of it).
+"""NamedTuples used in ways a treeclass cannot keep, read by _facts' scanner (`TupleScan`,
+a part of it).
 
 A converted NamedTuple keeps the tuple protocol its users need (unpacking, indexing,
 iteration, `len`, `_replace`, `_fields`, `_asdict`, `_make`: `_namedtuple.py` writes
@@ -32,7 +33,7 @@ from typing import Any
 from treeclass.migrate import _names
 from treeclass.migrate._types import OTHER, Typing, annotation_name
 
-__all__ = ["ANY", "FIXES", "TupleUses", "call_returns", "function_names", "namedtuple_fields"]
+__all__ = ["ANY", "FIXES", "TupleScan", "call_returns", "function_names", "namedtuple_fields"]
 
 # Calls that read a NamedTuple as a pytree or an object, never as a tuple: giving them
 # one does not take it where it is not typed.
@@ -88,25 +89,27 @@ def _public(method: str | None) -> bool:
     return not method.startswith("_") or (method.startswith("__") and method.endswith("__"))
 
 
-class TupleUses(Typing, ast.NodeVisitor):
-    """The scanner's visitors for tuple use (the scanner sets `facts`, `site`,
-    `returning`, `method` and `params`)."""
+class TupleScan:
+    """The NamedTuple half of the scan: the scanner (`_facts._Scanner`) walks a module
+    and hands this the nodes it reads (a comparison, `+`, a display, a call, a return);
+    `typing` (the scanner itself) says what an expression is in the current scope.
+    What it finds goes into `facts`: `tuple_use`, `untyped_use`, `passed`, `stored`,
+    `arguments`, `returned_out` (narrowed by `Facts.narrow()` once the run is read)."""
 
-    # The scanner's (_facts.Facts and its Site): typed loosely, as _facts imports this module
-    # and an import back, even for type checkers only, would be a cycle.
-    facts: Any
-    site: Callable[[ast.AST], Any]
-    returning: str | None = None  # the class the enclosing function is annotated to return
-    method: str | None  # the enclosing function's name
-    params: frozenset[str] = frozenset()  # the enclosing function's parameters
+    def __init__(self, facts: Any, typing: Typing, site: Callable[[ast.AST], Any]) -> None:
+        # `facts` is a _facts.Facts, `site` its Site maker: typed loosely, as _facts
+        # imports this module and an import back, even for type checkers, is a cycle.
+        self.facts = facts
+        self.typing = typing
+        self.site = site
 
     def _typed(self, value: ast.expr) -> str | None:
         """The class of the run `value` is an instance of, OTHER, or None (unknown)."""
-        if isinstance(value, ast.Name) and self._is_class(value):
+        if isinstance(value, ast.Name) and self.typing.is_class(value):
             return OTHER  # the class itself, not an instance
         if isinstance(value, ast.Name | ast.Attribute):
-            return self._receiver(value)
-        return self._value_type(value) if isinstance(value, ast.Call) else None
+            return self.typing.receiver(value)
+        return self.typing.value_type(value) if isinstance(value, ast.Call) else None
 
     def _passes(self, *values: ast.expr | None, stored: bool = False) -> None:
         """Instances in `values` go where they cannot be typed (`stored`: into a
@@ -157,7 +160,7 @@ class TupleUses(Typing, ast.NodeVisitor):
         return (
             isinstance(value, ast.Name)
             and not self._function(value)
-            and value.id not in self.names  # an imported module: its functions may return anything
+            and value.id not in self.typing.names  # a module's functions may return anything
             and self._typed(value) == OTHER
         )
 
@@ -178,61 +181,66 @@ class TupleUses(Typing, ast.NodeVisitor):
             owners |= self.facts.call_returns.get(_callee(value.func) or "", set())
         for owner in filter(None, owners - {OTHER}):
             self.facts.tuple_use[owner].append(blocked)
-        if owners == {None} and (self._own(value) or self._root_is_other(value)):
-            param = self.method if isinstance(value, ast.Name) and value.id in self.params else None
-            read = self._root_is_other(value)
+        read = self._root_is_other(value)
+        if owners == {None} and (self._own(value) or read):
+            param = (
+                self.typing.method
+                if isinstance(value, ast.Name) and value.id in self.typing.params
+                else None
+            )
             self.facts.untyped_use.append((fields, param, read, blocked))
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a
         function of the run by its name (`first(p)[0]`): what may hold an instance
         the run cannot type."""
+        names = self.typing.names
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
             name = value.func.id
             return (
-                self.names[name].split(".")[0] in self.packages
-                if name in self.names
+                names[name].split(".")[0] in self.typing.packages
+                if name in names
                 else not hasattr(builtins, name)
             )
         bound = (
             isinstance(value, ast.Name)
-            and (value.id in self.types or value.id in self.globals)
-            and value.id not in self.names
+            and (value.id in self.typing.types or value.id in self.typing.globals)
+            and value.id not in names
         )
         return bound and getattr(value, "id", None) != "self"
 
-    def visit_Compare(self, node: ast.Compare) -> None:
+    # --- the uses a treeclass cannot keep ----------------------------------------------
+    def compare(self, node: ast.Compare) -> None:
         """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
         sides = [node.left, *node.comparators]
         if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops):
-            literals = [s for s in sides if _tuple_like(s, self.names)]
+            literals = [s for s in sides if _tuple_like(s, self.typing.names)]
             for side in sides if literals else []:
-                if not _tuple_like(side, self.names):
+                if not _tuple_like(side, self.typing.names):
                     self._blocks(side, node, "compare", _length(literals[0]))
-        self.generic_visit(node)
 
-    def visit_BinOp(self, node: ast.BinOp) -> None:
+    def binop(self, node: ast.BinOp) -> None:
         """`p + (x,)`, `p * 2`: tuple concatenation and repetition."""
         if isinstance(node.op, ast.Add | ast.Mult):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if self._typed(side) not in (None, OTHER) or _tuple_like(other, self.names):
+                if self._typed(side) not in (None, OTHER) or _tuple_like(other, self.typing.names):
                     self._blocks(side, node, "concat")
-        self.generic_visit(node)
 
-    def visit_Dict(self, node: ast.Dict) -> None:
-        for key in filter(None, node.keys):  # `{p: v}`: hashed as a tuple
+    def dict_display(self, node: ast.Dict) -> None:
+        """`{p: v}`: a key hashed as a tuple; the values are kept there."""
+        for key in filter(None, node.keys):
             if self._typed(key) not in (None, OTHER):
                 self._blocks(key, node, "hash")
         self._passes(*node.values, stored=True)
-        self.generic_visit(node)
 
-    def visit_Set(self, node: ast.Set) -> None:
+    def set_display(self, node: ast.Set) -> None:
+        """`{p, q}`: members hashed as tuples."""
         for element in node.elts:
             if self._typed(element) not in (None, OTHER):
                 self._blocks(element, node, "hash")
-        self.generic_visit(node)
 
-    def _tuple_calls(self, node: ast.Call, qualified: str | None) -> None:
+    def calls(self, node: ast.Call, qualified: str | None) -> None:
+        """`hash(p)`, `isinstance(p, tuple)`; and where a call takes its arguments."""
         if not self.facts.namedtuple_fields:
             return
         if qualified == "hash" and len(node.args) == 1:
@@ -242,7 +250,7 @@ class TupleUses(Typing, ast.NodeVisitor):
             and len(node.args) == 2
             and "tuple"
             in {
-                _names.dotted(n, self.names)
+                _names.dotted(n, self.typing.names)
                 for n in ast.walk(node.args[1])
                 if isinstance(n, ast.Name)
             }
@@ -256,36 +264,30 @@ class TupleUses(Typing, ast.NodeVisitor):
         self._arguments(node)
 
     # --- where an instance goes untyped -------------------------------------------------
-    def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+    def returned(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        """A function's result: untyped for its callers unless annotated with the class;
+        a public function's (or a dunder's) goes outside the run."""
+        returning = self.typing.returning
         kind = (
             self._typed(node.value)
             if node.value is not None and self.facts.namedtuple_fields
             else None
         )
-        if node.value is not None and kind != self.returning:
+        if node.value is not None and kind != returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
-        if self.returning in self.classes and _public(
-            self.method
-        ):  # a public signature: its callers may be outside the run
-            self.facts.returned_out[self.returning].append(self.site(node))
-        self.generic_visit(node)
+        if returning in self.typing.classes and _public(self.typing.method):
+            self.facts.returned_out[returning].append(self.site(node))
 
-    visit_Yield = visit_YieldFrom = visit_Return  # noqa: N815 - ast's visitor naming
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
+    def returned_by_lambda(self, node: ast.Lambda) -> None:
         self._passes(node.body)
-        self.generic_visit(node)
 
-    def visit_Tuple(self, node: ast.Tuple | ast.List) -> None:
+    def sequence_display(self, node: ast.Tuple | ast.List) -> None:
         """`(h, state)` hands its items on (a scan body's result); `[frame, ...]` keeps
         them, where a later `stack[0]` reads them."""
         if isinstance(node.ctx, ast.Load):
             self._passes(*node.elts, stored=isinstance(node, ast.List))
-        self.generic_visit(node)
 
-    visit_List = visit_Tuple  # noqa: N815 - ast's visitor naming
-
-    def _stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
+    def stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
         """`obj.p = P(...)`, `d[k] = p`, or a module-level `P0 = P(...)` (imported
         elsewhere, untyped there)."""
         if (
