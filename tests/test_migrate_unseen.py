@@ -626,3 +626,63 @@ def test_a_new_family_is_one_rule_in_the_registry(root: Path, monkeypatch: pytes
     assert (root / "after" / "pkg" / "m.py").read_text() == (
         "\nimport treeclass as tc\n\nclass Point(tc.TreeClass):\n    x: float\n    y: float = 1.0\n"
     )
+
+
+# --- what can flow into an untyped name: cut down from haiku's real run ---------------------
+_STATE = """
+    from typing import NamedTuple
+    import jax.numpy as jnp
+
+    class LSTMState(NamedTuple):
+        hidden: jnp.ndarray
+        cell: jnp.ndarray
+
+    def initial_state(n: int) -> LSTMState:
+        return LSTMState(jnp.zeros(n), jnp.ones(n))
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "converts"),
+    [
+        pytest.param(  # haiku/_src/base.py:1040: the annotation says what it holds
+            "def seed(key_or_seed: int | tuple):\n    return isinstance(key_or_seed, tuple)\n"
+            "print(seed(3), seed((1, 2)), len(initial_state(2)))\n",
+            True,
+            id="an-annotated-parameter",
+        ),
+        pytest.param(  # haiku/_src/bias.py:166: `[1] * n` is a list repeated, n an int
+            "def ones(n):\n    return [1] * n\n"
+            "print(ones(len(initial_state(2))), initial_state(2)[1].tolist())\n",
+            True,
+            id="a-list-repeated",
+        ),
+        pytest.param(  # haiku/_src/pool_test.py:46: a tuple display is a plain tuple
+            "dims = (2, 3)\nprint(dims + (4,), [*initial_state(1)][0].tolist())\n",
+            True,
+            id="a-tuple-display",
+        ),
+        pytest.param(  # the state handed on through a closure and a second function
+            "def outer(s):\n    def inner():\n        return check(s)\n    return inner()\n\n"
+            "def check(p):\n    return isinstance(p, tuple)\n\n"
+            "print(outer(initial_state(2)))\n",
+            False,
+            id="handed-on-to-a-blocking-use",
+        ),
+        pytest.param(  # the same functions, never given the state
+            "def outer(s):\n    def inner():\n        return check(s)\n    return inner()\n\n"
+            "def check(p):\n    return isinstance(p, tuple)\n\n"
+            "print(outer((1, 2)), len(initial_state(2)))\n",
+            True,
+            id="the-same-functions-never-given-it",
+        ),
+    ],
+)
+def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, converts: bool):
+    files = {"pkg/__init__.py": "", "pkg/state.py": _STATE, "pkg/main.py": ""}
+    files["pkg/main.py"] = "from pkg.state import LSTMState, initial_state\n\n" + code
+    reports, before, after = differential(root, files, "--namedtuples")
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    status = reports["LSTMState"]["status"]
+    assert status == ("converted" if converts else "refused"), reports["LSTMState"]["reason"]

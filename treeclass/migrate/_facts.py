@@ -147,6 +147,8 @@ class Facts:
     arguments: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     untyped_arguments: set[str] = dataclasses.field(default_factory=set)
     read_arguments: set[str] = dataclasses.field(default_factory=set)  # given `stack[0]`s
+    # function name -> the functions that hand it one of their own parameters.
+    forwarded: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     # The classes whose instances are put in a container, an attribute or a global.
     stored: set[str] = dataclasses.field(default_factory=set)
     passed: set[str] = dataclasses.field(
@@ -168,28 +170,42 @@ class Facts:
     blocked = Blocked
 
     def narrow(self) -> None:
-        """Counts the untyped blocking uses, once the whole run is scanned: a use of a
-        parameter against the classes its function's calls give it, when every call
-        site's argument is typed (or read out of a list or another library's object:
-        then the classes code stores too); a read out of such a value against the
-        classes code stores; any other against the NamedTuples that go where they are
-        not typed, all of them with a number of fields that fits the use."""
+        """Counts the untyped blocking uses, once the whole run is scanned, against the
+        NamedTuples that can flow there (`reaching`)."""
         for (fewest, most), function, read, blocked in self.untyped_use:
-            passed = {
+            fits = {
                 cls
                 for cls, fields in self.namedtuple_fields.items()
                 if fewest <= len(fields) <= most and cls in self.passed
             }
             if function is None:  # a local, or a read out of a container
-                reaching = passed & self.stored if read else passed
-            elif function in self.arguments and function not in self.untyped_arguments:
-                reaching = self.arguments[function] & set(self.namedtuple_fields)
-                if function in self.read_arguments:
-                    reaching |= passed & self.stored
-            else:  # never called in the run (its callers are outside), or given untyped values
-                reaching = passed
+                reaching = fits & self.stored if read else fits
+            else:
+                reaching = self.reaching(function, fits)
             for cls in sorted(reaching):
                 self.tuple_use[cls].append(blocked)
+
+    def reaching(self, function: str, fits: set[str]) -> set[str]:
+        """The NamedTuples that can be a parameter of `function`: those its calls in the
+        run give it (or the calls it is a callback of), those that flow into the
+        parameters its callers hand on to it, and where a call gives it a value of
+        unknown type, those that reach untyped code and fit the use (`fits`; only those
+        code stores, for a read out of a list). A function the run never calls takes
+        nothing from the run (its callers are outside: a gap, see docs/migration.md)."""
+        out: set[str] = set()
+        todo, seen = [function], set()
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            out |= self.arguments.get(f, set()) & set(self.namedtuple_fields)
+            if f in self.untyped_arguments:
+                out |= fits
+            elif f in self.read_arguments:
+                out |= fits & self.stored
+            todo += self.forwarded.get(f, set())
+        return out
 
 
 class _Scanner(Typing, ast.NodeVisitor):
@@ -239,7 +255,9 @@ class _Scanner(Typing, ast.NodeVisitor):
             self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         for a in filter(None, (node.args.vararg, node.args.kwarg)):
             self.types[a.arg] = OTHER  # `*args` is a tuple, `**kwargs` a dict
-        outer_params, self.params = self.params, frozenset(a.arg for a in args)
+        outer_params, outer_param_of = self.params, self.param_of
+        self.params = {**outer_params, **{a.arg: a.annotation for a in args}}
+        self.param_of = {**outer_param_of, **{a.arg: node.name for a in args}}
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -254,7 +272,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
         self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
-        self.params = outer_params
+        self.params, self.param_of = outer_params, outer_param_of
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 

@@ -109,21 +109,26 @@ class TupleScan:
             return OTHER  # the class itself, not an instance
         if isinstance(value, ast.Name | ast.Attribute):
             return self.typing.receiver(value)
-        return self.typing.value_type(value) if isinstance(value, ast.Call) else None
+        return self.typing.value_type(value)  # a call, or a display (`(1, 2)`: OTHER)
+
+    def _classes(self, value: ast.expr) -> set[str]:
+        """The classes of the run `value` may be an instance of: its type, or for a call,
+        what a function of that name anywhere in the run is annotated to return
+        (`initial_state()` imported from another module)."""
+        value = value.value if isinstance(value, ast.Starred) else value
+        kinds = {self._typed(value)}
+        if isinstance(value, ast.Call):
+            kinds |= self.facts.call_returns.get(_callee(value.func) or "", set())
+        return {k for k in kinds if k}
 
     def _passes(self, *values: ast.expr | None, stored: bool = False) -> None:
         """Instances in `values` go where they cannot be typed (`stored`: into a
         container, an attribute or a module global, where a read of it finds them)."""
         for value in values if self.facts.namedtuple_fields else ():
-            kind = (
-                self._typed(value.value if isinstance(value, ast.Starred) else value)
-                if value is not None
-                else None
-            )
-            if kind not in (None, OTHER):
-                self.facts.passed.add(kind)
-                if stored:
-                    self.facts.stored.add(kind)
+            kinds = self._classes(value) if value is not None else set()
+            self.facts.passed |= kinds
+            if stored:
+                self.facts.stored |= kinds
             if isinstance(
                 value, ast.Name
             ):  # `lax.cond(p, make, other)`: what the callback returns goes there
@@ -134,18 +139,23 @@ class TupleScan:
         given as a callback (`lax.scan(body, init, xs)`: `init` and `xs` into `body`)."""
         values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
         values += [k.value for k in node.keywords]
-        callees = [_callee(node.func)] + [v.id for v in values if isinstance(v, ast.Name)]
+        callees = [_callee(node.func)] + [v.id for v in values if self._function(v)]
         given = [v for v in values if not self._function(v)]
-        kinds = {self._typed(v) for v in given}
+        typed = {k for v in given for k in self._classes(v)}
+        untyped = [v for v in given if self._typed(v) is None and not self._classes(v)]
         # An untyped value read out of something the run knows is not an instance
-        # (`trace_stack[0]` of a list literal): only what code stores can be there.
-        read = [v for v in given if self._typed(v) is None and self._root_is_other(v)]
+        # (`trace_stack[0]` of a list literal): only what code stores can be there. A
+        # parameter of this function handed on: what flows into it flows on.
+        read = [v for v in untyped if self._root_is_other(v)]
+        forwarded = [v for v in untyped if isinstance(v, ast.Name) and v.id in self.typing.params]
         for callee in filter(None, callees):
-            self.facts.arguments.setdefault(callee, set()).update(kinds - {None, OTHER})
-            if len(read) < sum(k is None for k in kinds):
+            self.facts.arguments.setdefault(callee, set()).update(typed)
+            if len(read) + len(forwarded) < len(untyped):
                 self.facts.untyped_arguments.add(callee)
-            elif read:
+            if read:
                 self.facts.read_arguments.add(callee)
+            for name in forwarded:
+                self.facts.forwarded.setdefault(callee, set()).add(self.typing.param_of[name.id])
 
     def _root_is_other(self, value: ast.expr) -> bool:
         """`x[0]`, `x.a[1]`, `x.get(k)`: a read out of a name the run types as something
@@ -182,13 +192,27 @@ class TupleScan:
         for owner in filter(None, owners - {OTHER}):
             self.facts.tuple_use[owner].append(blocked)
         read = self._root_is_other(value)
+        if owners == {None} and self._annotated_otherwise(value):
+            return  # `def f(key: jax.Array | int)`: its annotation says what it holds
         if owners == {None} and (self._own(value) or read):
-            param = (
-                self.typing.method
-                if isinstance(value, ast.Name) and value.id in self.typing.params
-                else None
-            )
+            param = self.typing.param_of.get(value.id) if isinstance(value, ast.Name) else None
             self.facts.untyped_use.append((fields, param, read, blocked))
+
+    def _annotated_otherwise(self, value: ast.expr) -> bool:
+        """A parameter annotated with types that name no NamedTuple of the run (and not
+        `Any` or `object`): a type checker refuses an instance there, so none is counted
+        as going there (haiku's `key_or_seed: jax.Array | int | PRNGSequenceState`)."""
+        annotation = self.typing.params.get(value.id) if isinstance(value, ast.Name) else None
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            text = annotation.value
+        else:
+            text = ast.unparse(annotation)
+        words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").split())
+        words |= {w.split(".")[-1] for w in list(words)}
+        words = {w.strip(",") for w in words}
+        return not (words & {"Any", "object", "typing.Any", *self.facts.namedtuple_fields})
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a
@@ -223,7 +247,10 @@ class TupleScan:
         """`p + (x,)`, `p * 2`: tuple concatenation and repetition."""
         if isinstance(node.op, ast.Add | ast.Mult):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if self._typed(side) not in (None, OTHER) or _tuple_like(other, self.typing.names):
+                # `p + (x,)` with `p` untyped may be a NamedTuple; `[1] * n` is no tuple
+                # use of `n`: an untyped side counts only beside a tuple, added.
+                tuple_added = isinstance(node.op, ast.Add) and isinstance(other, ast.Tuple)
+                if self._typed(side) not in (None, OTHER) or tuple_added:
                     self._blocks(side, node, "concat")
 
     def dict_display(self, node: ast.Dict) -> None:

@@ -89,7 +89,11 @@ class Typing:
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None  # the enclosing function's name
         self.self_name: str | None = None  # its first parameter, in a method
-        self.params: frozenset[str] = frozenset()  # the enclosing function's parameters
+        # The parameters in scope (the enclosing function's, and those of the functions
+        # around it that a closure reads), each with its annotation (None: none) and the
+        # name of the function it is a parameter of.
+        self.params: dict[str, ast.expr | None] = {}
+        self.param_of: dict[str, str] = {}
         self.returning: str | None = None  # the class it is annotated to return
         self.types: dict[str, str | None] = {}  # local -> class name, OTHER, None: unknown
         self.globals: dict[str, str | None] = {}  # the same for the module's names
@@ -197,6 +201,7 @@ class Typing:
         if isinstance(
             value,
             ast.Constant
+            | ast.Tuple  # a tuple display is a plain tuple, never a NamedTuple instance
             | ast.List
             | ast.Dict
             | ast.Set
