@@ -139,7 +139,8 @@ class TupleScan:
         given as a callback (`lax.scan(body, init, xs)`: `init` and `xs` into `body`)."""
         values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
         values += [k.value for k in node.keywords]
-        callees = [_callee(node.func)] + [v.id for v in values if self._function(v)]
+        callbacks = [v.id for v in values if isinstance(v, ast.Name) and self._function(v)]
+        callees = [_callee(node.func), *callbacks]
         given = [v for v in values if not self._function(v)]
         typed = {k for v in given for k in self._classes(v)}
         untyped = [v for v in given if self._typed(v) is None and not self._classes(v)]
