@@ -662,6 +662,12 @@ _STATE = """
             True,
             id="a-tuple-display",
         ),
+        pytest.param(  # haiku/_src/recurrent_test.py:172: so is a tuple repeated or added
+            "def shape(n):\n    s = (16,) * n\n    s = s + (4,)\n    return (2,) + s\n"
+            "print(shape(2), initial_state(1)[0].tolist())\n",
+            True,
+            id="a-tuple-repeated",
+        ),
         pytest.param(  # the state handed on through a closure and a second function
             "def outer(s):\n    def inner():\n        return check(s)\n    return inner()\n\n"
             "def check(p):\n    return isinstance(p, tuple)\n\n"

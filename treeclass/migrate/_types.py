@@ -198,6 +198,12 @@ class Typing:
                     receiver, f"{func.attr}()"
                 ]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
+        if (
+            isinstance(value, ast.BinOp)
+            and isinstance(value.op, ast.Add | ast.Mult)
+            and any(isinstance(side, ast.Tuple | ast.List) for side in (value.left, value.right))
+        ):
+            return OTHER  # `(16,) * n`, `dims + (4,)`: a plain tuple (or list), or an error
         if isinstance(
             value,
             ast.Constant
