@@ -8,11 +8,11 @@ chex.dataclass, NamedTuple under `--namedtuples`), subclasses of them in later m
 under every import spelling (`from pkg import m0`, `import pkg.m0 as alias`, `from .m0
 import C as Alias`, ...), plain unregistered subclasses among them, and a `main.py`
 that uses each class: construction, leaves, `jax.jit`, `jax.tree.map`, unpacking,
-indexing, iteration, `==` against a tuple, `isinstance(p, tuple)`, writes of every
-form, `_replace`, `replace`, star-unpacking through a call annotated to return the
-class, and unpacking, indexing and iteration inside a function whose parameter is
-untyped (`def second(p): return p[1]`). Each use prints its leaves as floats, or
-"raised".
+indexing, iteration, `len`, `_asdict`, `==` against a tuple, `isinstance(p, tuple)`,
+`p + (1.0,)`, `hash(p)`, writes of every form, `_replace`, `replace`, star-unpacking
+through a call annotated to return the class, and unpacking, indexing, iteration,
+`isinstance(p, tuple)` and `p + (0.0,)` inside a function whose parameter is untyped
+(`def second(p): return p[1]`). Each use prints its leaves as floats, or "raised".
 
 A case "agrees" when the package imports and `main.py` prints the same after the
 rewrite; any other outcome (a different output, a package that no longer imports, the
@@ -80,6 +80,10 @@ USES = (
     "{o}.replace(x=7.0)",
     "total(*{make}())",
     "sum({o})",
+    "len({o})",
+    "{o}._asdict()",
+    "{o} + (1.0,)",
+    "hash({o}) == hash(tuple({o}))",
 )
 # Functions of `main.py` whose parameter is untyped: what they do to it cannot be
 # attributed to a class. A class gets one use of them, or none, besides its USES (among
@@ -89,6 +93,8 @@ UNTYPED = {
     "unpacked": "def unpacked(p):\n    a, b, *_ = p\n    return [a, b]\n",
     "second": "def second(p):\n    return p[1]\n",
     "each": "def each(p):\n    return [v for v in p]\n",
+    "is_tuple": "def is_tuple(p):\n    return isinstance(p, tuple)\n",
+    "plus": "def plus(p):\n    return p + (0.0,)\n",
 }
 # Each leaves in `{o}` what is shown. (A variable rebound to another type is untyped:
 # what is done to it is not attributed to the class.)

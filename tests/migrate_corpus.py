@@ -106,8 +106,8 @@ CORPUS = [
     ),
     Module(
         "namedtuple_tuple_api",
-        (),
-        {"Carry": "code uses the NamedTuple's tuple API (`carry._replace`"},
+        ("Carry",),
+        {"Pair": "code uses an instance as a tuple where a treeclass cannot be one (1 site(s)"},
         namedtuples=True,
     ),
 ]
@@ -196,6 +196,10 @@ CASES: dict[tuple[str, str, str], tuple[Build, Apply]] = {
     ("dataclasses", "Sgd", ""): (lambda m: m.Sgd(jnp.ones(2), lr=0.5), lambda m, o: o.momentum.sum() * o.lr),
     ("dataclasses", "Window", ""): (lambda m: m.Window(jnp.arange(5.0), size=2), lambda m, o: o.mean()),
     ("flax_serialization", "Checkpointed", ""): (lambda m: m.Checkpointed(jnp.ones(3)), lambda m, o: (o.w * 2.0).sum()),
+    ("namedtuple_tuple_api", "Carry", ""): (
+        lambda m: m.Carry(jnp.ones(2), jnp.arange(2.0)),
+        lambda m, o: m.step(m.step(o, 1.0), 2.0).h.sum(),
+    ),
     ("namedtuple", "LoopState", ""): (
         lambda m: m.LoopState(jnp.ones(2), jnp.zeros(())),
         lambda m, o: m.body(m.body(o)).x.sum() + m.body(o).i * o.scale,

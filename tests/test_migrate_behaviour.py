@@ -194,7 +194,7 @@ def test_an_internal_error_refuses_that_class_and_the_run_goes_on(root: Path, mo
     assert reports["Fine"]["status"] == "converted"
 
 
-def test_tuple_use_through_a_method_return_annotation_refuses_the_namedtuple(root: Path) -> None:
+def test_tuple_use_through_a_method_return_annotation_is_kept(root: Path) -> None:
     files = {  # jaxlie 1.5.0: `SO3.from_rpy_radians(*T.as_rpy_radians())`, `-> hints.RollPitchYaw`
         "pkg/__init__.py": "",
         "pkg/hints.py": """
@@ -231,8 +231,8 @@ def test_tuple_use_through_a_method_return_annotation_refuses_the_namedtuple(roo
     }
     reports, before, after = differential(root, files, "--namedtuples")
     assert before == after == "(1.0, 2.0, 3.0)\n"
-    assert reports["RollPitchYaw"]["status"] == "refused"
-    assert "as_rpy_radians()" in reports["RollPitchYaw"]["reason"]
+    assert reports["RollPitchYaw"]["status"] == "converted", reports["RollPitchYaw"]["reason"]
+    assert "a public function of the run is annotated to return it (`return" in reports["RollPitchYaw"]["reason"]
 
 
 _POINT = """
@@ -256,10 +256,39 @@ _POINT = """
         "max(p)",
         "jnp.asarray(p)",
         "[v for v in _make()]",
-        "p == (1.0, 2.0)",
-        "isinstance(p, tuple)",
         "list(map(float, p))",
+        "p[1]",
+        "p[-1:]",
+        "len(p)",
+        "tuple(p)",
+        "dict(zip(p._fields, p))",
+        "p._asdict()",
+        "p._replace(y=3.0).y",
+        "Point._make([5.0, 6.0]).x",
+        "[a - b for a, b in [p]]",
+        "(lambda a, b: a * b)(*p)",
+        "3.0 in p",
     ],
+)
+def test_namedtuple_used_as_a_sequence_keeps_working(root: Path, use: str) -> None:
+    main = f"""
+        import jax.numpy as jnp
+        from pkg.m import Point, _make
+        p = Point(1.0, 2.0)
+        try:
+            print({use})
+        except Exception as e:
+            print(type(e).__name__)
+    """
+    reports, before, after = differential(root, {"pkg/__init__.py": "", "pkg/m.py": _POINT, "pkg/main.py": main}, "--namedtuples")
+    assert before == after
+    assert "Error" not in before, before
+    assert reports["Point"]["status"] == "converted", reports["Point"]["reason"]
+
+
+@pytest.mark.parametrize(
+    "use",
+    ["p == (1.0, 2.0)", "isinstance(p, tuple)", "p + (3.0,)", "p * 2", "hash(p) == hash((1.0, 2.0))", "{p: 1}[(1.0, 2.0)]", "len({p, (1.0, 2.0)})"],
 )
 def test_namedtuple_used_as_a_tuple_is_refused(root: Path, use: str) -> None:
     main = f"""
@@ -274,10 +303,10 @@ def test_namedtuple_used_as_a_tuple_is_refused(root: Path, use: str) -> None:
     reports, before, after = differential(root, {"pkg/__init__.py": "", "pkg/m.py": _POINT, "pkg/main.py": main}, "--namedtuples")
     assert before == after
     assert reports["Point"]["status"] == "refused"
-    assert reports["Point"]["reason"].startswith("code uses an instance as a tuple"), reports["Point"]["reason"]
+    assert reports["Point"]["reason"].startswith("code uses an instance as a tuple where a treeclass cannot be one (1 site(s)"), reports["Point"]["reason"]
 
 
-def test_a_namedtuple_in_a_public_signature_is_refused_when_its_users_are_outside_the_run(root: Path) -> None:
+def test_a_namedtuple_in_a_public_signature_converts_and_its_users_outside_the_run_keep_working(root: Path) -> None:
     """jaxlie 1.5.0 migrated as its package folder: `SO3.as_rpy_radians() ->
     hints.RollPitchYaw`, star-unpacked by the tests, which are not in the run."""
     files = {
@@ -286,7 +315,7 @@ def test_a_namedtuple_in_a_public_signature_is_refused_when_its_users_are_outsid
         "pkg/so3.py": "from pkg import hints\n\nclass SO3:\n    def as_rpy_radians(self) -> hints.RollPitchYaw:\n        return hints.RollPitchYaw(1.0, 2.0, 3.0)\n",
     }
     reports = migrate_package(root, files, "--namedtuples")
-    assert reports["RollPitchYaw"]["status"] == "refused"
+    assert reports["RollPitchYaw"]["status"] == "converted", reports["RollPitchYaw"]["reason"]
     assert "a public function of the run is annotated to return it (`return hints.RollPitchYaw(" in reports["RollPitchYaw"]["reason"]
     outside = "from pkg.so3 import SO3\nprint(sum(SO3().as_rpy_radians()))\n"  # the package's tests
     for folder in (root / "before", root / "after"):

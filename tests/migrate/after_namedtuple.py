@@ -14,6 +14,29 @@ class LoopState(tc.TreeClass):
     i: jax.Array
     scale: float = 2.0
 
+    # The NamedTuple's tuple protocol (unpacking, indexing, iteration, len, _replace,
+    # _fields, _asdict, _make), kept by treeclass.migrate: remove what no code uses.
+    def __iter__(self):
+        return iter((self.x, self.i, self.scale))
+
+    def __getitem__(self, index):
+        return (self.x, self.i, self.scale)[index]
+
+    def __len__(self):
+        return 3
+
+    _fields = ("x", "i", "scale")
+
+    def _replace(self, **changes):
+        return self.replace(**changes)
+
+    def _asdict(self):
+        return {"x": self.x, "i": self.i, "scale": self.scale}
+
+    @classmethod
+    def _make(cls, iterable):
+        return cls(*iterable)
+
 
 def body(s):
     return LoopState(s.x * s.scale, s.i + 1)

@@ -8,19 +8,31 @@ How the pieces fit (each module one job):
 - `_names.py`: what a module's imports make of a name (`jtu.register_pytree_node_class`
   -> `jax.tree_util.register_pytree_node_class`).
 - `_text.py`: a module's source split once (the code of a node in linear time).
-- `_find.py`: the pytree classes of a module and how each is registered (project
-  dataclass wrappers, loops and helpers included).
+- `_families/`: every family of pytree classes, one module each (hand-written flatten,
+  `register_pytree_node`, `register_dataclass`, flax.struct, jax_dataclasses, chex,
+  NamedTuple, the equinox Modules it reports), listed in one registry (`RULES`); a
+  family is a `_rule.Rule`: how its classes are found, what is particular in planning
+  one. A new family is one module there and one line in `RULES`.
+- `_find.py`: the pytree classes of a module (`_found.Found`) and the family of each,
+  by the registry (project dataclass wrappers, loops and helpers included).
 - `_resolve.py`: the files of a run as one program: module names, imports, relative
   imports, aliases and re-exports; which bases hold no state (kept as mixins).
-- `_types.py`, `_facts.py`: what the code around a class does to it, judged by what
-  each expression is: calls of `tree_flatten`, attributes assigned or mutated after
-  construction, unhashable values given to statics; `_tuples.py` (part of the same
-  scan): NamedTuples used as tuples, typed or through values the run cannot type.
+- `_types.py`, `_facts.py`, `_tuples.py`: what the code around a class does to it, in
+  one walk over each module. `_facts._Scanner` walks (a `NodeVisitor`) and records
+  calls of `tree_flatten`, attributes assigned or mutated after construction,
+  unhashable values given to statics; it extends `_types.Typing`, which holds the scope
+  (enclosing class and function, what each name is bound to, all set in its `__init__`)
+  and says what an expression is; it hands the nodes that matter to NamedTuples to
+  `_tuples.TupleScan`, its part for the uses a treeclass cannot keep
+  (`isinstance(x, tuple)`, `==` against a tuple, `+`, hashing), typed or through values
+  the run cannot type, counted against the classes that can flow there.
 - `_checks.py`: what a class body and the run forbid, for every family.
 - `_flatten_code.py`, `_init_code.py`: read a hand-written `tree_flatten`,
   `tree_unflatten` and `__init__` into fields, or a refusal.
 - `_handwritten.py`, `_dataclasses.py`: one `Plan` (or a refusal) per class, for the
-  hand-written and the dataclass families.
+  hand-written families and (with each family's hooks) the dataclass families.
+- `_namedtuple.py`: the tuple protocol (`__iter__`, `__getitem__`, `__len__`,
+  `_replace`, ...) written into a converted NamedTuple.
 - `_rewrite.py`, `_imports.py`: apply the plans to the concrete syntax tree (libcst);
   `_skeleton.py` hands libcst only the statements the plans touch.
 - `_engine.py`: a run over files: read (PEP 263), parse, resolve, plan base-first,

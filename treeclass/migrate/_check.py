@@ -76,7 +76,10 @@ def _round_trip(obj: Any, which: str) -> Any:
     try:
         back = jax.tree.unflatten(treedef, leaves)
     except Exception as e:
-        msg = f"{which} {type(obj).__name__} fails a flatten/unflatten round trip: {type(e).__name__}: {e}"
+        msg = (
+            f"{which} {type(obj).__name__} fails a flatten/unflatten round trip: "
+            f"{type(e).__name__}: {e}"
+        )
         raise AssertionError(msg) from e
     if type(back) is not type(obj):
         msg = f"{which} {type(obj).__name__} unflattens to a {type(back).__name__}"
@@ -87,7 +90,10 @@ def _round_trip(obj: Any, which: str) -> Any:
         or len(again) != len(leaves)
         or any(a is not b for a, b in zip(again, leaves, strict=True))
     ):
-        msg = f"{which} {type(obj).__name__} changes in a flatten/unflatten round trip: {treedef} -> {again_def}"
+        msg = (
+            f"{which} {type(obj).__name__} changes in a flatten/unflatten round trip: "
+            f"{treedef} -> {again_def}"
+        )
         raise AssertionError(msg)
     return back
 
@@ -135,7 +141,7 @@ def check(old: Any, new: Any) -> None:
     >>> migrate.check(Old(jnp.ones(2), "relu"), New(jnp.ones(2), "relu"))
     >>> migrate.check(Old(jnp.ones(2), "relu"), New(jnp.ones(2), "tanh"))
     Traceback (most recent call last):
-    AssertionError: static values differ: old Old has 'relu', which new New has not (its static values: ['tanh'])
+    AssertionError: static values differ: old Old has 'relu', which new New has not (its ...
     """
     old_leaves = jax.tree.leaves(old)
     new_leaves, new_paths = [], []

@@ -6,13 +6,14 @@ or calls the flatten methods that go away with the conversion."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._context import Context
-from treeclass.migrate._facts import FLATTEN_METHODS, own_first
+from treeclass.migrate._facts import FLATTEN_METHODS, Site, own_first
 from treeclass.migrate._flatten_code import Refused
 
-__all__ = ["check_facts", "check_owned"]
+__all__ = ["check_facts", "check_owned", "every"]
 
 _OWNED = {
     "replace": "replace() returns a changed copy",
@@ -122,7 +123,7 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
     facts, name, reasons = ctx.facts, ctx.found.name, []
     for (cls, attr), sites in facts.self_assigned.items():
         if cls == name:
-            reasons.append(_messages.ASSIGNED.format(attr=attr, site=sites[0]))
+            reasons.append(_messages.ASSIGNED.format(attr=attr, site=every(sites)))
     for attr in attrs:
         for table, message in (
             (facts.mutated, _messages.MUTATED),
@@ -132,7 +133,7 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
                 [e for e in table.get(attr, []) if e.owner is None or e.owner in ctx.related], name
             )
             if events:
-                reasons.append(message.format(attr=attr, site=events[0].site))
+                reasons.append(message.format(attr=attr, site=every(e.site for e in events)))
     other_classes = {f.name for f in ctx.found_in_module if f.name != name}
     # A class that defines none of the methods (a dataclass family, a class registered
     # with functions) is reached by no call of them, whatever the receiver.
@@ -143,11 +144,17 @@ def check_facts(ctx: Context, attrs: list[str]) -> list[str]:
             if _reaches(e[0], ctx.related, other_classes)
         ]
         if calls:  # its own first: a call on an instance of it, of a base, then the rest
-            site = min(calls, key=lambda e: (e[0] != f"self:{name}", not e[0].startswith("self:")))[
-                1
-            ]
+            ordered = sorted(
+                calls, key=lambda e: (e[0] != f"self:{name}", not e[0].startswith("self:"))
+            )
+            site = every(site for _, site in ordered)
             reasons.append(_messages.CALLED.format(method=f"{method}()", site=site))
     return list(dict.fromkeys(reasons))
+
+
+def every(sites: Iterable[Site]) -> str:
+    """Every site of one reason, in order, each once: a user fixes them in one pass."""
+    return "; ".join(str(s) for s in dict.fromkeys(sites))
 
 
 def _reaches(owner: str, related: set[str], other_classes: set[str]) -> bool:

@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namedtuples",
         action="store_true",
-        help="convert NamedTuple classes too (only if no code uses them as tuples: indexing, unpacking, len)",
+        help="convert NamedTuple classes too, keeping unpacking, indexing, len and _replace "
+        "(refused where code needs a real tuple: isinstance(x, tuple), == a tuple, +, hash)",
     )
     return parser
 
@@ -139,6 +140,8 @@ def main(
             _write(file, errors)
     for line in errors:
         print(f"treeclass.migrate: {line}", file=err)
+    for hint in result.hints:  # on stderr with --json: stdout stays one object per class
+        print(f"treeclass.migrate: {hint}", file=err if args.json else out)
     converted = sum(r.status == "converted" for r in result.reports)
     print(f"converted {converted}, refused {len(result.reports) - converted}", file=out)
     if errors:

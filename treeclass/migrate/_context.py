@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 
 from treeclass.migrate._facts import Facts
-from treeclass.migrate._find import Found
+from treeclass.migrate._found import Found
 from treeclass.migrate._plan import Plan
 from treeclass.migrate._text import Text
 

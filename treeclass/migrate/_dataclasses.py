@@ -16,9 +16,16 @@ import dataclasses
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._context import Context
 from treeclass.migrate._flatten_code import Refused
-from treeclass.migrate._plan import Family, Field, Plan
+from treeclass.migrate._plan import Field, Plan
+from treeclass.migrate._rule import Rule
 
-__all__ = ["DeclaredField", "declared_fields", "plan_dataclass", "rewrite_fields"]
+__all__ = [
+    "DeclaredField",
+    "declared_fields",
+    "plan_dataclass",
+    "register_dataclass_fields",
+    "rewrite_fields",
+]
 
 # dataclasses.field / flax struct.field keywords that tc.field and tc.static take.
 _KEPT = ("default", "default_factory", "init", "repr", "kw_only", "metadata")
@@ -233,7 +240,10 @@ def check_statics(ctx: Context, fields: list[DeclaredField], statics: set[str]) 
             )
 
 
-def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) -> dict[str, str]:
+def _options(ctx: Context, decorators: list[ast.expr], required: str | None) -> dict[str, str]:
+    """The dataclass options the decorators give, as treeclass class keywords; refused
+    for those a treeclass has no equivalent of, or without the keyword the family
+    requires (`required`: chex's `mappable_dataclass`)."""
     options: dict[str, str] = {}
     for decorator in decorators:
         if not isinstance(decorator, ast.Call):
@@ -261,15 +271,14 @@ def _options(ctx: Context, decorators: list[ast.expr], refuse_mappable: bool) ->
                         why="a treeclass is a frozen dataclass with these defaults",
                     )
                 )
-    if refuse_mappable and not any(
-        isinstance(d, ast.Call) and any(kw.arg == "mappable_dataclass" for kw in d.keywords)
-        for d in decorators
+    if required is not None and not any(
+        isinstance(d, ast.Call) and any(kw.arg == required for kw in d.keywords) for d in decorators
     ):
         raise Refused(_messages.CHEX_MAPPABLE)
     return options
 
 
-def _register_dataclass_fields(
+def register_dataclass_fields(
     ctx: Context, call: ast.Call | None
 ) -> tuple[list[str] | None, set[str] | None]:
     """data_fields and meta_fields of a `register_dataclass(Cls, ...)` call."""
@@ -301,10 +310,11 @@ def _register_dataclass_fields(
 
 
 def plan_dataclass(
-    ctx: Context, family: Family, statics: set[str] | None = None, children: list[str] | None = None
+    ctx: Context, rule: Rule, statics: set[str] | None = None, children: list[str] | None = None
 ) -> Plan:
-    """The plan for a class whose body declares its fields (`statics`/`children`: what a
-    hand-written flatten of a `@dataclass` says)."""
+    """The plan for a class of `rule`'s family, whose body declares its fields
+    (`statics`/`children`: what a hand-written flatten of a `@dataclass` says; else the
+    family's `statics` hook reads them)."""
     node, found = ctx.found.node, ctx.found
     fields = declared_fields(ctx)
     names = [f.name for f in fields]
@@ -320,53 +330,21 @@ def plan_dataclass(
     # flax.struct.PyTreeNode takes the dataclass options as class keywords.
     keywords = (
         ast.Call(ast.Name("dataclass"), [], list(node.keywords))
-        if family == "flax.struct"
+        if rule.keywords_are_options
         else None
     )
     options = _options(
-        ctx,
-        [*dataclass_decorators, *([keywords] if keywords else [])],
-        refuse_mappable=family == "chex.dataclass",
+        ctx, [*dataclass_decorators, *([keywords] if keywords else [])], rule.required_option
     )
     remove_bases = tuple(
-        i
-        for i, b in enumerate(found.bases)
-        if b in _names.FLAX_BASE or b in _names.NAMEDTUPLE or b in ("object",)
+        i for i, b in enumerate(found.bases) if b in rule.bases or b in ("object",)
     )
     for kw in [] if keywords else node.keywords:
         raise Refused(
             _messages.OPTION.format(code=ctx.code(kw), why="class keywords of the old base")
         )
-    if family == "chex.dataclass":
-        if names != sorted(names):
-            raise Refused(
-                _messages.CHEX_ORDER.format(
-                    sorted=", ".join(sorted(names)), declared=", ".join(names)
-                )
-            )
-        statics = set()
-    elif family in ("flax.struct", "jax_dataclasses"):
-        statics = {f.name for f in fields if f.static_marked}
-        if family == "jax_dataclasses" and ctx.facts.jdc_mutate:
-            raise Refused(_messages.JDC_MUTATE.format(site=ctx.facts.jdc_mutate[0]))
-        for f in fields:
-            if f.call is not None and any(kw.arg == "init" for kw in f.call.keywords):
-                raise Refused(_messages.FIELD_SPEC.format(code="init=", attr=f.name))
-    elif family == "register_dataclass":
-        data, meta = _register_dataclass_fields(ctx, found.registration)
-        statics = meta if meta is not None else {f.name for f in fields if f.static_marked}
-        declared = [n for n in names if n not in statics]
-        if data is not None and data != declared:
-            raise Refused(_messages.DATA_FIELDS_ORDER.format(given=data, declared=declared))
-    elif family == "NamedTuple":
-        statics = set()
-        for f in fields:
-            value = f.stmt.value
-            if value is not None and not all(
-                isinstance(n, ast.Constant | ast.Tuple | ast.UnaryOp | ast.USub | ast.Load)
-                for n in ast.walk(value)
-            ):
-                raise Refused(_messages.DEFAULT.format(attr=f.name, code=ctx.code(value)))
+    if statics is None:
+        statics = rule.statics(ctx, fields)
     statics = statics or set()
     check_statics(ctx, fields, statics)
     if children is not None and children != [n for n in names if n not in statics]:
@@ -378,7 +356,7 @@ def plan_dataclass(
         raise Refused(msg)
     notes = _notes(
         ctx,
-        family,
+        rule,
         options,
         [f.name for f in fields if f.name in statics],
         dataclass_decorators,
@@ -387,8 +365,10 @@ def plan_dataclass(
     options.pop("_hash", None)
     return Plan(
         found.name,
-        family,
+        rule.name,
         rewrite_fields(ctx, fields, statics),
+        tuple_protocol=tuple(names) if rule.tuple_protocol else None,
+        defined=frozenset(_defined(node)),
         notes=notes,
         declare_fields=False,
         keep_init=True,
@@ -402,7 +382,7 @@ def plan_dataclass(
 
 def _notes(
     ctx: Context,
-    family: Family,
+    rule: Rule,
     options: dict[str, str],
     statics: list[str],
     decorators: list[ast.expr],
@@ -415,13 +395,18 @@ def _notes(
         if isinstance(d, ast.Call)
         for kw in d.keywords
     }
-    frozen = family in ("flax.struct", "jax_dataclasses") or given.get("frozen") == "True"
+    frozen = rule.frozen or given.get("frozen") == "True"
     notes = [] if frozen else [_messages.NOTE_FROZEN]
-    if family == "NamedTuple":
-        notes.append(_messages.NOTE_NAMEDTUPLE)
     if statics:
         notes.append(_messages.NOTE_STATICS.format(fields=", ".join(statics)))
-    if options.get("eq") != "False":
+    own = [  # a dataclass keeps an __eq__ / __hash__ its class body defines, as a treeclass
+        m
+        for m in ("__eq__", "__hash__")
+        if any(isinstance(s, ast.FunctionDef) and s.name == m for s in ctx.found.node.body)
+    ]
+    if own:
+        notes.append(_messages.NOTE_OWN_EQ.format(methods=" and ".join(own)))
+    elif options.get("eq") != "False" and not rule.tuple_protocol:  # NOTE_NAMEDTUPLE says it
         notes.append(_messages.NOTE_DATACLASS_EQ)
     if "_hash" in options:
         notes.append(_messages.NOTE_HASH)
@@ -429,6 +414,13 @@ def _notes(
         isinstance(s, ast.FunctionDef) and s.name == "__post_init__" for s in ctx.found.node.body
     ):
         notes.append(_messages.NOTE_POST_INIT)
-    if family in ("flax.struct", "jax_dataclasses"):
-        notes.append(_messages.NOTE_FLAX)
-    return notes
+    return notes + list(rule.notes)
+
+
+def _defined(node: ast.ClassDef) -> set[str]:
+    """The names a class body binds (methods, class attributes)."""
+    out = {s.name for s in node.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+        out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out

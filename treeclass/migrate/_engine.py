@@ -20,8 +20,8 @@ from treeclass.migrate import (
     _checks,
     _dataclasses,
     _facts,
+    _families,
     _find,
-    _handwritten,
     _hashable,
     _messages,
     _names,
@@ -33,23 +33,22 @@ from treeclass.migrate._find import Found
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Plan, Refusal, Report
 from treeclass.migrate._resolve import (
-    ALLOWED_MIXINS,
     Program,
     harmless_decorator,
     mark_wrapped,
     module_name,
+    package_aliases,
     stateless,
 )
 from treeclass.migrate._text import Text
 
 __all__ = ["File", "Result", "parse", "run", "source_files"]
 
-_HANDWRITTEN = (
-    "register_pytree_node_class",
-    "register_pytree_with_keys_class",
-    "register_pytree_node",
-)
-_ALLOWED_BASES = {*ALLOWED_MIXINS, *_names.FLAX_BASE, *_names.NAMEDTUPLE}
+# Bases a converted class may have had: mixins, and a family's own (PyTreeNode, NamedTuple).
+_ALLOWED_BASES = {
+    *_names.ALLOWED_MIXINS,
+    *(b for r in _families.RULES if not r.reported for b in r.bases),
+}
 
 
 @dataclasses.dataclass
@@ -78,6 +77,9 @@ class Result:
     files: list[File]
     reports: list[Report]
     errors: list[str]  # one line per file that could not be read or parsed
+    # What the run found but did not plan, and the flag that would (NamedTuples
+    # without --namedtuples): printed before the summary line.
+    hints: list[str] = dataclasses.field(default_factory=list[str])
 
 
 def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -135,7 +137,8 @@ def _read(path: Path, errors: list[str]) -> File | None:
         source = data.decode(encoding)
     except UnicodeDecodeError as e:
         errors.append(
-            f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} ({e.reason} at byte {e.start}); left unchanged"
+            f"{path}: not {'UTF-8' if e.encoding == 'utf-8' else e.encoding} "
+            f"({e.reason} at byte {e.start}); left unchanged"
         )
         return None
     except OSError as e:
@@ -193,7 +196,7 @@ class _Run:
         for i, qualified in enumerate(found.bases):
             resolved = self.program.base(file, found, i)
             if resolved is None or resolved[1] is found:
-                if qualified in ALLOWED_MIXINS:
+                if qualified in _names.ALLOWED_MIXINS:
                     ctx.mixins.add(i)
                 continue
             base_file, base = resolved
@@ -206,8 +209,8 @@ class _Run:
                     _find.unhandled(found, found.registers_subclasses)
             if isinstance(decided, Plan):
                 ctx.base_plans[i] = (base, decided)
-                if found.family is None and base.family == "flax.struct":
-                    found.family = "flax.struct"  # a PyTreeNode subclass is registered by its base
+                if found.family is None and _families.BY_NAME[base.family or ""].inherited:
+                    found.family = base.family  # a PyTreeNode subclass is registered by its base
             elif isinstance(decided, Refusal) and base.family is not None:
                 if found.indirect is None:  # a class the tool does not rewrite says so alone
                     reasons.append(_messages.BASE_REFUSED.format(base=base.name))
@@ -244,8 +247,9 @@ class _Run:
                 raise Refused(_messages.TWICE.format(cls=found.name))
             if found.indirect is not None:
                 raise Refused(found.indirect)
-            if found.family in _HANDWRITTEN:
-                plan = _handwritten.plan_handwritten(ctx)
+            rule = _families.BY_NAME[found.family or ""]
+            if rule.plan is not None:  # a hand-written flatten
+                plan = rule.plan(ctx)
             else:
                 removed = _checks.check_owned(ctx)
                 for i, base in enumerate(found.bases):
@@ -256,23 +260,12 @@ class _Run:
                         raise Refused(
                             _messages.BASE_UNKNOWN.format(base=ctx.code(found.node.bases[i]))
                         )
-                tuple_api = _facts.own_first(
-                    [e for e in self.facts.tuple_api if e.owner is None or e.owner in ctx.related],
-                    found.name,
-                )
-                if found.family == "NamedTuple" and tuple_api:
-                    raise Refused(_messages.TUPLE_API.format(site=tuple_api[0].site))
-                if found.family == "NamedTuple" and self.facts.tuple_use.get(found.name):
-                    raise Refused(
-                        _messages.TUPLE_USE.format(site=self.facts.tuple_use[found.name][0])
-                    )
-                if found.family == "NamedTuple" and self.facts.returned_out.get(found.name):
-                    raise Refused(
-                        _messages.RETURNED_OUT.format(site=self.facts.returned_out[found.name][0])
-                    )
-                assert found.family is not None
-                plan = _dataclasses.plan_dataclass(ctx, found.family)
+                rule.uses(ctx)
+                plan = _dataclasses.plan_dataclass(ctx, rule)
                 plan.remove_methods += removed
+                returned = self.facts.returned_out.get(found.name, [])
+                if rule.tuple_protocol and returned:  # its users outside the run get it
+                    plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
             if "replace" in plan.remove_methods:
                 plan.notes.append(_messages.NOTE_REPLACE)
             if ctx.base_plans:
@@ -372,13 +365,18 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     mark_wrapped(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     facts = _facts.Facts(
         classes=frozenset(found.name for file in files for found in file.found),
-        packages=frozenset(file.module.split(".")[0] for file in files if file.module),
+        packages=frozenset(
+            name.split(".")[0]
+            for name in [*(file.module for file in files), *package_aliases(files)]
+            if name
+        ),
     )
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
         _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)
     for file in files if facts.namedtuple_fields else []:  # tuple use matters to NamedTuples alone
         _facts.call_returns(file.tree, file.names, facts.classes, facts.call_returns)
+        _facts.function_names(file.tree, facts.functions)
     for file in files:
         for found in file.found:
             facts.attr_types.update(
@@ -419,7 +417,17 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
                 reports.append(
                     Report(file.path, found.node.lineno, found.name, "refused", decision.reason)
                 )
-    return Result(files, reports, errors)
+    hints = [] if namedtuples else _namedtuple_hint(sorted(facts.namedtuple_fields))
+    return Result(files, reports, errors, hints)
+
+
+def _namedtuple_hint(names: list[str]) -> list[str]:
+    """The line that says how many NamedTuples a run without --namedtuples left alone
+    (a package whose state is NamedTuples would otherwise read `converted 0, refused 0`)."""
+    if not names:
+        return []
+    shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
+    return [_messages.HINT_NAMEDTUPLES.format(count=len(names), names=shown)]
 
 
 def internal(found: Found, error: Exception) -> Refusal:

@@ -28,15 +28,17 @@ from collections import defaultdict
 
 from treeclass.migrate import _names
 from treeclass.migrate._text import Text
-from treeclass.migrate._tuples import TupleUses, call_returns, namedtuple_fields
-from treeclass.migrate._types import OTHER, annotation_name
+from treeclass.migrate._tuples import TupleScan, call_returns, function_names, namedtuple_fields
+from treeclass.migrate._types import OTHER, Typing, annotation_name
 
 __all__ = [
     "FLATTEN_METHODS",
+    "Blocked",
     "Event",
     "Facts",
     "Site",
     "call_returns",
+    "function_names",
     "namedtuple_fields",
     "own_first",
     "scan",
@@ -62,7 +64,6 @@ _MUTATORS = frozenset(
         "__delitem__",
     ]
 )
-_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +76,17 @@ class Site:
 
     def __str__(self) -> str:
         return f"`{self.code}` at {self.path}:{self.line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocked:
+    """A use that blocks a NamedTuple's conversion: where, and the fix."""
+
+    site: Site
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.site}: {self.fix}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,21 +123,34 @@ class Facts:
     self_assigned: dict[tuple[str, str], list[Site]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )
-    tuple_api: list[Event] = dataclasses.field(default_factory=list)
-    tuple_use: dict[str, list[Site]] = dataclasses.field(
+    tuple_use: dict[str, list[Blocked]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
-    )  # class -> sites
+    )  # class -> the sites that block it
     call_returns: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # see call_returns()
     namedtuple_fields: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # NamedTuple -> its fields
-    # `x._replace(k=...)` on an x of unknown type: the keywords given, and where; a tuple
-    # use of a value of unknown type: the (fewest, most) fields of the NamedTuples it can
-    # be about, and where (_tuples). `narrow()` counts them against those NamedTuples.
-    untyped_replace: list[tuple[frozenset[str], Site]] = dataclasses.field(default_factory=list)
-    untyped_use: list[tuple[tuple[int, int], Site]] = dataclasses.field(default_factory=list)
+    # A blocking use of a value of unknown type: the (fewest, most) fields of the
+    # NamedTuples it can be about, the function whose parameter it is (None: not a
+    # parameter), and the site. `narrow()` counts them against the NamedTuples that can
+    # flow there (_tuples).
+    # ... and whether it reads out of a value the run types as no class of its own
+    # (`trace_stack[0]`): only what code stores can be there.
+    untyped_use: list[tuple[tuple[int, int], str | None, bool, Blocked]] = dataclasses.field(
+        default_factory=list
+    )
+    functions: set[str] = dataclasses.field(default_factory=set)  # every function's name
+    # function name -> the classes of the run given to its calls (or to the calls it is
+    # a callback of); `untyped_arguments`: the functions also given values of unknown type.
+    arguments: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    untyped_arguments: set[str] = dataclasses.field(default_factory=set)
+    read_arguments: set[str] = dataclasses.field(default_factory=set)  # given `stack[0]`s
+    # function name -> the functions that hand it one of their own parameters.
+    forwarded: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # The classes whose instances are put in a container, an attribute or a global.
+    stored: set[str] = dataclasses.field(default_factory=set)
     passed: set[str] = dataclasses.field(
         default_factory=set
     )  # classes whose instances go where they are not typed
@@ -142,50 +167,57 @@ class Facts:
         default_factory=lambda: defaultdict(list)
     )
 
+    blocked = Blocked
+
     def narrow(self) -> None:
-        """Counts the untyped tuple uses, once the whole run is scanned: an untyped
-        `_replace(k=...)` against the NamedTuples with every field it names (for any
-        other, it raises); a tuple use of an untyped value against the NamedTuples that
-        go where they are not typed, with a number of fields that fits it (`a, b =
-        lax.cond(...)`: jaxopt's line searches, two fields)."""
-        for keywords, site in self.untyped_replace:
-            self.tuple_api += [
-                Event(cls, site)
+        """Counts the untyped blocking uses, once the whole run is scanned, against the
+        NamedTuples that can flow there (`reaching`)."""
+        for (fewest, most), function, read, blocked in self.untyped_use:
+            fits = {
+                cls
                 for cls, fields in self.namedtuple_fields.items()
-                if keywords <= fields
-            ]
-        for (fewest, most), site in self.untyped_use:
-            for cls, fields in self.namedtuple_fields.items():
-                if fewest <= len(fields) <= most and cls in self.passed:
-                    self.tuple_use[cls].append(site)
+                if fewest <= len(fields) <= most and cls in self.passed
+            }
+            if function is None:  # a local, or a read out of a container
+                reaching = fits & self.stored if read else fits
+            else:
+                reaching = self.reaching(function, fits)
+            for cls in sorted(reaching):
+                self.tuple_use[cls].append(blocked)
+
+    def reaching(self, function: str, fits: set[str]) -> set[str]:
+        """The NamedTuples that can be a parameter of `function`: those its calls in the
+        run give it (or the calls it is a callback of), those that flow into the
+        parameters its callers hand on to it, and where a call gives it a value of
+        unknown type, those that reach untyped code and fit the use (`fits`; only those
+        code stores, for a read out of a list). A function the run never calls takes
+        nothing from the run (its callers are outside: a gap, see docs/migration.md)."""
+        out: set[str] = set()
+        todo, seen = [function], set()
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            out |= self.arguments.get(f, set()) & set(self.namedtuple_fields)
+            if f in self.untyped_arguments:
+                out |= fits
+            elif f in self.read_arguments:
+                out |= fits & self.stored
+            todo += self.forwarded.get(f, set())
+        return out
 
 
-class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the visit_ names
+class _Scanner(Typing, ast.NodeVisitor):
     def __init__(
         self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]
     ) -> None:
-        self.facts, self.path, self.text, self.names = facts, path, text, names
-        self.classes, self.attr_types, self.packages = (
-            facts.classes,
-            facts.attr_types,
-            facts.packages,
-        )
-        self.modules = modules  # local names bound by `import x` / `import x as y` (visit_Import)
-        self.cls: str | None = None  # the enclosing class, for methods
-        self.method: str | None = None
-        self.self_name: str | None = None
-        self.types: dict[str, str | None] = {}  # variable -> class name, OTHER, None: unknown
-        self.local_classes: set[str] = set()  # classes defined inside functions or classes
-        self.declared: dict[int, set[str]] = {}
-        self.globals: dict[str, str | None] = {}
-        # Names bound to `X.__new__(...)` in the current function: an unflatten that
-        # bypasses __init__ builds its instance with attribute writes.
-        self.new_objects: set[str] = set()
-        self.returns: dict[str, str] = {}  # set by scan()
+        super().__init__(names, facts.classes, facts.packages, facts.attr_types, modules)
+        self.facts, self.path, self.text = facts, path, text
         self.unflattens: set[str] = set(
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
-        self.replace_calls: set[int] = set()  # ids of the `x._replace` read by _replace_call
+        self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -223,6 +255,9 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             self.declare(self.types, a.arg, self._annotation_type(a.annotation))
         for a in filter(None, (node.args.vararg, node.args.kwarg)):
             self.types[a.arg] = OTHER  # `*args` is a tuple, `**kwargs` a dict
+        outer_params, outer_param_of = self.params, self.param_of
+        self.params = {**outer_params, **{a.arg: a.annotation for a in args}}
+        self.param_of = {**outer_param_of, **{a.arg: node.name for a in args}}
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -237,6 +272,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self.generic_visit(node)
         self.cls, self.method, self.self_name = outer
         self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
+        self.params, self.param_of = outer_params, outer_param_of
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
@@ -269,7 +305,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def _record(
         self, table: dict[str, list[Event]], receiver: ast.expr, attr: str, stmt: ast.AST
     ) -> None:
-        owner = self._receiver(receiver)
+        owner = self.receiver(receiver)
         if owner != OTHER:
             table[attr].append(Event(owner, self.site(stmt)))
 
@@ -289,8 +325,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target, node)
-            self._unpacked(target, node.value, node)
-        self._stored(node.targets, node.value, top=self.method is None)
+        self.tuples.stored(node.targets, node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -300,7 +335,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self._target(node.target, node)
-        self._stored([node.target], node.value, top=self.method is None)
+        self.tuples.stored([node.target], node.value, top=self.method is None)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -322,7 +357,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
     def _unhashable_args(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "replace":
-            owner = self._receiver(func.value)
+            owner = self.receiver(func.value)
         else:
             owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
         if not owner:
@@ -350,10 +385,8 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
         self._unhashable_args(node)
         if isinstance(func, ast.Attribute) and func.attr in FLATTEN_METHODS:
             self._flatten_call(func, node)
-        if isinstance(func, ast.Attribute) and func.attr == "_replace":
-            self._replace_call(func, node)
         qualified = _names.dotted(func, self.names)
-        self._tuple_calls(node, qualified)
+        self.tuples.calls(node, qualified)
         if (
             qualified in {"setattr", "object.__setattr__", "delattr", "object.__delattr__"}
             and len(node.args) >= 2
@@ -392,7 +425,7 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             if self.method in FLATTEN_METHODS:
                 return  # tree_flatten_with_keys reusing tree_flatten: the analysis reads it
             owner = f"self:{self.cls}"
-        elif (kind := self._receiver(receiver)) == OTHER:
+        elif (kind := self.receiver(receiver)) == OTHER:
             return
         elif kind is not None:
             owner = f"self:{kind}"  # an instance of a known class (or the class itself)
@@ -402,20 +435,38 @@ class _Scanner(TupleUses, ast.NodeVisitor):  # NodeVisitor named: ruff reads the
             owner = ""
         self.facts.flatten_calls[func.attr].append((owner, self.site(node)))
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _TUPLE_API and id(node) not in self.replace_calls:
-            owner = self._receiver(node.value)
-            if owner != OTHER:
-                self.facts.tuple_api.append(Event(owner, self.site(node)))
+    # --- NamedTuple uses and where instances go (_tuples.TupleScan) -----------------------
+    def visit_Compare(self, node: ast.Compare) -> None:
+        self.tuples.compare(node)
         self.generic_visit(node)
 
-    def _replace_call(self, func: ast.Attribute, node: ast.Call) -> None:
-        """`x._replace(a=..., b=...)` with x of unknown type: it can only be an instance
-        of a NamedTuple with fields a and b (for any other, `_replace` raises)."""
-        keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
-        if keywords and self._receiver(func.value) is None:
-            self.replace_calls.add(id(func))
-            self.facts.untyped_replace.append((keywords, self.site(func)))
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self.tuples.binop(node)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        self.tuples.dict_display(node)
+        self.generic_visit(node)
+
+    def visit_Set(self, node: ast.Set) -> None:
+        self.tuples.set_display(node)
+        self.generic_visit(node)
+
+    def visit_Tuple(self, node: ast.Tuple | ast.List) -> None:
+        self.tuples.sequence_display(node)
+        self.generic_visit(node)
+
+    visit_List = visit_Tuple  # noqa: N815 - ast's visitor naming
+
+    def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        self.tuples.returned(node)
+        self.generic_visit(node)
+
+    visit_Yield = visit_YieldFrom = visit_Return  # noqa: N815 - ast's visitor naming
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.tuples.returned_by_lambda(node)
+        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):

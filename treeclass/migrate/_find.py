@@ -1,15 +1,14 @@
 """The classes of a module, and how each is registered as a pytree.
 
 Every top-level class is listed (a subclass or a base of a pytree class matters even
-when it is not registered itself); `family` says how a pytree class is registered:
-
-    @register_pytree_node_class / @register_pytree_with_keys_class   (decorator or call)
-    register_pytree_node(Cls, flatten, unflatten) / register_pytree_with_keys(...)
-    register_dataclass(Cls, ...) or @register_dataclass on a dataclass
-    @flax.struct.dataclass, class Cls(flax.struct.PyTreeNode)
-    @chex.dataclass
-    @jax_dataclasses.pytree_dataclass   (jdc.Static[T] fields static)
-    class Cls(NamedTuple)   (only with --namedtuples: callers may use it as a tuple)
+when it is not registered itself); `family` says how a pytree class is registered, by
+the registry of `_families` (a registering decorator, a `register_*(Cls, ...)`
+statement, a base such as `flax.struct.PyTreeNode` or `NamedTuple`, the latter only
+with --namedtuples). Found here besides: classes registered in a loop or through a
+helper, a project's dataclass wrapper (`wrapper`) or copy of `flax.struct.dataclass`,
+subclasses registered by a base's `__init_subclass__` (directly or through a function
+of its module), a `namedtuple(...)` given to a registration, and the families the tool
+reports but does not rewrite (equinox.Module).
 
 Classes defined inside functions or under `if` are not found: the tool rewrites
 module-level code only.
@@ -18,50 +17,18 @@ module-level code only.
 from __future__ import annotations
 
 import ast
-import dataclasses
 
-from treeclass.migrate import _messages, _names
+from treeclass.migrate import _families, _messages, _names
+from treeclass.migrate._found import Found
 from treeclass.migrate._plan import Family
 
 __all__ = ["FLAX_COPY", "Found", "decorator_family", "find", "unhandled", "wrapper"]
 
 
-@dataclasses.dataclass
-class Found:
-    """A top-level class of a module."""
-
-    name: str
-    node: ast.ClassDef
-    family: Family | None  # None: not registered itself
-    bases: list[str | None]  # qualified names of the positional bases
-    decorator: int | None = None  # index of the registering decorator
-    registration: ast.Call | None = None  # a module-level register_*(Cls, ...) call
-    registered_twice: bool = False
-    # A project's dataclass wrapper that registered it: the dataclass options it fixes.
-    wrapper: ast.Call | None = None
-    indirect: str | None = None  # registered in a loop or through a helper: how (refused)
-    # How the class's subclasses are pytrees without a registration of their own (an
-    # `__init_subclass__` that registers `cls`, equinox.Module): each is reported, refused.
-    registers_subclasses: str | None = None
-
-
 def decorator_family(qualified: str | None) -> Family | None:
-    if qualified in _names.REGISTER_CLASS:
-        kind = _names.REGISTER_CLASS[qualified]
-        return (
-            "register_pytree_with_keys_class"
-            if kind.endswith("keys_class")
-            else "register_pytree_node_class"
-        )
-    if qualified in _names.REGISTER_DATACLASS:
-        return "register_dataclass"
-    if qualified in _names.FLAX_DATACLASS:
-        return "flax.struct"
-    if qualified in _names.JDC_DATACLASS:
-        return "jax_dataclasses"
-    if qualified in _names.CHEX_DATACLASS:
-        return "chex.dataclass"
-    return None
+    """The family a class decorated with `qualified` belongs to (the registry's)."""
+    rule = _families.by_decorator(qualified)
+    return None if rule is None else rule.name
 
 
 def _set_family(found: Found, family: Family) -> None:
@@ -79,15 +46,8 @@ def _registration_call(
     call = stmt.value
     if not call.args or not isinstance(call.args[0], ast.Name):
         return None
-    qualified = _names.dotted(call.func, names)
-    family: Family | None = None
-    if qualified in _names.REGISTER_FUNCTION:
-        family = "register_pytree_node"
-    elif qualified in _names.REGISTER_DATACLASS:
-        family = "register_dataclass"
-    elif qualified in _names.REGISTER_CLASS:
-        family = decorator_family(qualified)
-    return None if family is None else (call.args[0].id, family, call)
+    rule = _families.by_call(_names.dotted(call.func, names))
+    return None if rule is None else (call.args[0].id, rule.name, call)
 
 
 _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGISTER_DATACLASS}
@@ -96,18 +56,30 @@ _REGISTERING = {*_names.REGISTER_CLASS, *_names.REGISTER_FUNCTION, *_names.REGIS
 def _registers_parameter(
     fn: ast.FunctionDef, names: dict[str, str], also: frozenset[str] | set[str] = frozenset()
 ) -> bool:
+    """`fn` registers its first parameter, or a value made from it (mujoco-mjx:
+    `data_clz = dataclasses.dataclass(frozen=True)(clz)`, then `register_dataclass(data_clz,
+    ...)`), with JAX or with one of the functions `also`."""
     params = fn.args.posonlyargs + fn.args.args
-    return bool(params) and any(
+    if not params:
+        return False
+    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and _mentions(node.value, made):
+            made |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return any(
         isinstance(n, ast.Call)
         and (
             _names.dotted(n.func, names) in _REGISTERING
             or (isinstance(n.func, ast.Name) and n.func.id in also)
         )
         and n.args
-        and isinstance(n.args[0], ast.Name)
-        and n.args[0].id == params[0].arg
+        and _mentions(n.args[0], made)
         for n in ast.walk(fn)
     )
+
+
+def _mentions(value: ast.expr, made: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in made for n in ast.walk(value))
 
 
 def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[tuple[str, str]]:
@@ -150,26 +122,24 @@ def _indirect(stmt: ast.stmt, names: dict[str, str], helpers: set[str]) -> list[
 
 
 # Bases whose subclasses are pytrees the tool does not rewrite (a frozen dataclass of the
-# library's own, with its own field machinery).
-_UNHANDLED_BASES = {
-    "equinox.Module": "a subclass of equinox.Module",
-    "equinox._module.Module": "a subclass of equinox.Module",
-}
-_RECIPES = {"a subclass of equinox.Module": "docs/migration.md#from-equinoxmodule"}
+# library's own, with its own field machinery): the reported families, by base.
+_UNHANDLED_BASES = {b: r.reported for r in _families.RULES if r.reported for b in r.bases}
+_RECIPES = {r.reported: r.recipe for r in _families.RULES if r.reported and r.recipe}
 
 
 def _registers_subclasses(
-    node: ast.ClassDef, names: dict[str, str], copies: set[str]
+    node: ast.ClassDef, names: dict[str, str], helpers: set[str]
 ) -> str | None:
     """How `node` makes its subclasses pytrees: an `__init_subclass__` that registers
-    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a copy
-    of flax.struct.dataclass of this module, `copies`, applied to it), or an unhandled
+    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a
+    function of this module that registers its first parameter, `helpers`, applied to
+    it: a copy of flax.struct.dataclass, mujoco-mjx's `_register(cls)`), or an unhandled
     base; None if it does not."""
     for stmt in node.body:
         if (
             isinstance(stmt, ast.FunctionDef)
             and stmt.name == "__init_subclass__"
-            and _registers_parameter(stmt, names, copies)
+            and _registers_parameter(stmt, names, helpers)
         ):
             return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
     kinds = [
@@ -180,13 +150,35 @@ def _registers_subclasses(
     return kinds[0] if kinds else None
 
 
+def _helpers(tree: ast.Module, names: dict[str, str]) -> set[str]:
+    """The module's functions that register their first parameter, directly or through
+    another such function (mujoco-mjx: `__init_subclass__` calls `_register(cls)`, which
+    calls `register_dataclass(cls, ...)`), wherever they are defined in the module."""
+    functions = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
+    helpers: set[str] = set()
+    grown = True
+    while grown:  # a chain of n helpers takes n passes; a module has few
+        before = len(helpers)
+        helpers |= {
+            f.name
+            for f in functions
+            if f.name not in helpers and _registers_parameter(f, names, helpers)
+        }
+        grown = len(helpers) > before
+    return helpers
+
+
 def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[Found]:
     """Every top-level class of `tree`, in order, with its registration."""
+    options = frozenset({"namedtuples"} if namedtuples else set())
     classes: dict[str, Found] = {}
     duplicates: set[str] = set()
-    helpers: set[str] = set()  # module functions that register their first parameter
-    copies: set[str] = set()  # module functions that copy flax.struct.dataclass
+    helpers = _helpers(tree, names)  # module functions that register their first parameter
+    factories: dict[str, ast.Assign] = {}  # `P = namedtuple("P", ...)`: a class, no statement
     for stmt in tree.body:
+        made = _namedtuple_factory(stmt, names)
+        if made is not None:
+            factories[made] = stmt  # type: ignore[assignment]  # pyright: ignore[reportArgumentType]
         if isinstance(stmt, ast.ClassDef):
             if stmt.name in classes:
                 duplicates.add(stmt.name)
@@ -197,11 +189,11 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 if family is not None:
                     _set_family(found, family)
                     found.decorator = i
-            if any(b in _names.FLAX_BASE for b in bases) and found.family != "flax.struct":
-                _set_family(found, "flax.struct")  # decorated too: flax keeps the one dataclass
-            if namedtuples and any(b in _names.NAMEDTUPLE for b in bases):
-                _set_family(found, "NamedTuple")
-            found.registers_subclasses = _registers_subclasses(stmt, names, copies)
+            for rule in filter(None, (_families.by_base(b, options) for b in bases)):
+                # Decorated too (`@struct.dataclass` on a PyTreeNode): one family still.
+                if rule.reported is None and found.family != rule.name:
+                    _set_family(found, rule.name)
+            found.registers_subclasses = _registers_subclasses(stmt, names, helpers)
             if (
                 found.registers_subclasses is not None
                 and found.family is None
@@ -213,18 +205,47 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
             if name in classes and classes[name].family is None:
                 classes[name].family = "register_pytree_node"
                 classes[name].indirect = _messages.INDIRECT.format(cls=name, how=how)
-        if isinstance(stmt, ast.FunctionDef) and _registers_parameter(stmt, names):
-            helpers.add(stmt.name)
-            if wrapper(stmt, names) is FLAX_COPY:
-                copies.add(stmt.name)
         registered = _registration_call(stmt, names)
-        if registered is not None and registered[0] in classes:
+        if registered is not None and registered[0] not in classes and registered[0] in factories:
+            classes[registered[0]] = _factory_found(registered[0], factories[registered[0]], stmt)
+        elif registered is not None and registered[0] in classes:
             name, family, call = registered
             _set_family(classes[name], family)
             classes[name].registration = call
     for name in duplicates:
         classes[name].registered_twice = True
     return list(classes.values())
+
+
+def _namedtuple_factory(stmt: ast.stmt, names: dict[str, str]) -> str | None:
+    """The name `stmt` binds to a class made by `namedtuple(...)` / `NamedTuple(...)`."""
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Call)
+        and _names.dotted(stmt.value.func, names) in _names.NAMEDTUPLE_FACTORY
+    ):
+        return stmt.targets[0].id
+    return None
+
+
+def _factory_found(name: str, made: ast.Assign, registration: ast.stmt) -> Found:
+    """A `namedtuple(...)` class given to a registration (vbjax): a pytree class with no
+    class statement to rewrite, reported as refused (never a silent miss). Its node is
+    an empty class statement at the assignment's line, which nothing rewrites."""
+    node = ast.ClassDef(name=name, bases=[], keywords=[], body=[ast.Pass()], decorator_list=[])
+    ast.copy_location(node, made)
+    found = Found(name, node, None, [])
+    how = f"a `namedtuple(...)` registered at line {registration.lineno}, no class statement"
+    unhandled(found, how)
+    found.indirect = _messages.UNHANDLED.format(
+        cls=name,
+        how=how,
+        recipe="a class with the fields declared, its registration removed: "
+        "docs/migration.md#from-namedtuple",
+    )
+    return found
 
 
 # What `wrapper` returns for a copy of flax.struct.dataclass (pgx vendors one).
@@ -295,7 +316,11 @@ def wrapper(fn: ast.stmt, names: dict[str, str]) -> ast.Call | bool | None:
     calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
     if _flax_copy(fn, calls, names):
         return FLAX_COPY
-    dataclass = [c for c in calls if _names.dotted(c.func, names) in _names.DATACLASS]
+    dataclass = [  # `dataclasses.dataclass(frozen=True)(clz)` counted once: the inner call
+        c
+        for c in calls
+        if _names.dotted(c.func, names) in _names.DATACLASS and not isinstance(c.func, ast.Call)
+    ]
     register = [c for c in calls if _names.dotted(c.func, names) in _names.REGISTER_DATACLASS]
     other = [
         c

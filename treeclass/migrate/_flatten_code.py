@@ -152,6 +152,8 @@ def _read_aux(node: ast.expr, obj: str, env: dict[str, ast.expr]) -> Aux:
         keys: list[str] = []
         values: list[str] = []
         for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:  # `{**self._kwargs}`: keys the code cannot read (ott-jax)
+                raise Refused(_messages.AUX_SPREAD.format(code=_code(value)))
             attr = _attr(_resolve(value, env), obj)
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or attr is None:
                 raise Refused(_messages.AUX_COMPUTED.format(code=_code(value)))

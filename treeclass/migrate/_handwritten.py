@@ -25,7 +25,7 @@ from treeclass.migrate._facts import FLATTEN_METHODS
 from treeclass.migrate._flatten_code import Aux, Flattened, Refused, read_flatten, read_unflatten
 from treeclass.migrate._init_code import Init, bind, passed_through, read_init
 from treeclass.migrate._plan import Field, Plan
-from treeclass.migrate._resolve import ALLOWED_MIXINS
+from treeclass.migrate._rule import Rule
 
 __all__ = ["plan_handwritten"]
 
@@ -196,7 +196,8 @@ def _check_unflatten(
     rebuilt = read_unflatten(unflatten, flat, {ctx.found.name}, method=method)
     if rebuilt.kind == "bypass":
         if rebuilt.kwargs != slots:
-            detail = f"it sets {sorted(rebuilt.kwargs)} from {sorted(rebuilt.kwargs.values(), key=str)}, flatten saves {sorted(slots)}"
+            given = sorted(rebuilt.kwargs.values(), key=str)
+            detail = f"it sets {sorted(rebuilt.kwargs)} from {given}, flatten saves {sorted(slots)}"
             raise Refused(_messages.UNFLATTEN.format(detail=detail))
         return
     bound = bind(init, rebuilt.args, rebuilt.kwargs)
@@ -269,7 +270,7 @@ def plan_handwritten(ctx: Context) -> Plan:
     for i, base in enumerate(found.bases):
         if (
             i not in {*ctx.base_plans, *ctx.mixins, *ctx.refused_bases}
-            and base not in ALLOWED_MIXINS
+            and base not in _names.ALLOWED_MIXINS
         ):
             if i in ctx.base_found:
                 _read(ctx)  # the base's own flatten, read through the subclass: its reason first
@@ -285,9 +286,8 @@ def plan_handwritten(ctx: Context) -> Plan:
         return _plan_subclass(ctx)
     if any(_names.dotted(d, ctx.names) in _names.DATACLASS for d in node.decorator_list):
         flat, _, _, _ = _read(ctx)
-        plan = _dataclasses.plan_dataclass(
-            ctx, found.family or "register_pytree_node_class", set(flat.aux.attrs), flat.children
-        )
+        family = Rule(found.family or "register_pytree_node_class")  # no hooks: statics given
+        plan = _dataclasses.plan_dataclass(ctx, family, set(flat.aux.attrs), flat.children)
         plan.remove_methods = (
             tuple(m for m in FLATTEN_METHODS if _method(node, m) is not None) + removed
         )

@@ -210,7 +210,10 @@ class _Judge:
         }
         for field, annotation in fields.items():
             if not self.annotation(file, annotation):
-                return f"`{name}.{field}` is annotated `{ast.unparse(annotation)}`, which does not prove it hashable"
+                return (
+                    f"`{name}.{field}` is annotated `{ast.unparse(annotation)}`, "
+                    "which does not prove it hashable"
+                )
         for method in ("__init__", "__post_init__"):
             if method in methods:
                 why = _Init(self, file, methods[method], name).check()
@@ -259,7 +262,10 @@ class _Init:
     def check(self) -> str | None:
         for node in ast.walk(self.fn):
             if isinstance(node, ast.Call) and _hidden_store(node):
-                return f"`{self.name}.{self.fn.name}` stores through `{ast.unparse(node.func)}`, which the tool cannot follow"
+                return (
+                    f"`{self.name}.{self.fn.name}` stores through `{ast.unparse(node.func)}`, "
+                    "which the tool cannot follow"
+                )
         env: dict[str, list[ast.expr]] = {}
         for p, annotation in self.params.items():
             ok = annotation is not None and self.judge.annotation(self.file, annotation)
@@ -280,7 +286,10 @@ class _Init:
             if not self.value(value, env, {}):
                 built = env.get(value.id, [value]) if isinstance(value, ast.Name) else [value]
                 code = " or ".join(f"`{ast.unparse(v)}`" for v in built)
-                return f"`{self.name}.__init__` stores `{attr}` as {code}, which may hold an unhashable value (a list given by a caller)"
+                return (
+                    f"`{self.name}.__init__` stores `{attr}` as {code}, which may hold an "
+                    "unhashable value (a list given by a caller)"
+                )
             return None
         if (
             isinstance(stmt, ast.Assign)

@@ -194,7 +194,8 @@ def bind(init: Init, args: list[Slot], kwargs: dict[str, Slot]) -> dict[str, Slo
     positional = [p for p in init.params if p.kind in ("posonly", "pos")]
     if len(args) > len(positional):
         msg = _messages.UNFLATTEN.format(
-            detail=f"__init__ takes {len(positional)} positional arguments, tree_unflatten passes {len(args)}"
+            detail=f"__init__ takes {len(positional)} positional arguments, "
+            f"tree_unflatten passes {len(args)}"
         )
         raise Refused(msg)
     for param, slot in zip(positional, args, strict=False):

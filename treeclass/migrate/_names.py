@@ -9,6 +9,7 @@ import ast
 from typing import Final
 
 __all__ = [
+    "ALLOWED_MIXINS",
     "CHEX_DATACLASS",
     "DATACLASS",
     "FLAX_BASE",
@@ -17,6 +18,7 @@ __all__ = [
     "JDC_DATACLASS",
     "JDC_STATIC",
     "NAMEDTUPLE",
+    "NAMEDTUPLE_FACTORY",
     "REGISTER_CLASS",
     "REGISTER_DATACLASS",
     "REGISTER_FUNCTION",
@@ -24,6 +26,17 @@ __all__ = [
     "dotted",
 ]
 
+# Bases that hold no state: a converted class keeps them as plain mixins.
+ALLOWED_MIXINS: Final = frozenset(
+    {
+        "object",
+        "abc.ABC",
+        "typing.Generic",
+        "typing_extensions.Generic",
+        "numpy.lib.mixins.NDArrayOperatorsMixin",
+        "numpy.lib.NDArrayOperatorsMixin",
+    }
+)
 REGISTER_CLASS: Final = {
     "jax.tree_util.register_pytree_node_class": "register_pytree_node_class",
     "jax.tree_util.register_pytree_with_keys_class": "register_pytree_with_keys_class",
@@ -42,6 +55,8 @@ JDC_DATACLASS: Final = {
 JDC_STATIC: Final = {"jax_dataclasses.Static", "jax_dataclasses._dataclasses.Static"}
 CHEX_DATACLASS: Final = {"chex.dataclass", "chex._src.dataclass.dataclass"}
 NAMEDTUPLE: Final = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
+# Calls that make a NamedTuple class without a class statement (`P = namedtuple("P", "x y")`).
+NAMEDTUPLE_FACTORY: Final = {"collections.namedtuple", *NAMEDTUPLE}
 DATACLASS: Final = {"dataclasses.dataclass"}
 GENERIC: Final = {
     "typing.Generic",

@@ -12,16 +12,9 @@ from typing import Literal
 
 __all__ = ["Field", "Plan", "Refusal", "Report"]
 
-Family = Literal[
-    "register_pytree_node_class",
-    "register_pytree_with_keys_class",
-    "register_pytree_node",
-    "register_dataclass",
-    "flax.struct",
-    "jax_dataclasses",
-    "chex.dataclass",
-    "NamedTuple",
-]
+# A family's name (`_families`: one module each, listed in one registry), such as
+# "register_pytree_node_class", "flax.struct" or "NamedTuple".
+Family = str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +54,10 @@ class Plan:
     remove_registration: bool = False  # a module-level register_*(Cls, ...) statement
     # Class-body annotations of fields moved into the declaration block.
     moved_annotations: tuple[str, ...] = ()
+    # A converted NamedTuple: its fields in order, for the tuple protocol written into
+    # it (_namedtuple.py), and the names of that protocol its body defines already.
+    tuple_protocol: tuple[str, ...] | None = None
+    defined: frozenset[str] = frozenset()
     # What changes for users (frozen, statics checked, ...): the `reason` of a conversion.
     notes: list[str] = dataclasses.field(default_factory=list[str])
 

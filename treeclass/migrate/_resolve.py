@@ -12,15 +12,15 @@ annotations are no dataclass fields) stays a plain base of the converted class.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from treeclass.migrate import _messages, _names
+from treeclass.migrate._families import flax_struct, register_dataclass
 from treeclass.migrate._find import FLAX_COPY, Found, decorator_family, wrapper
 
 __all__ = [
-    "ALLOWED_MIXINS",
     "Program",
     "harmless_decorator",
     "mark_wrapped",
@@ -31,16 +31,6 @@ __all__ = [
 _T = TypeVar("_T")
 
 # Bases outside the run that hold no state: kept as plain bases.
-ALLOWED_MIXINS: Final = frozenset(
-    {
-        "object",
-        "abc.ABC",
-        "typing.Generic",
-        "typing_extensions.Generic",
-        "numpy.lib.mixins.NDArrayOperatorsMixin",
-        "numpy.lib.NDArrayOperatorsMixin",
-    }
-)
 # What a stateless base must not define: each stores or shapes instance state.
 _STATEFUL = frozenset(
     {
@@ -78,6 +68,22 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def package_aliases(files: Sequence[_File]) -> dict[str, _File]:
+    """The names a module has below the folders above it that also hold an
+    `__init__.py` (jax-md checked out in a folder with one: `outer.jax_md.dataclasses` is
+    imported as `jax_md.dataclasses`): every tail of its dotted name that starts at a
+    package of the run (a folder with `__init__.py`), never at a plain module (a
+    `dataclasses.py` of the run is not the standard library's `dataclasses`)."""
+    packages = {file.module for file in files if Path(file.path).stem == "__init__" and file.module}
+    aliases: dict[str, _File] = {}
+    for file in files:
+        parts = file.module.split(".")
+        for i in range(1, len(parts)):
+            if ".".join(parts[: i + 1]) in packages:
+                aliases.setdefault(".".join(parts[i:]), file)
+    return aliases
+
+
 class Program:
     """The modules of a run, and what their names mean."""
 
@@ -86,6 +92,9 @@ class Program:
         self.suffixes: dict[str, list[tuple[_File, Found]]] = {}
         for file in files:
             self.modules.setdefault(file.module, file)
+        for name, file in package_aliases(files).items():
+            self.modules.setdefault(name, file)
+        for file in files:
             parts = Path(file.path).with_suffix("").parts
             for i in range(len(parts)):  # files given without their package: by path suffix
                 for found in file.found:
@@ -148,6 +157,8 @@ class Program:
             return functions[name]
         module_name, _, attr = name.rpartition(".")
         module = self.modules.get(module_name)
+        if module is not None and f"{module.module}.{attr}" in functions:  # by a package alias
+            return functions[f"{module.module}.{attr}"]
         if module is not None and attr in module.names:  # re-exported
             return self.function(module, module.names[attr], functions, depth + 1)
         return None
@@ -235,7 +246,8 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
             and stmt.value is not None
             and "ClassVar" not in ast.unparse(stmt.annotation)
         ):
-            return False  # an annotation alone is no field of a plain class (nor of a dataclass subclass)
+            # An annotation alone is no field of a plain class (nor of a dataclass subclass).
+            return False
         names = (
             [stmt.name]
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
@@ -264,7 +276,7 @@ def stateless(program: Program, file: _File, found: Found, depth: int = 0) -> bo
                 ):
                     return False
     for i, qualified in enumerate(found.bases):
-        if qualified in ALLOWED_MIXINS or qualified in _names.GENERIC:
+        if qualified in _names.ALLOWED_MIXINS or qualified in _names.GENERIC:
             continue
         base = program.base(file, found, i)
         if base is None or not stateless(program, base[0], base[1], depth + 1):
@@ -361,10 +373,11 @@ def mark_wrapped(files: list[_File]) -> None:
                 wrapped = program.function(file, qualified, wrappers)
                 if isinstance(wrapped, str):  # a wrapper the tool cannot read
                     found.family, found.indirect = (
-                        "register_dataclass",
+                        register_dataclass.RULE.name,
                         _messages.WRAPPER.format(cls=found.name, name=wrapped),
                     )
                 elif wrapped is FLAX_COPY:  # a vendored flax.struct.dataclass
-                    found.family, found.decorator = "flax.struct", i
+                    found.family, found.decorator = flax_struct.RULE.name, i
                 elif wrapped is not None:
-                    found.family, found.decorator, found.wrapper = "register_dataclass", i, wrapped
+                    found.family, found.decorator = register_dataclass.RULE.name, i
+                    found.wrapper = wrapped

@@ -19,6 +19,7 @@ import libcst as cst
 
 from treeclass.migrate import _names
 from treeclass.migrate._imports import fix_imports, is_docstring
+from treeclass.migrate._namedtuple import HEAD, tuple_protocol
 from treeclass.migrate._plan import Field, Plan
 
 __all__ = ["rewrite"]
@@ -162,7 +163,9 @@ def _block(node: cst.ClassDef) -> cst.IndentedBlock:
     return cst.IndentedBlock([line])
 
 
-def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cst.BaseStatement]:
+def _body(
+    node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode], indent: str
+) -> list[cst.BaseStatement]:
     fields = {f.name: f for f in plan.fields}
     moved: dict[str, cst.SimpleStatementLine] = {}
     body: list[cst.BaseStatement] = []
@@ -197,13 +200,35 @@ def _body(node: cst.ClassDef, plan: Plan, removed: list[cst.CSTNode]) -> list[cs
         ):
             body[at] = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[at:at] = block
+    if plan.tuple_protocol is not None:
+        body += _tuple_protocol(plan, indent)
     if not body:
         body = [cst.SimpleStatementLine([cst.Pass()])]
     return body
 
 
+def _tuple_protocol(plan: Plan, indent: str) -> list[cst.BaseStatement]:
+    """A converted NamedTuple's tuple protocol (_namedtuple.py), one blank line before
+    each method and the comment before the first, parsed with the module's indent so it
+    prints as the module's."""
+    config = cst.PartialParserConfig(default_indent=indent)
+    added: list[cst.BaseStatement] = []
+    for code in tuple_protocol(list(plan.tuple_protocol or ()), set(plan.defined), indent):
+        (stmt,) = cst.parse_module(code, config=config).body
+        lines = [cst.EmptyLine(indent=False)]
+        if not added:
+            lines += [cst.EmptyLine(comment=cst.Comment(c)) for c in HEAD]
+        added.append(stmt.with_changes(leading_lines=lines))
+    return added
+
+
 def _class(
-    node: cst.ClassDef, plan: Plan, tc: str, form: str, removed: list[cst.CSTNode]
+    node: cst.ClassDef,
+    plan: Plan,
+    tc: str,
+    form: str,
+    removed: list[cst.CSTNode],
+    indent: str = "    ",
 ) -> cst.ClassDef:
     options = [
         cst.Arg(cst.parse_expression(v), keyword=cst.Name(k), equal=_NO_SPACE)
@@ -237,7 +262,7 @@ def _class(
     }
     if not kept_bases and not keywords:
         changes.update(lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT)
-    changes["body"] = _block(node).with_changes(body=_body(node, plan, removed))
+    changes["body"] = _block(node).with_changes(body=_body(node, plan, removed, indent))
     return node.with_changes(**changes)
 
 
@@ -282,7 +307,8 @@ def rewrite(
     body: list[cst.BaseStatement] = []
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef) and stmt.name.value in by_name:
-            body.append(_class(stmt, by_name[stmt.name.value], tc, form, removed))
+            plan = by_name[stmt.name.value]
+            body.append(_class(stmt, plan, tc, form, removed, module.default_indent))
         elif (
             isinstance(stmt, cst.FunctionDef) and stmt.name.value in functions
         ) or _is_registration(stmt, by_name, names):

@@ -1,19 +1,26 @@
-"""NamedTuples used as tuples, read by _facts' scanner (a mixin of it): an instance
-unpacked, indexed, iterated, star-unpacked, given to `len` / `sum` / NumPy, compared
-with a tuple or tested with `isinstance(p, tuple)` stops working once converted.
+"""NamedTuples used in ways a treeclass cannot keep, read by _facts' scanner (`TupleScan`,
+a part of it).
 
-A use on a value the run can type (annotated, constructed, returned by a function
-annotated to return the class) counts against that class. A use on a value it cannot
-type (`def first(p): a, b = p`) counts against the NamedTuples that could be there:
-those whose instances reach code that cannot type them (`passed`: given to a call,
-returned by a function not annotated with the class, put in a container or an
-attribute, bound at module level), and whose number of fields fits the use (an
-unpacking into two names: two fields). A function annotated to return the class and
-given as a callback (`lax.cond(p, make, other)`) takes its instances there too. A
-public function (no leading `_`) annotated to return the class declares it in the
-package's API: code outside the run, its users and tests, may use it as a tuple
-(jaxlie's `SO3.as_rpy_radians() -> RollPitchYaw`, star-unpacked by its tests):
-`returned_out`. (An unannotated one, a loop body, is not read as API: a gap.)
+A converted NamedTuple keeps the tuple protocol its users need (unpacking, indexing,
+iteration, `len`, `_replace`, `_fields`, `_asdict`, `_make`: `_namedtuple.py` writes
+them into the class), so those uses are not recorded here. What blocks it is what a
+treeclass cannot keep: `isinstance(x, tuple)` (False now), `x == (a, b)` (a treeclass
+never equals a tuple), `x + y` / `x * 2` (no concatenation), `hash(x)`, a dict key or
+a set member (hashed by type and statics, not by value).
+
+A blocking use of a value the run can type (annotated, constructed, returned by a
+function annotated to return the class) counts against that class. One on a value it
+cannot type counts against the classes that can flow there: for a parameter of a
+function, those given to that function's calls by name or to the calls it is a
+callback of (`lax.scan(body, init, xs)`: `init`'s and `xs`'s); where a call site passes
+a value the run cannot type either, or for any other name, against the NamedTuples
+whose instances reach code that cannot type them (`passed`: given to a call, returned
+by a function not annotated with the class, put in a container or an attribute, bound
+at module level) and whose number of fields fits (`x == (a, b)`: two). A function
+annotated to return the class and given as a callback (`lax.cond(p, make, other)`)
+takes its instances there too. A public function (no leading `_`, or a dunder:
+`__call__`) annotated to return the class hands it to code outside the run
+(`returned_out`): the conversion says so in its notes.
 """
 
 from __future__ import annotations
@@ -26,18 +33,25 @@ from typing import Any
 from treeclass.migrate import _names
 from treeclass.migrate._types import OTHER, Typing, annotation_name
 
-__all__ = ["ANY", "TupleUses", "call_returns", "namedtuple_fields"]
+__all__ = ["ANY", "FIXES", "TupleScan", "call_returns", "function_names", "namedtuple_fields"]
 
-_TUPLE_CALLS = frozenset({"len", "tuple", "list", "iter", "enumerate", "zip", "sorted", "reversed"})
-_ITERATING = frozenset(
-    {"sum", "max", "min", "any", "all", "map", "filter", "set", "frozenset", "dict", "hash"}
-)
 # Calls that read a NamedTuple as a pytree or an object, never as a tuple: giving them
 # one does not take it where it is not typed.
 _OPAQUE = frozenset(
     {"isinstance", "type", "print", "repr", "str", "id", "hasattr", "getattr", "jax.jit"}
 )
+# Methods that keep what they are given (`stack.append(frame)`), for a later read.
+_KEEPING = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put"})
 ANY = (0, 1 << 30)  # (fewest, most) fields of the NamedTuples a use can be about
+
+# Each use a treeclass cannot keep, with the fix (a refusal lists every site).
+FIXES = {
+    "isinstance": "isinstance(x, tuple) is False for a treeclass: test the class instead",
+    "compare": "a treeclass never equals a tuple: compare `tuple(x)`, or the fields",
+    "concat": "+ and * do not concatenate a treeclass: write `(*x, ...)` or `tuple(x) * n`",
+    "hash": "a treeclass hashes by type and static fields, not by its values: hash or key "
+    "on `tuple(x)`",
+}
 
 
 def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
@@ -47,231 +61,261 @@ def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
     )
 
 
-def _makes_tuples(node: ast.expr, names: dict[str, str]) -> bool:
-    """`enumerate(...)`, `zip(...)`, `d.items()`: their items are plain tuples."""
-    func = node.func if isinstance(node, ast.Call) else None
+def _length(node: ast.expr) -> tuple[int, int]:
+    """The NamedTuples a comparison with `node` can be about: `(a, b)`, two fields."""
+    if isinstance(node, ast.Tuple | ast.List) and not any(
+        isinstance(e, ast.Starred) for e in node.elts
+    ):
+        return (len(node.elts), len(node.elts))
+    return ANY
+
+
+def _callee(func: ast.expr) -> str | None:
+    """A call's function by its last name: `f(...)` and `obj.f(...)` both `f`."""
     return (
-        _names.dotted(func, names) in ("enumerate", "zip")
+        func.id
         if isinstance(func, ast.Name)
-        else isinstance(func, ast.Attribute) and func.attr == "items"
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
     )
 
 
-def _index_fields(index: ast.expr) -> tuple[int, int] | None:
-    """The NamedTuples an index of an untyped value can be about: `[1]` those with 2
-    fields or more, `[-1]` 1 or more, a constant slice any."""
-    if (
-        isinstance(index, ast.UnaryOp)
-        and isinstance(index.op, ast.USub)
-        and isinstance(index.operand, ast.Constant)
-    ):
-        return (index.operand.value, ANY[1]) if isinstance(index.operand.value, int) else None
-    if isinstance(index, ast.Constant):
-        return (
-            (index.value + 1, ANY[1])
-            if isinstance(index.value, int) and not isinstance(index.value, bool)
-            else None
-        )
-    if isinstance(index, ast.Slice):  # `p[1:]`; `x[: n]` is an array's
-        return (
-            ANY
-            if all(
-                b is None or isinstance(b, ast.Constant | ast.UnaryOp)
-                for b in (index.lower, index.upper, index.step)
-            )
-            else None
-        )
-    return None  # `x[i]`, `x[order]`, `x[:, 0]`, `x["k"]`: an array's or a mapping's (a NamedTuple's is a gap)
+def _public(method: str | None) -> bool:
+    """A name code outside the run may call: no leading `_`, or a dunder (`__call__`
+    is called as `solver(x)`, `__iter__` by a `for`)."""
+    if method is None:
+        return False
+    return not method.startswith("_") or (method.startswith("__") and method.endswith("__"))
 
 
-class TupleUses(Typing, ast.NodeVisitor):
-    """The scanner's visitors for tuple use (the scanner sets `facts`, `site`, `returning`)."""
+class TupleScan:
+    """The NamedTuple half of the scan: the scanner (`_facts._Scanner`) walks a module
+    and hands this the nodes it reads (a comparison, `+`, a display, a call, a return);
+    `typing` (the scanner itself) says what an expression is in the current scope.
+    What it finds goes into `facts`: `tuple_use`, `untyped_use`, `passed`, `stored`,
+    `arguments`, `returned_out` (narrowed by `Facts.narrow()` once the run is read)."""
 
-    # The scanner's (_facts.Facts and its Site): typed loosely, as _facts imports this module
-    # and an import back, even for type checkers only, would be a cycle.
-    facts: Any
-    site: Callable[[ast.AST], Any]
-    returning: str | None = None  # the class the enclosing function is annotated to return
-    method: str | None  # the enclosing function's name
+    def __init__(self, facts: Any, typing: Typing, site: Callable[[ast.AST], Any]) -> None:
+        # `facts` is a _facts.Facts, `site` its Site maker: typed loosely, as _facts
+        # imports this module and an import back, even for type checkers, is a cycle.
+        self.facts = facts
+        self.typing = typing
+        self.site = site
 
     def _typed(self, value: ast.expr) -> str | None:
         """The class of the run `value` is an instance of, OTHER, or None (unknown)."""
-        if isinstance(value, ast.Name) and self._is_class(value):
+        if isinstance(value, ast.Name) and self.typing.is_class(value):
             return OTHER  # the class itself, not an instance
         if isinstance(value, ast.Name | ast.Attribute):
-            return self._receiver(value)
-        return self._value_type(value) if isinstance(value, ast.Call) else None
+            return self.typing.receiver(value)
+        return self.typing.value_type(value)  # a call, or a display (`(1, 2)`: OTHER)
 
-    def _passes(self, *values: ast.expr | None) -> None:
-        """Instances in `values` go where they cannot be typed."""
+    def _classes(self, value: ast.expr) -> set[str]:
+        """The classes of the run `value` may be an instance of: its type, or for a call,
+        what a function of that name anywhere in the run is annotated to return
+        (`initial_state()` imported from another module)."""
+        value = value.value if isinstance(value, ast.Starred) else value
+        kinds = {self._typed(value)}
+        if isinstance(value, ast.Call):
+            kinds |= self.facts.call_returns.get(_callee(value.func) or "", set())
+        return {k for k in kinds if k}
+
+    def _passes(self, *values: ast.expr | None, stored: bool = False) -> None:
+        """Instances in `values` go where they cannot be typed (`stored`: into a
+        container, an attribute or a module global, where a read of it finds them)."""
         for value in values if self.facts.namedtuple_fields else ():
-            kind = (
-                self._typed(value.value if isinstance(value, ast.Starred) else value)
-                if value is not None
-                else None
-            )
-            if kind not in (None, OTHER):
-                self.facts.passed.add(kind)
+            kinds = self._classes(value) if value is not None else set()
+            self.facts.passed |= kinds
+            if stored:
+                self.facts.stored |= kinds
             if isinstance(
                 value, ast.Name
             ):  # `lax.cond(p, make, other)`: what the callback returns goes there
                 self.facts.passed |= self.facts.call_returns.get(value.id, set())
 
-    def _tuple_use(
-        self,
-        value: ast.expr,
-        node: ast.AST,
-        fields: tuple[int, int] | None = ANY,
-        *,
-        unpacked: bool = False,
+    def _arguments(self, node: ast.Call) -> None:
+        """What flows into the parameters of the function called, and of each function
+        given as a callback (`lax.scan(body, init, xs)`: `init` and `xs` into `body`)."""
+        values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+        values += [k.value for k in node.keywords]
+        callbacks = [v.id for v in values if isinstance(v, ast.Name) and self._function(v)]
+        callees = [_callee(node.func), *callbacks]
+        given = [v for v in values if not self._function(v)]
+        typed = {k for v in given for k in self._classes(v)}
+        untyped = [v for v in given if self._typed(v) is None and not self._classes(v)]
+        # An untyped value read out of something the run knows is not an instance
+        # (`trace_stack[0]` of a list literal): only what code stores can be there. A
+        # parameter of this function handed on: what flows into it flows on.
+        read = [v for v in untyped if self._root_is_other(v)]
+        forwarded = [v for v in untyped if isinstance(v, ast.Name) and v.id in self.typing.params]
+        for callee in filter(None, callees):
+            self.facts.arguments.setdefault(callee, set()).update(typed)
+            if len(read) + len(forwarded) < len(untyped):
+                self.facts.untyped_arguments.add(callee)
+            if read:
+                self.facts.read_arguments.add(callee)
+            for name in forwarded:
+                self.facts.forwarded.setdefault(callee, set()).add(self.typing.param_of[name.id])
+
+    def _root_is_other(self, value: ast.expr) -> bool:
+        """`x[0]`, `x.a[1]`, `x.get(k)`: a read out of a name the run types as something
+        other than its classes (a list or dict literal, another library's object)."""
+        while True:
+            if isinstance(value, ast.Subscript | ast.Attribute):
+                value = value.value
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+                value = value.func.value
+            else:
+                break
+        return (
+            isinstance(value, ast.Name)
+            and not self._function(value)
+            and value.id not in self.typing.names  # a module's functions may return anything
+            and self._typed(value) == OTHER
+        )
+
+    def _function(self, value: ast.expr) -> bool:
+        """A name bound to a function (a callback given to a call), not a value."""
+        return isinstance(value, ast.Name) and value.id in self.facts.functions
+
+    def _blocks(
+        self, value: ast.expr, node: ast.AST, use: str, fields: tuple[int, int] = ANY
     ) -> None:
-        """`value` used as a tuple; if untyped, by the NamedTuples of `fields` (None: none)."""
+        """`value` used as a tuple in a way a treeclass cannot keep (`use`: a key of
+        FIXES); if untyped, by the NamedTuples that can flow there (see the module)."""
         if not self.facts.namedtuple_fields:
             return
+        blocked = self.facts.blocked(self.site(node), FIXES[use])
         owners = {self._typed(value)}
-        if isinstance(
-            value, ast.Call
-        ):  # `f(*T.as_rpy())`, `for v in make()`: by the return annotation
-            func = value.func
-            name = (
-                func.id
-                if isinstance(func, ast.Name)
-                else func.attr
-                if isinstance(func, ast.Attribute)
-                else None
-            )
-            owners |= self.facts.call_returns.get(name or "", set())
+        if isinstance(value, ast.Call):  # `hash(make())`: by the return annotation
+            owners |= self.facts.call_returns.get(_callee(value.func) or "", set())
         for owner in filter(None, owners - {OTHER}):
-            self.facts.tuple_use[owner].append(self.site(node))
-        if (
-            owners == {None}
-            and fields is not None
-            and (self._own(value) or (unpacked and isinstance(value, ast.Call)))
-        ):
-            self.facts.untyped_use.append((fields, self.site(node)))
+            self.facts.tuple_use[owner].append(blocked)
+        read = self._root_is_other(value)
+        if owners == {None} and self._annotated_otherwise(value):
+            return  # `def f(key: jax.Array | int)`: its annotation says what it holds
+        if owners == {None} and (self._own(value) or read):
+            param = self.typing.param_of.get(value.id) if isinstance(value, ast.Name) else None
+            self.facts.untyped_use.append((fields, param, read, blocked))
+
+    def _annotated_otherwise(self, value: ast.expr) -> bool:
+        """A parameter annotated with types that name no NamedTuple of the run (and not
+        `Any` or `object`): a type checker refuses an instance there, so none is counted
+        as going there (haiku's `key_or_seed: jax.Array | int | PRNGSequenceState`)."""
+        annotation = self.typing.params.get(value.id) if isinstance(value, ast.Name) else None
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            text = annotation.value
+        else:
+            text = ast.unparse(annotation)
+        words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").split())
+        words |= {w.split(".")[-1] for w in list(words)}
+        words = {w.strip(",") for w in words}
+        return not (words & {"Any", "object", "typing.Any", *self.facts.namedtuple_fields})
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a
         function of the run by its name (`first(p)[0]`): what may hold an instance
         the run cannot type."""
+        names = self.typing.names
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
             name = value.func.id
             return (
-                self.names[name].split(".")[0] in self.packages
-                if name in self.names
+                names[name].split(".")[0] in self.typing.packages
+                if name in names
                 else not hasattr(builtins, name)
             )
         bound = (
             isinstance(value, ast.Name)
-            and (value.id in self.types or value.id in self.globals)
-            and value.id not in self.names
+            and (value.id in self.typing.types or value.id in self.typing.globals)
+            and value.id not in names
         )
         return bound and getattr(value, "id", None) != "self"
 
-    def _unpacked(self, target: ast.expr, value: ast.expr, node: ast.AST) -> None:
-        if isinstance(target, ast.Tuple | ast.List):
-            named = sum(not isinstance(e, ast.Starred) for e in target.elts)
-            self._tuple_use(
-                value, node, (named, named if named == len(target.elts) else ANY[1]), unpacked=True
-            )
-
-    def visit_Compare(self, node: ast.Compare) -> None:
+    # --- the uses a treeclass cannot keep ----------------------------------------------
+    def compare(self, node: ast.Compare) -> None:
         """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
         sides = [node.left, *node.comparators]
-        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) and any(
-            _tuple_like(s, self.names) for s in sides
-        ):
-            for side in sides:
-                if not _tuple_like(side, self.names):
-                    self._tuple_use(side, node)
-        self.generic_visit(node)
+        if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops):
+            literals = [s for s in sides if _tuple_like(s, self.typing.names)]
+            for side in sides if literals else []:
+                if not _tuple_like(side, self.typing.names):
+                    self._blocks(side, node, "compare", _length(literals[0]))
 
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._tuple_use(node.value, node, _index_fields(node.slice))
-        self.generic_visit(node)
+    def binop(self, node: ast.BinOp) -> None:
+        """`p + (x,)`, `p * 2`: tuple concatenation and repetition."""
+        if isinstance(node.op, ast.Add | ast.Mult):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                # `p + (x,)` with `p` untyped may be a NamedTuple; `[1] * n` is no tuple
+                # use of `n`: an untyped side counts only beside a tuple, added.
+                tuple_added = isinstance(node.op, ast.Add) and isinstance(other, ast.Tuple)
+                if self._typed(side) not in (None, OTHER) or tuple_added:
+                    self._blocks(side, node, "concat")
 
-    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
-        self._tuple_use(node.iter, node.iter)
-        if (
-            self.facts.namedtuple_fields
-            and isinstance(node.target, ast.Tuple | ast.List)
-            and not _makes_tuples(node.iter, self.names)
-        ):
-            named = sum(
-                not isinstance(e, ast.Starred) for e in node.target.elts
-            )  # `for a, b in pairs`: each is unpacked
-            fields = (named, named if named == len(node.target.elts) else ANY[1])
-            self.facts.untyped_use.append((fields, self.site(node.target)))
-        self.generic_visit(node)
+    def dict_display(self, node: ast.Dict) -> None:
+        """`{p: v}`: a key hashed as a tuple; the values are kept there."""
+        for key in filter(None, node.keys):
+            if self._typed(key) not in (None, OTHER):
+                self._blocks(key, node, "hash")
+        self._passes(*node.values, stored=True)
 
-    visit_AsyncFor = visit_comprehension = visit_For  # noqa: N815 - ast's visitor naming
+    def set_display(self, node: ast.Set) -> None:
+        """`{p, q}`: members hashed as tuples."""
+        for element in node.elts:
+            if self._typed(element) not in (None, OTHER):
+                self._blocks(element, node, "hash")
 
-    def visit_Starred(self, node: ast.Starred) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._tuple_use(node.value, node)
-        self.generic_visit(node)
-
-    def _tuple_calls(self, node: ast.Call, qualified: str | None) -> None:
+    def calls(self, node: ast.Call, qualified: str | None) -> None:
+        """`hash(p)`, `isinstance(p, tuple)`; and where a call takes its arguments."""
         if not self.facts.namedtuple_fields:
             return
-        if qualified in _TUPLE_CALLS and len(node.args) >= 1:
-            self._tuple_use(node.args[0], node)
-        if qualified in _ITERATING or (qualified or "").startswith(("numpy.", "jax.numpy.")):
-            for arg in node.args:  # `sum(p)`, `map(f, p)`, `jnp.stack(p)`: read as a sequence
-                if (
-                    qualified in _ITERATING or self._typed(arg) is not None
-                ):  # an untyped array is the rule in NumPy
-                    self._tuple_use(arg, node)
+        if qualified == "hash" and len(node.args) == 1:
+            self._blocks(node.args[0], node, "hash")
         if (
             qualified == "isinstance"
             and len(node.args) == 2
             and "tuple"
             in {
-                _names.dotted(n, self.names)
+                _names.dotted(n, self.typing.names)
                 for n in ast.walk(node.args[1])
                 if isinstance(n, ast.Name)
             }
         ):
-            self._tuple_use(node.args[0], node)
+            self._blocks(node.args[0], node, "isinstance")
         if qualified not in _OPAQUE and not (qualified or "").startswith(
             ("jax.tree.", "jax.tree_util.")
         ):
-            self._passes(*node.args, *(k.value for k in node.keywords))
+            keeps = isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPING
+            self._passes(*node.args, *(k.value for k in node.keywords), stored=keeps)
+        self._arguments(node)
 
     # --- where an instance goes untyped -------------------------------------------------
-    def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+    def returned(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        """A function's result: untyped for its callers unless annotated with the class;
+        a public function's (or a dunder's) goes outside the run."""
+        returning = self.typing.returning
         kind = (
             self._typed(node.value)
             if node.value is not None and self.facts.namedtuple_fields
             else None
         )
-        if node.value is not None and kind != self.returning:
+        if node.value is not None and kind != returning:
             self._passes(node.value)  # the callers of a function not annotated with the class
-        if self.returning in self.classes and not (self.method or "_").startswith(
-            "_"
-        ):  # a public signature: its callers may be outside the run
-            self.facts.returned_out[self.returning].append(self.site(node))
-        self.generic_visit(node)
+        if returning in self.typing.classes and _public(self.typing.method):
+            self.facts.returned_out[returning].append(self.site(node))
 
-    visit_Yield = visit_YieldFrom = visit_Return  # noqa: N815 - ast's visitor naming
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
+    def returned_by_lambda(self, node: ast.Lambda) -> None:
         self._passes(node.body)
-        self.generic_visit(node)
 
-    def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
-        if not isinstance(node, ast.Set) and isinstance(node.ctx, ast.Load):
-            self._passes(*node.elts)
-        self.generic_visit(node)
+    def sequence_display(self, node: ast.Tuple | ast.List) -> None:
+        """`(h, state)` hands its items on (a scan body's result); `[frame, ...]` keeps
+        them, where a later `stack[0]` reads them."""
+        if isinstance(node.ctx, ast.Load):
+            self._passes(*node.elts, stored=isinstance(node, ast.List))
 
-    visit_List = visit_Set = visit_Tuple  # noqa: N815 - ast's visitor naming
-
-    def visit_Dict(self, node: ast.Dict) -> None:
-        self._passes(*node.values)
-        self.generic_visit(node)
-
-    def _stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
+    def stored(self, targets: list[ast.expr], value: ast.expr | None, top: bool) -> None:
         """`obj.p = P(...)`, `d[k] = p`, or a module-level `P0 = P(...)` (imported
         elsewhere, untyped there)."""
         if (
@@ -279,7 +323,7 @@ class TupleUses(Typing, ast.NodeVisitor):
             and self.facts.namedtuple_fields
             and (top or any(not isinstance(t, ast.Name) for t in targets))
         ):
-            self._passes(value)
+            self._passes(value, stored=True)
 
 
 def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, set[str]]) -> None:
@@ -295,6 +339,12 @@ def namedtuple_fields(tree: ast.Module, names: dict[str, str], out: dict[str, se
                 if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
             }
             out[stmt.name] = out.get(stmt.name, set()) | declared
+
+
+def function_names(tree: ast.Module, out: set[str]) -> None:
+    """Adds to `out` the name of every function of `tree`, at any depth: a name given
+    to a call is then a callback, whose parameters take the call's other arguments."""
+    out |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def call_returns(

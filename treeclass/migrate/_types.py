@@ -57,27 +57,51 @@ OTHER: str = ""  # a known type that is not a class of the run
 # Array types left out of a union (`geom: Union[jnp.ndarray, PointCloud]` is a PointCloud
 # where it is an instance of a class of the run): a class of the run that derives from one
 # has a base from outside the run, and such a class is refused whatever its receivers.
+# Calls that return an object of their argument's class.
+_COPIES = frozenset({"copy.copy", "copy.deepcopy"})
 _ARRAYS = frozenset(
     {"jax.Array", "jax.numpy.ndarray", "numpy.ndarray", "chex.Array", "jax.typing.ArrayLike"}
 )
 
 
 class Typing:
-    """The typing half of the scanner: its state is set by `_facts._Scanner`."""
+    """What an expression of the module being scanned is: an instance of a class of the
+    run (its name), OTHER, or None (unknown). It holds the scope the scanner is in (the
+    enclosing class, function and its parameters, and what each local and global name
+    was bound to); `_facts._Scanner` extends it and updates the scope as it walks."""
 
-    classes: frozenset[str]  # the names of the run's classes
-    packages: frozenset[str]  # the run's top-level modules
-    attr_types: dict[tuple[str, str], str]
-    names: dict[str, str]
-    modules: set[str]
-    types: dict[str, str | None]
-    globals: dict[str, str | None]
-    local_classes: set[str]
-    returns: dict[str, str]  # the module's functions annotated to return a class of the run
-    declared: dict[int, set[str]]  # id(scope) -> its annotated names
-    new_objects: set[str]
-    cls: str | None
-    self_name: str | None
+    def __init__(
+        self,
+        names: dict[str, str],
+        classes: frozenset[str],
+        packages: frozenset[str],
+        attr_types: dict[tuple[str, str], str],
+        modules: set[str],
+    ) -> None:
+        self.names = names  # local name -> qualified name (_names.aliases)
+        self.classes = classes  # the names of the run's classes
+        self.packages = packages  # the run's top-level modules
+        # (class, attribute) -> the class its class-body annotation names
+        self.attr_types = attr_types
+        self.modules = modules  # local names bound by `import x` / `import x as y`
+        self.returns: dict[str, str] = {}  # the module's functions annotated to return a class
+        # The scope: where the scanner is, and what names hold there.
+        self.cls: str | None = None  # the enclosing class, for methods
+        self.method: str | None = None  # the enclosing function's name
+        self.self_name: str | None = None  # its first parameter, in a method
+        # The parameters in scope (the enclosing function's, and those of the functions
+        # around it that a closure reads), each with its annotation (None: none) and the
+        # name of the function it is a parameter of.
+        self.params: dict[str, ast.expr | None] = {}
+        self.param_of: dict[str, str] = {}
+        self.returning: str | None = None  # the class it is annotated to return
+        self.types: dict[str, str | None] = {}  # local -> class name, OTHER, None: unknown
+        self.globals: dict[str, str | None] = {}  # the same for the module's names
+        self.declared: dict[int, set[str]] = {}  # id(scope) -> its annotated names
+        self.local_classes: set[str] = set()  # classes defined inside functions or classes
+        # Names bound to `X.__new__(...)` in the current function: an unflatten that
+        # bypasses __init__ builds its instance with attribute writes.
+        self.new_objects: set[str] = set()
 
     # --- what a name is -------------------------------------------------------------
     def _annotation_type(self, node: ast.expr | None) -> str | None:
@@ -141,7 +165,7 @@ class Typing:
             return OTHER  # built by another library: not an instance of a class of the run
         return None
 
-    def _value_type(self, value: ast.expr) -> str | None:
+    def value_type(self, value: ast.expr) -> str | None:
         if isinstance(value, ast.Call):
             func = value.func
             if (
@@ -158,7 +182,13 @@ class Typing:
                 return self.returns[
                     func.id
                 ]  # `step(...)` with `def step(...) -> State` in the module
-            receiver = self._receiver(func.value) if isinstance(func, ast.Attribute) else None
+            if (
+                _names.dotted(func, self.names) in _COPIES
+                and len(value.args) == 1
+                and isinstance(value.args[0], ast.Name | ast.Attribute)
+            ):  # `new = copy.copy(self)`: an instance of what it copies
+                return self.receiver(value.args[0])
+            receiver = self.receiver(func.value) if isinstance(func, ast.Attribute) else None
             if (
                 receiver
                 and isinstance(func, ast.Attribute)
@@ -168,9 +198,16 @@ class Typing:
                     receiver, f"{func.attr}()"
                 ]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
+        if (
+            isinstance(value, ast.BinOp)
+            and isinstance(value.op, ast.Add | ast.Mult)
+            and any(isinstance(side, ast.Tuple | ast.List) for side in (value.left, value.right))
+        ):
+            return OTHER  # `(16,) * n`, `dims + (4,)`: a plain tuple (or list), or an error
         if isinstance(
             value,
             ast.Constant
+            | ast.Tuple  # a tuple display is a plain tuple, never a NamedTuple instance
             | ast.List
             | ast.Dict
             | ast.Set
@@ -194,12 +231,12 @@ class Typing:
             isinstance(a, ast.Constant) for a in [*call.args, *(k.value for k in call.keywords)]
         )
 
-    def _receiver(self, node: ast.expr) -> str | None:
+    def receiver(self, node: ast.expr) -> str | None:
         """The class `node` is an instance of: a name, OTHER or None (unknown)."""
         if isinstance(node, ast.Name):
             if node.id in self.modules:
                 return OTHER
-            if self._is_class(node):
+            if self.is_class(node):
                 return node.id  # the class itself: `Carry._make(...)`
             if node.id in self.types:
                 return self.types[node.id]
@@ -210,7 +247,7 @@ class Typing:
                 root = root.value
             if isinstance(root, ast.Name) and root.id in self.modules:
                 return OTHER  # jax.config, np.random: attributes of a module
-            owner = self._receiver(node.value)
+            owner = self.receiver(node.value)
             if owner:  # `const.geom` with `const: KMeansConst` and `geom: Geometry` declared there
                 declared = self.attr_types.get((owner, node.attr))
                 return declared if declared in self.classes else None
@@ -219,10 +256,10 @@ class Typing:
             and _names.dotted(node.func, self.names) == "type"
             and len(node.args) == 1
         ):
-            return self._receiver(node.args[0])  # `type(self).tree_unflatten(...)`
+            return self.receiver(node.args[0])  # `type(self).tree_unflatten(...)`
         return None
 
-    def _is_class(self, node: ast.Name) -> bool:
+    def is_class(self, node: ast.Name) -> bool:
         """`node` names a class of the run itself, not a variable (which may hold an instance)."""
         return (
             node.id in self.classes
@@ -301,7 +338,7 @@ class Typing:
                         if source != t.id:  # `s = s._replace(...)` keeps what s is
                             copies.append((t.id, source))
                     elif isinstance(t, ast.Name):
-                        self._bind(scope, t.id, self._value_type(value))
+                        self._bind(scope, t.id, self.value_type(value))
                         if new:
                             self.new_objects.add(t.id)
                     elif isinstance(t, ast.Tuple | ast.List):
@@ -344,7 +381,7 @@ class Typing:
         while changed:
             before = [(t in scope, scope.get(t)) for t, _ in copies]
             for target, source in copies:
-                self._bind(scope, target, self._receiver(ast.Name(source, ast.Load())))
+                self._bind(scope, target, self.receiver(ast.Name(source, ast.Load())))
             changed = before != [(t in scope, scope.get(t)) for t, _ in copies]
 
 

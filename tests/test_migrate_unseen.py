@@ -1,0 +1,694 @@
+"""treeclass.migrate on cases cut down from packages it had never been tuned on (ott-jax,
+jax-md, mujoco-mjx, vbjax, jaxsim, haiku, parsmooth): each was a wrong conversion, a
+silent miss or a wrong reason in a real run, and each runs before and after `--write`."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("libcst")
+
+from migrate_runs import differential, forget_pkg, migrate_package
+
+from treeclass.migrate._cli import main
+
+
+@pytest.fixture
+def root(tmp_path: Path):
+    yield tmp_path
+    forget_pkg()
+
+
+def _text_run(folder: Path, *extra: str) -> str:
+    """What a run without `--json` prints for the package under `folder`."""
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*extra, str(folder)], out=out, err=err) != 2, err.getvalue()
+    return out.getvalue()
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+# --- ott-jax: a NamedTuple returned by `__call__` ------------------------------------------
+OTT_SOLVER = {
+    "pkg/__init__.py": "",
+    "pkg/solver.py": """
+        from typing import NamedTuple
+        import jax.numpy as jnp
+
+        class Output(NamedTuple):
+            cost: float
+            plan: float
+
+        class Solver:
+            def __call__(self, x: float) -> Output:
+                return Output(x * 2.0, x + 1.0)
+    """,
+    "pkg/main.py": """
+        from pkg.solver import Solver
+        solver = Solver()
+        cost, plan = solver(3.0)  # the package's users call it: __call__ is public
+        print(cost, plan)
+    """,
+}
+
+
+def test_a_namedtuple_returned_by_dunder_call_is_the_packages_api(root: Path) -> None:
+    """It converted with no word, as if `__call__` were private; it converts now keeping
+    its unpacking, and says that code outside the run gets it."""
+    reports, before, after = differential(root, OTT_SOLVER, "--namedtuples")
+    assert before == after == "6.0 4.0\n"
+    assert reports["Output"]["status"] == "converted", reports["Output"]["reason"]
+    assert (
+        "a public function of the run is annotated to return it (`return Output(x * 2.0, x + 1.0)`"
+        in reports["Output"]["reason"]
+    )
+
+
+# --- a package whose state is NamedTuples, run without --namedtuples ------------------------
+def test_a_run_without_namedtuples_says_how_many_it_found_and_the_flag(root: Path) -> None:
+    _write(root, OTT_SOLVER)
+    text = _text_run(root / "pkg")
+    assert text.endswith(
+        "treeclass.migrate: found 1 NamedTuple class(es) (Output), not converted: NamedTuples"
+        " convert only with --namedtuples (run again with it to see which convert and why the"
+        " others cannot). docs/migration.md#namedtuple\nconverted 0, refused 0\n"
+    ), text
+    assert "found 1 NamedTuple" not in _text_run(root / "pkg", "--namedtuples")
+    err = io.StringIO()
+    out = io.StringIO()
+    main(["--json", str(root / "pkg")], out=out, err=err)
+    assert out.getvalue() == "converted 0, refused 0\n"  # --json: stdout keeps its format
+    assert "found 1 NamedTuple class(es) (Output)" in err.getvalue()
+
+
+# --- vbjax: a namedtuple(...) given to register_pytree_node ---------------------------------
+VBJAX = {
+    "pkg/__init__.py": "",
+    "pkg/neural_mass.py": """
+        import collections
+        import jax
+
+        JRTheta = collections.namedtuple("JRTheta", "A B a b")
+        jax.tree_util.register_pytree_node(
+            JRTheta, lambda t: (tuple(t), None), lambda _, c: JRTheta(*c)
+        )
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.neural_mass import JRTheta
+        print(jax.tree.leaves(JRTheta(1.0, 2.0, 3.0, 4.0)))
+    """,
+}
+
+
+def test_a_registered_namedtuple_call_is_reported(root: Path) -> None:
+    reports, before, after = differential(root, VBJAX)
+    assert before == after == "[1.0, 2.0, 3.0, 4.0]\n"
+    assert reports["JRTheta"]["status"] == "refused"
+    assert reports["JRTheta"]["line"] == 5
+    assert reports["JRTheta"]["reason"].startswith(
+        "JRTheta is a pytree class that the tool does not rewrite (a `namedtuple(...)` registered"
+        " at line 6, no class statement)"
+    ), reports["JRTheta"]["reason"]
+
+
+# --- mujoco-mjx: subclasses registered by a base's __init_subclass__ through a helper -------
+MJX = {
+    "pkg/__init__.py": "",
+    "pkg/dataclasses.py": """
+        import dataclasses
+        import jax
+
+        class PyTreeNode:
+            def __init_subclass__(cls, **kwargs):
+                super().__init_subclass__(**kwargs)
+                dataclass(cls)
+
+        def dataclass(clz):
+            data_clz = dataclasses.dataclass(frozen=True)(clz)
+            _register(data_clz, [f.name for f in dataclasses.fields(data_clz)])
+            return data_clz
+
+        def _register(cls, data):
+            jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=[])
+    """,
+    "pkg/types.py": """
+        import jax.numpy as jnp
+        from pkg.dataclasses import PyTreeNode
+
+        class Model(PyTreeNode):
+            qpos0: jnp.ndarray
+
+        class Data(PyTreeNode):
+            qpos: jnp.ndarray
+            qvel: jnp.ndarray
+    """,
+    "pkg/main.py": """
+        import jax
+        import jax.numpy as jnp
+        from pkg.types import Data
+        print(len(jax.tree.leaves(Data(jnp.zeros(2), jnp.ones(2)))))
+    """,
+}
+
+
+def test_subclasses_registered_by_init_subclass_through_a_helper_are_reported(root: Path) -> None:
+    reports, before, after = differential(root, MJX)
+    assert before == after == "2\n"
+    for name in ("Model", "Data"):
+        assert reports[name]["status"] == "refused"
+        assert reports[name]["reason"].startswith(
+            f"{name} is a pytree class that the tool does not rewrite (registered by"
+            " `PyTreeNode.__init_subclass__` at line 6)"
+        ), reports[name]["reason"]
+
+
+# --- jax-md: the project's dataclass wrapper, in a folder whose parent has __init__.py -------
+JAX_MD = {
+    "__init__.py": "",  # the checkout's folder: a package too, by its __init__.py
+    "pkg/__init__.py": "",
+    "pkg/dataclasses.py": """
+        import dataclasses
+        import jax
+
+        def dataclass(clz):
+            data_clz = dataclasses.dataclass(frozen=True)(clz)
+            jax.tree_util.register_dataclass(data_clz)
+            return data_clz
+    """,
+    "pkg/space.py": """
+        import jax.numpy as jnp
+        from pkg import dataclasses
+
+        @dataclasses.dataclass
+        class State:
+            position: jnp.ndarray
+            velocity: jnp.ndarray
+    """,
+    "pkg/main.py": """
+        import jax
+        import jax.numpy as jnp
+        from pkg.space import State
+        s = State(jnp.zeros(2), jnp.ones(2))
+        print(jax.tree.leaves(jax.jit(lambda s: s)(s))[1].tolist())
+    """,
+}
+
+
+def test_a_dataclass_wrapper_is_found_when_the_folder_above_is_a_package(root: Path) -> None:
+    (root / "before").mkdir()
+    (root / "before" / "__init__.py").write_text("")
+    files = {k: v for k, v in JAX_MD.items() if k.startswith("pkg/")}
+    reports, before, after = differential(root, files)
+    assert before == after == "[1.0, 1.0]\n"
+    assert reports["State"]["status"] == "converted", reports["State"]["reason"]
+    assert "tc.TreeClass" in (root / "after" / "pkg" / "space.py").read_text()
+
+
+# --- wrong reasons: ott's `**kwargs` aux, jaxsim's own __eq__/__hash__, copy.copy(self) ------
+WRONG_REASONS = {
+    "pkg/__init__.py": "",
+    "pkg/geometry.py": """
+        import copy
+        import jax_dataclasses
+        import jax.numpy as jnp
+        from jax.tree_util import register_pytree_node_class
+
+        @register_pytree_node_class
+        class Geometry:
+            def __init__(self, x, epsilon=1.0, **kwargs):
+                self.x = x
+                self.epsilon = epsilon
+                self._kwargs = kwargs
+
+            def tree_flatten(self):
+                return (self.x,), {"epsilon": self.epsilon, **self._kwargs}
+
+            @classmethod
+            def tree_unflatten(cls, aux_data, children):
+                return cls(*children, **aux_data)
+
+        @register_pytree_node_class
+        class Solver:
+            def __init__(self, x, lr):
+                self.x = x
+                self.lr = lr
+
+            def tree_flatten(self):
+                return (self.x,), (self.lr,)
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children, *aux)
+
+        class Cache:  # not a pytree: its copy's write is its own business
+            def __init__(self, x):
+                self.x = x
+
+            def with_x(self, x):
+                new = copy.copy(self)
+                new.x = x
+                return new
+
+        @jax_dataclasses.pytree_dataclass
+        class Link:
+            mass: jnp.ndarray
+
+            def __eq__(self, other):
+                return self is other
+
+            def __hash__(self):
+                return 3
+    """,
+    "pkg/main.py": """
+        import jax
+        import jax.numpy as jnp
+        from pkg.geometry import Cache, Link, Solver
+        s = jax.jit(lambda s: s)(Solver(jnp.ones(2), 0.5))
+        link = Link(jnp.zeros(1))
+        print(s.x.tolist(), s.lr, Cache(1).with_x(2).x, link == link, link == Link(jnp.zeros(1)))
+        print(hash(link))
+    """,
+}
+
+
+def test_each_refusal_and_note_names_its_own_cause(root: Path) -> None:
+    pytest.importorskip("jax_dataclasses")
+    reports, before, after = differential(root, WRONG_REASONS)
+    assert before == after == "[1.0, 1.0] 0.5 2 True False\n3\n"
+    assert reports["Geometry"]["reason"].startswith(
+        "its aux data spreads `**self._kwargs` into a dict"
+    ), reports["Geometry"]["reason"]
+    assert reports["Solver"]["status"] == "converted", reports["Solver"]["reason"]
+    assert "keeps its own __eq__ and __hash__" in reports["Link"]["reason"]
+    assert "tc.tree_equal" not in reports["Link"]["reason"]
+
+
+# --- parsmooth: NamedTuples through lax.scan, associative_scan and while_loop, unpacked ------
+# Cut down from parsmooth (1,548 lines; its 5 NamedTuples, 0 of which converted): the
+# states are unpacked about everywhere (`m, P = x`), indexed (`x[0]`), zipped over
+# types, and carried through jax's loops.
+PARSMOOTH = {
+    "pkg/__init__.py": "",
+    "pkg/_base.py": """
+        from typing import Any, Callable, NamedTuple
+
+        class MVNStandard(NamedTuple):
+            mean: Any
+            cov: Any
+
+        class MVNSqrt(NamedTuple):
+            mean: Any
+            chol: Any
+
+        class FunctionalModel(NamedTuple):
+            function: Callable
+            mvn: Any
+
+        class FilterCarry(NamedTuple):
+            state: Any
+            ell: Any
+
+        class SmootherElement(NamedTuple):
+            E: Any
+            g: Any
+            L: Any
+    """,
+    "pkg/linearization.py": """
+        import jax
+
+        def linearize(model, x):
+            f, q = model
+            m, P = x
+            F = jax.jacfwd(f)(m)
+            return F, q.cov, f(m) - F @ m + q.mean
+    """,
+    "pkg/filtering.py": """
+        import jax
+        import jax.numpy as jnp
+
+        from pkg._base import FilterCarry, MVNSqrt, MVNStandard
+        from pkg.linearization import linearize
+
+        def filtering(ys, x0, transition_model, observation_model):
+            def body(carry, y):
+                x, ell = carry
+                F, Q, b = linearize(transition_model, x)
+                m, P = x
+                m, P = F @ m + b, F @ P @ F.T + Q
+                H, R, c = linearize(observation_model, MVNStandard(m, P))
+                S = H @ P @ H.T + R
+                K = jnp.linalg.solve(S, H @ P).T
+                v = y - H @ m - c
+                ell = ell - 0.5 * v @ jnp.linalg.solve(S, v)
+                x = MVNStandard(m + K @ v, P - K @ S @ K.T)
+                return FilterCarry(x, ell), x
+            carry, xs = jax.lax.scan(body, FilterCarry(x0, jnp.zeros(())), ys)
+            return xs, carry[1]
+
+        def sqrt_state(x):
+            m, P = x
+            return MVNSqrt(m, jnp.linalg.cholesky(P))
+
+        def gains(xs):
+            return [g for g in zip(*xs)]  # zip over the fields, as parsmooth's tests
+    """,
+    "pkg/smoothing.py": """
+        import jax
+        import jax.numpy as jnp
+
+        from pkg._base import MVNStandard, SmootherElement
+        from pkg.linearization import linearize
+
+        def _operator(e1, e2):
+            E1, g1, L1 = e1
+            E2, g2, L2 = e2
+            return SmootherElement(E2 @ E1, E2 @ g1 + g2, E2 @ L1 @ E2.T + L2)
+
+        def smoothing(transition_model, xs):
+            ms, Ps = xs
+            def element(m, P):
+                F, Q, b = linearize(transition_model, MVNStandard(m, P))
+                Pp = F @ P @ F.T + Q
+                E = jnp.linalg.solve(Pp, F @ P).T
+                return SmootherElement(E, m - E @ (F @ m + b), P - E @ Pp @ E.T)
+            elems = jax.vmap(element)(ms[:-1], Ps[:-1])
+            last = SmootherElement(jnp.zeros_like(Ps[-1]), ms[-1], Ps[-1])
+            elems = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), elems, last)
+            result = jax.lax.associative_scan(jax.vmap(_operator), elems, reverse=True)
+            _, g, L = result
+            return MVNStandard(g, L)
+
+        def iterated(ys, x0, transition_model, observation_model, filtering, n_iter):
+            def cond(carry):
+                i, _ = carry
+                return i < n_iter
+            def body(carry):
+                i, traj = carry
+                xs, _ = filtering(ys, x0, transition_model, observation_model)
+                smoothed = smoothing(transition_model, xs)
+                return i + 1, MVNStandard(0.5 * (traj[0] + smoothed.mean), smoothed[1])
+            init = (0, MVNStandard(jnp.zeros((ys.shape[0], 2)), jnp.zeros((ys.shape[0], 2, 2))))
+            _, traj = jax.lax.while_loop(cond, body, init)
+            return traj
+    """,
+    "pkg/main.py": """
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        from pkg._base import FunctionalModel, MVNStandard
+        from pkg.filtering import filtering, gains, sqrt_state
+        from pkg.smoothing import iterated, smoothing
+
+        def show(*arrays):
+            for a in arrays:
+                print(np.asarray(a).tobytes().hex())  # bit for bit
+
+        A = jnp.array([[1.0, 0.1], [0.0, 1.0]])
+        trans = FunctionalModel(lambda x: A @ jnp.sin(x) + 0.9 * x, MVNStandard(jnp.zeros(2), 0.01 * jnp.eye(2)))
+        obs = FunctionalModel(lambda x: x[:1] ** 2 + x[:1], MVNStandard(jnp.zeros(1), 0.1 * jnp.eye(1)))
+        ys = jnp.sin(jnp.arange(12.0)).reshape(12, 1)
+        x0 = MVNStandard(jnp.ones(2) * 0.1, jnp.eye(2))
+        xs, ell = jax.jit(lambda ys, x0: filtering(ys, x0, trans, obs))(ys, x0)
+        show(*xs, ell)
+        smoothed = jax.jit(lambda xs: smoothing(trans, xs))(xs)
+        show(*jax.tree.leaves(smoothed))
+        traj = jax.jit(lambda ys, x0: iterated(ys, x0, trans, obs, filtering, 2))(ys, x0)
+        show(traj.mean, traj[1], sqrt_state(MVNStandard(xs.mean[0], xs.cov[0])).chol)
+        print(len(gains(xs)), [k for k in xs._asdict()], xs._replace(mean=1.0)[0], len(x0))
+        print([str(p) for p in jax.tree_util.tree_flatten_with_path(x0)[0][0][0]])
+    """,
+}
+
+
+def test_parsmooth_like_namedtuples_convert_and_print_bit_identical(root: Path) -> None:
+    reports, before, after = differential(root, PARSMOOTH, "--namedtuples")
+    converted = [n for n, r in reports.items() if r["status"] == "converted"]
+    assert len(converted) >= 4, {n: r["reason"] for n, r in reports.items()}
+    assert "raised" not in before, before
+    assert before == after  # leaves in field order, bit for bit, key paths `.mean`
+
+
+# --- haiku: LSTMState beside an unrelated `trace_stack[0]` ----------------------------------
+HAIKU = {
+    "pkg/__init__.py": "",
+    "pkg/recurrent.py": """
+        from typing import NamedTuple
+        import jax
+        import jax.numpy as jnp
+
+        class LSTMState(NamedTuple):
+            hidden: jax.Array
+            cell: jax.Array
+
+        class Frame(NamedTuple):  # stored in the trace stack, tested as a tuple there
+            name: str
+            depth: int
+
+        def initial_state(n: int) -> LSTMState:
+            return LSTMState(jnp.zeros(n), jnp.zeros(n))
+
+        def lstm(x, prev_state):
+            h, c = prev_state
+            c = 0.5 * c + jnp.tanh(x + h)
+            return jnp.tanh(c), LSTMState(jnp.tanh(c), c)
+
+        def unroll(xs, state):
+            return jax.lax.scan(lambda s, x: lstm(x, s)[::-1], state, xs)
+    """,
+    "pkg/base.py": """
+        from pkg.recurrent import Frame
+
+        trace_stack = [("outer", 0), Frame("inner", 1)]
+
+        def _is_plain(frame):
+            return isinstance(frame, tuple)
+
+        def current():
+            return _is_plain(trace_stack[0]), _is_plain(trace_stack[-1])
+    """,
+    "pkg/main.py": """
+        import jax.numpy as jnp
+        from pkg.base import current
+        from pkg.recurrent import initial_state, unroll
+
+        state, hs = unroll(jnp.ones((3, 2)), initial_state(2))
+        print(hs.tolist(), state[0].tolist(), len(state), current())
+    """,
+}
+
+
+def test_a_blocking_use_refuses_only_what_can_flow_there(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU, "--namedtuples")
+    assert before == after, (before, after)
+    assert reports["LSTMState"]["status"] == "converted", reports["LSTMState"]["reason"]
+    assert reports["Frame"]["status"] == "refused"
+    assert "`isinstance(frame, tuple)` at " in reports["Frame"]["reason"]
+
+
+# --- ott: a data loader unpacked in a loop, beside NamedTuples that never go there -----------
+OTT_LOADER = {
+    "pkg/__init__.py": "",
+    "pkg/data.py": """
+        class Loader:
+            def __init__(self, xs, ys):
+                self.pairs = list(zip(xs, ys))
+
+            def __iter__(self):
+                return iter(self.pairs)
+
+        def total(ld):
+            out = 0.0
+            for a, b in ld:
+                out += a * b
+            return out
+    """,
+    "pkg/states.py": """
+        from typing import NamedTuple
+        import jax.numpy as jnp
+
+        class SinkhornState(NamedTuple):
+            errors: jnp.ndarray
+            fu: jnp.ndarray
+
+        class GWState(NamedTuple):
+            costs: jnp.ndarray
+            plan: jnp.ndarray
+
+        def step(state: SinkhornState) -> SinkhornState:
+            errors, fu = state
+            return state._replace(errors=errors + 1.0, fu=fu * 2.0)
+    """,
+    "pkg/main.py": """
+        import jax.numpy as jnp
+        from pkg.data import Loader, total
+        from pkg.states import GWState, SinkhornState, step
+
+        s = step(step(SinkhornState(jnp.zeros(2), jnp.ones(2))))
+        g = GWState(jnp.ones(1), jnp.eye(1))
+        print(total(Loader([1.0, 2.0], [3.0, 4.0])), s.errors.tolist(), s[1].tolist(), [*g][0].tolist())
+    """,
+}
+
+
+def test_a_loader_unpacked_in_a_loop_blocks_nothing(root: Path) -> None:
+    reports, before, after = differential(root, OTT_LOADER, "--namedtuples")
+    assert before == after == "11.0 [2.0, 2.0] [4.0, 4.0] [1.0]\n"
+    for name in ("SinkhornState", "GWState"):
+        assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- one run lists every blocking site --------------------------------------------------------
+EVERY_SITE = {
+    "pkg/__init__.py": "",
+    "pkg/m.py": """
+        from typing import NamedTuple
+        import jax
+
+        class Pair(NamedTuple):
+            a: float
+            b: float
+
+        @jax.tree_util.register_pytree_node_class
+        class Box:
+            def __init__(self, w):
+                self.w = w
+
+            def tree_flatten(self):
+                return (self.w,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+        def uses(p: Pair, box: Box):
+            box.w = 1.0
+            box.w = 2.0
+            return isinstance(p, tuple), p == (1.0, 2.0), p + (3.0,), {p: 1}
+    """,
+}
+
+
+def test_a_refusal_lists_every_blocking_site_with_its_fix(root: Path) -> None:
+    reports = migrate_package(root, EVERY_SITE, "--namedtuples")
+    here = str(root / "after" / "pkg" / "m.py")
+    pair, box = reports["Pair"]["reason"], reports["Box"]["reason"]
+    assert pair.startswith(
+        "code uses an instance as a tuple where a treeclass cannot be one (4 site(s);"
+    ), pair
+    for i, (code, fix) in enumerate(
+        [
+            ("isinstance(p, tuple)", "isinstance(x, tuple) is False for a treeclass"),
+            ("p == (1.0, 2.0)", "a treeclass never equals a tuple"),
+            ("p + (3.0,)", "+ and * do not concatenate a treeclass"),
+            ("{p: 1}", "a treeclass hashes by type and static fields"),
+        ],
+        1,
+    ):
+        assert f"({i}) `{code}` at {here}:24: {fix}" in pair, pair
+    assert f"`box.w = 1.0` at {here}:22; `box.w = 2.0` at {here}:23:" in box, box
+
+
+# --- a family is one rule in one registry -----------------------------------------------------
+def test_a_new_family_is_one_rule_in_the_registry(root: Path, monkeypatch: pytest.MonkeyPatch):
+    """What a newcomer writes to add a family: a `Rule` (its decorator, and which fields
+    are static), listed in `_families.RULES`; nothing else in the tool changes."""
+    from treeclass.migrate import _families
+    from treeclass.migrate._families.flax_struct import marked_static
+    from treeclass.migrate._rule import Rule
+
+    rule = Rule("mylib", decorators=frozenset({"mylib.pytree"}), statics=marked_static)
+    monkeypatch.setattr(_families, "RULES", (*_families.RULES, rule))
+    monkeypatch.setitem(_families.BY_NAME, "mylib", rule)
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+            import mylib
+
+            @mylib.pytree
+            class Point:
+                x: float
+                y: float = 1.0
+        """,
+    }
+    reports = migrate_package(root, files)
+    assert reports["Point"]["status"] == "converted", reports["Point"]["reason"]
+    assert (root / "after" / "pkg" / "m.py").read_text() == (
+        "\nimport treeclass as tc\n\nclass Point(tc.TreeClass):\n    x: float\n    y: float = 1.0\n"
+    )
+
+
+# --- what can flow into an untyped name: cut down from haiku's real run ---------------------
+_STATE = """
+    from typing import NamedTuple
+    import jax.numpy as jnp
+
+    class LSTMState(NamedTuple):
+        hidden: jnp.ndarray
+        cell: jnp.ndarray
+
+    def initial_state(n: int) -> LSTMState:
+        return LSTMState(jnp.zeros(n), jnp.ones(n))
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "converts"),
+    [
+        pytest.param(  # haiku/_src/base.py:1040: the annotation says what it holds
+            "def seed(key_or_seed: int | tuple):\n    return isinstance(key_or_seed, tuple)\n"
+            "print(seed(3), seed((1, 2)), len(initial_state(2)))\n",
+            True,
+            id="an-annotated-parameter",
+        ),
+        pytest.param(  # haiku/_src/bias.py:166: `[1] * n` is a list repeated, n an int
+            "def ones(n):\n    return [1] * n\n"
+            "print(ones(len(initial_state(2))), initial_state(2)[1].tolist())\n",
+            True,
+            id="a-list-repeated",
+        ),
+        pytest.param(  # haiku/_src/pool_test.py:46: a tuple display is a plain tuple
+            "dims = (2, 3)\nprint(dims + (4,), [*initial_state(1)][0].tolist())\n",
+            True,
+            id="a-tuple-display",
+        ),
+        pytest.param(  # haiku/_src/recurrent_test.py:172: so is a tuple repeated or added
+            "def shape(n):\n    s = (16,) * n\n    s = s + (4,)\n    return (2,) + s\n"
+            "print(shape(2), initial_state(1)[0].tolist())\n",
+            True,
+            id="a-tuple-repeated",
+        ),
+        pytest.param(  # the state handed on through a closure and a second function
+            "def outer(s):\n    def inner():\n        return check(s)\n    return inner()\n\n"
+            "def check(p):\n    return isinstance(p, tuple)\n\n"
+            "print(outer(initial_state(2)))\n",
+            False,
+            id="handed-on-to-a-blocking-use",
+        ),
+        pytest.param(  # the same functions, never given the state
+            "def outer(s):\n    def inner():\n        return check(s)\n    return inner()\n\n"
+            "def check(p):\n    return isinstance(p, tuple)\n\n"
+            "print(outer((1, 2)), len(initial_state(2)))\n",
+            True,
+            id="the-same-functions-never-given-it",
+        ),
+    ],
+)
+def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, converts: bool):
+    files = {"pkg/__init__.py": "", "pkg/state.py": _STATE, "pkg/main.py": ""}
+    files["pkg/main.py"] = "from pkg.state import LSTMState, initial_state\n\n" + code
+    reports, before, after = differential(root, files, "--namedtuples")
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    status = reports["LSTMState"]["status"]
+    assert status == ("converted" if converts else "refused"), reports["LSTMState"]["reason"]
