@@ -8,6 +8,7 @@ tests/test_checks.py `_WRAPPERS`, tests/test_repr.py `_CONTAINERS`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -107,3 +108,26 @@ def test_a_treeclass_inside_an_equinox_module_keeps_treeclass_rules() -> None:
     state = tc.to_state_dict(model)
     assert state == {"e": {"inner": {"w": 2.0}, "nothing": None}}
     assert tc.tree_equal(tc.from_state_dict(model, state), model)
+
+
+def test_a_template_from_tc_jit_eval_shape_holds_equinox_configuration(tmp_path: Path) -> None:
+    # jax.eval_shape traces Dropout's p into a ShapeDtypeStruct (then tc.load refuses it)
+    # and refuses a layer's str; tc.jit's eval_shape holds both as a call does.
+    class Named(eqx.Module):
+        w: jax.Array
+        name: str
+
+    class Model(tc.TreeClass):
+        named: Any
+        drop: Any
+
+    def make() -> Model:
+        return Model(Named(jnp.arange(2.0), "n"), eqx.nn.Dropout(0.2))
+
+    template = tc.jit(make).eval_shape()
+    assert template.named.name == "n"
+    assert template.drop.p == 0.2
+    assert isinstance(template.named.w, jax.ShapeDtypeStruct)
+    tc.save(tmp_path / "m.npz", make())
+    restored = tc.load(tmp_path / "m.npz", template)
+    assert tc.tree_equal(restored, make())
