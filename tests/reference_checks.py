@@ -667,6 +667,27 @@ def mixed_check_save_load(case: Any) -> None:
                 b.fail("load: not eqx.tree_deserialise_leaves's", p)
 
 
+def mixed_check_shardings(case: Any) -> None:
+    """`tc.shardings` places the arrays only: configuration gets None (no sharding), so the
+    arrays `tc.partition` keeps are placed by `jax.device_put` and the configuration is
+    combined back untouched (a spec there made `jax.device_put` refuse the arrays' tree)."""
+    b = MixedBuilt(case)
+    mesh = jax.sharding.Mesh(jax.devices()[:1], ("data",))
+    sharded = tc.shardings(b.obj, mesh)
+    want = [p for p, _, c in b.expected() if c != "config"]
+    if list(_flat(sharded)) != want:
+        b.fail("shardings: leaves given a sharding", f"{list(_flat(sharded))} != {want}")
+    arrays, rest = tc.partition(b.obj, only_trainable=False)
+    try:
+        placed = tc.combine(jax.device_put(arrays, sharded), rest)
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"shardings: placing raised {kind_of(e)}")
+    flat = _flat(placed)
+    for path, leaf, category in b.expected():
+        if category == "config" and flat.get(path) is not leaf:
+            b.fail("shardings: configuration", f"{path}: {flat.get(path)!r} for {leaf!r}")
+
+
 MIXED_CHECKS: dict[str, Callable[[Any], None]] = {
     name.removeprefix("mixed_check_"): f for name, f in globals().items() if name.startswith("mixed_check_")
 }

@@ -317,6 +317,33 @@ def closure_over(captured):
     return fn
 
 
+def default_of(captured):
+    def fn(x, captured=captured):
+        return captured, x
+
+    return fn
+
+
+def keyword_default_of(captured):
+    def fn(x, *, captured=captured):
+        return captured, x
+
+    return fn
+
+
+def test_static_array_in_a_functions_defaults_rejected_naming_the_parameter():
+    # `lambda x, w=w: ...` captures `w` as much as a closure does, in __defaults__.
+    w = jnp.ones(3)
+    with pytest.raises(TypeError, match=r"holds a jax\.Array at Head\.fn\.__defaults__\[w\]"):
+        Head(fn=lambda x, w=w: x * w)
+    with pytest.raises(TypeError, match=r"at Head\.fn\.__kwdefaults__\[w\] (.*\n)*    w: Any"):
+        Head(fn=lambda x, *, w=w: x * w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tc.RecompileWarning)  # a lambda: identity equality
+        fn = lambda x, w=2.0: x * w  # noqa: E731
+        assert Head(fn=fn).fn is fn  # defaults without arrays stay accepted
+
+
 def closure_of_closure(captured):
     inner = closure_over(captured)
 
@@ -501,6 +528,8 @@ _WRAPPERS = {
     "treeclass": (lambda v: Holder(v), ".item"),
     "bound method": (lambda v: Holder(v).get, ".__self__.item"),
     "closure": (closure_over, ".__closure__[captured]"),
+    "default": (default_of, ".__defaults__[captured]"),
+    "keyword-only default": (keyword_default_of, ".__kwdefaults__[captured]"),
     "partial": (lambda v: functools.partial(scaled, v), ".args[0]"),
     "partial keyword": (_keyword, ".keywords['scale']"),
     "jax Partial": (lambda v: jax.tree_util.Partial(scaled, v), ".args[0]"),

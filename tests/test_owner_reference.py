@@ -71,6 +71,12 @@ def test_save_load_is_eqx_serialisation(case: MixedCase):
     checks.mixed_check_save_load(case)
 
 
+@OWNER
+@given(mixed_cases())
+def test_shardings_place_the_arrays_and_leave_the_configuration(case: MixedCase):
+    checks.mixed_check_shardings(case)
+
+
 def test_every_mixed_check_has_its_test():
     tested = {name for name in globals() if name.startswith("test_")}
     names = {
@@ -81,5 +87,6 @@ def test_every_mixed_check_has_its_test():
         "summary": "test_summary_counts_the_parameters",
         "state_dict": "test_state_dict_round_trips",
         "save_load": "test_save_load_is_eqx_serialisation",
+        "shardings": "test_shardings_place_the_arrays_and_leave_the_configuration",
     }
     assert {names[k] for k in checks.MIXED_CHECKS} <= tested

@@ -1,6 +1,8 @@
 """The array-summarising repr: golden strings, and no device sync."""
 
 import array
+import dataclasses
+import functools
 import re
 import types
 from collections import Counter, OrderedDict, UserList, defaultdict, deque
@@ -247,6 +249,59 @@ def test_a_long_ordered_dict_indents_like_a_dict():
     )
 
 
+# Other libraries' dataclass nodes (flax.struct, chex, jax.tree_util.register_dataclass)
+# print with the `__repr__` that dataclasses wrote, which showed every array in full,
+# reading its values from the device: `FS(w=Array([1., 1., 1.], dtype=float32))`.
+
+
+@dataclasses.dataclass(frozen=True)
+class Plain:
+    v: object
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["v"], meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    v: object
+
+
+@dataclasses.dataclass
+class OwnRepr:
+    v: object
+
+    def __repr__(self) -> str:
+        return "OwnRepr(...)"
+
+
+@dataclasses.dataclass
+class Secret:
+    v: object
+    secret: object = dataclasses.field(default=None, repr=False)
+
+
+def test_a_dataclass_node_summarises_its_arrays():
+    assert repr(Shown(Registered(_A))) == "Shown(v=Registered(v=f32[3]))"
+    assert repr(Shown(Plain((_A, Registered(np.ones(2)))))) == "Shown(v=Plain(v=(f32[3], Registered(v=f64[2](numpy)))))"
+    assert repr(Shown(Secret(_A, secret=_A))) == "Shown(v=Secret(v=f32[3]))"  # repr=False hidden
+    assert repr(Shown(OwnRepr(_A))) == "Shown(v=OwnRepr(...))"  # its own __repr__ is kept
+
+
+def test_flax_struct_and_chex_nodes_summarise_their_arrays():
+    flax_struct = pytest.importorskip("flax.struct")
+    chex = pytest.importorskip("chex")
+
+    @flax_struct.dataclass
+    class Params:
+        w: jax.Array
+
+    @chex.dataclass
+    class State:
+        w: jax.Array
+
+    assert repr(Shown(Params(_A))) == "Shown(v=Params(w=f32[3]))"
+    assert repr(Shown(State(w=_A))) == "Shown(v=State(w=f32[3]))"
+
+
 # Generated nests of every container with arrays: the repr shows each array as its
 # summary and no value. The arrays hold 987654.25, which no summary or key contains.
 
@@ -273,6 +328,8 @@ _CONTAINERS = {
     "Sequence": lambda items: Row(*items),
     "Mapping": lambda items: Table(**{f"k{i}": v for i, v in enumerate(items)}),
     "treeclass": lambda items: Neuron(tuple(items), jnp.zeros(())),
+    "dataclass": lambda items: Plain(tuple(items)),
+    "register_dataclass": lambda items: Registered(tuple(items)),
 }
 
 

@@ -201,7 +201,7 @@ _OPAQUE: Final = (
 
 
 class _Cell:
-    """A closure's cell in a path, by its free variable: `Head.fn.__closure__[scale]`."""
+    """A closure's cell or a default in a path, by its variable: `Head.fn.__closure__[scale]`."""
 
     __slots__ = ("name",)  # not a NamedTuple: one is made per cell searched, and this is 3x faster
 
@@ -240,6 +240,27 @@ def _captor(value: object) -> tuple[str, str] | None:
 _FUNC: Final = (GetAttrKey("__func__"),)  # a bound method's function, in a path
 
 
+def _captured_by(fn: types.FunctionType) -> list[tuple[KeyPath, object]]:
+    """What a function holds besides its code, each by its variable's name: its closure's
+    cells (`__closure__[w]`), and its defaults (`__defaults__[w]`, `__kwdefaults__[w]`),
+    which are captured as much as a cell is, once, when `def` runs:
+
+        def make(w):
+            return lambda x, w=w: x * w   # `w` is in __defaults__, not in a cell
+    """
+    cells = [((GetAttrKey("__closure__"), _Cell(var)), item) for var, item in _cells(fn)]
+    defaults = fn.__defaults__ or ()
+    code = fn.__code__
+    params = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+    positional = [
+        ((GetAttrKey("__defaults__"), _Cell(var)), item)
+        for var, item in zip(params, defaults, strict=True)
+    ]
+    keywords = (fn.__kwdefaults__ or {}).items()
+    named = [((GetAttrKey("__kwdefaults__"), _Cell(var)), item) for var, item in keywords]
+    return cells + positional + named
+
+
 def _inside(value: object) -> Iterable[tuple[KeyPath | int, object]]:
     """The values directly inside `value` that the deep check looks at, each with its path
     from `value`: key entries, or a tuple's or a list's index (keys are made for the path
@@ -252,7 +273,7 @@ def _inside(value: object) -> Iterable[tuple[KeyPath | int, object]]:
     if type(value) is tuple or type(value) is list:
         return enumerate(value)
     if isinstance(value, types.FunctionType):
-        return [((GetAttrKey("__closure__"), _Cell(var)), item) for var, item in _cells(value)]
+        return _captured_by(value)
     if isinstance(value, types.MethodType):
         return [
             ((GetAttrKey("__self__"),), value.__self__),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import collections
+import dataclasses
 import threading
 from collections import UserString
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,18 @@ def _items(mapping: Mapping[Any, Any]) -> list[tuple[str, Any]]:
     return [(_repr(k, "", set()), v) for k, v in mapping.items()]
 
 
+def _dataclass_repr(cls: type) -> bool:
+    """Whether `cls` is a dataclass printed by the `__repr__` that `dataclasses` wrote, which
+    shows each field's own repr, a full array's values included: `FS(w=Array([1., ...]))`.
+    A class that writes its own `__repr__` keeps it. dataclasses compiles that `__repr__`
+    inside its `__create_fn__` and wraps it against recursion; the function wrapped keeps
+    that qualified name on every Python (tests/test_repr.py holds it)."""
+    if not dataclasses.is_dataclass(cls):
+        return False
+    written = getattr(cls.__repr__, "__wrapped__", None)
+    return "__create_fn__.<locals>.__repr__" in getattr(written, "__qualname__", "")
+
+
 def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     """(open, close, separator, [(label, value)]) of a container in its own order, else None.
 
@@ -69,6 +82,9 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
         return f"{cls.__name__}(", ")", "=", [(n, getattr(x, n, _UNSET)) for n in shown]
     if cls is list:
         return "[", "]", "", [("", v) for v in x]
+    if _dataclass_repr(cls):  # flax.struct, register_dataclass: dataclasses' repr, summarised
+        shown = [f.name for f in dataclasses.fields(x) if f.repr]
+        return f"{cls.__name__}(", ")", "=", [(n, getattr(x, n, _UNSET)) for n in shown]
     names: tuple[str, ...] | None = getattr(cls, "_fields", None)
     if names is not None and issubclass(cls, tuple):  # a NamedTuple
         return f"{cls.__name__}(", ")", "=", list(zip(names, x, strict=True))

@@ -179,7 +179,9 @@ def partition_specs(
     """Returns `obj`'s `PartitionSpec`s (for `jax.shard_map`): each field's axes through `rules`.
 
     Unmapped names, `None` axes, fields without axes and non-array leaves are replicated, as
-    in flax. A field holding a subtree gives each array in it the same spec.
+    in flax. A field holding a subtree gives each array in it the same spec. A leaf that its
+    owner's rule makes configuration (inside an equinox Module, anything but an array) gets
+    `None`, as `tc.partition` leaves it out of the arrays.
 
     **Arguments**
 
@@ -191,7 +193,8 @@ def partition_specs(
 
     **Returns**
 
-    A pytree with `obj`'s treedef of `PartitionSpec`s; trailing dimensions are unsplit.
+    A pytree with `obj`'s treedef of `PartitionSpec`s (`None` at configuration); trailing
+    dimensions are unsplit.
 
     **Raises**
 
@@ -218,12 +221,17 @@ def partition_specs(
     """
     axis_map = AxisMap(rules, strict, None if mesh is None else dict(mesh.shape))
     root = type(obj).__name__
-    specs: list[PartitionSpec] = []
+    specs: list[PartitionSpec | None] = []
     for v in walk(obj):  # each leaf with its innermost field
         layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
         field = None if layout is None else layout.fields[layout.names.index(v.name)]
         axes: Axes = None if field is None else field.metadata.get(AXES)
-        if v.kind == "leaf" and axes is not None:
+        if v.config:
+            # Configuration by its owner's rule (an equinox layer's float or str) is no
+            # array to place, as `tc.partition` leaves it out of the arrays; a spec there
+            # would let `jax.device_put` turn `eqx.nn.Dropout`'s p=0.1 into an array.
+            specs.append(None)
+        elif v.kind == "leaf" and axes is not None:
             specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
         elif v.kind == "leaf":
             specs.append(partition_spec())
@@ -248,7 +256,8 @@ def shardings(
 
     **Returns**
 
-    A pytree with `obj`'s treedef whose leaves are `NamedSharding(mesh, spec)`.
+    A pytree with `obj`'s treedef whose leaves are `NamedSharding(mesh, spec)`, `None` at
+    configuration (see `partition_specs()`).
 
     **Raises**
 
