@@ -32,7 +32,10 @@ def _rebuild(ends: list[_End], depth: int, root: str) -> Any:
     for end in ends:
         if len(end[1]) == depth:
             other = show(root, next(e for e in ends if e is not end)[1])
-            msg = f"`where` selects {show(root, end[1])} and {other}: one holds the other, or they are one node."
+            msg = (
+                f"`where` selects {show(root, end[1])} and {other}: "
+                "one holds the other, or they are one node."
+            )
             raise ValueError(msg)
         changes.setdefault(end[0][depth][2], []).append(end)
     for key, group in changes.items():
@@ -153,7 +156,8 @@ def replace_all(tree: _T, /, **changes: Any) -> _T:
     True
     >>> tc.replace_all(model, inferance=True)
     Traceback (most recent call last):
-    TypeError: replace_all(): no treeclass in this tuple has a field 'inferance', did you mean 'inference'?
+    TypeError: replace_all(): no treeclass in this tuple has a field 'inferance', did you mean
+    'inference'?
     ...
     """
     seen: set[str] = set()  # the fields of the treeclasses met

@@ -166,7 +166,8 @@ def partition(
     filter: Callable[[Any], bool] | None = None,  # noqa: A002 - the public keyword's name (docs/training.md)
     only_trainable: bool = True,
 ) -> tuple[_T, _T]:
-    """Splits `tree`'s leaves: trainable, inside what `where` selects, that `filter` accepts; the rest.
+    """Splits `tree`'s leaves: those trainable, inside what `where` selects and accepted by
+    `filter`; and the rest.
 
     **Arguments**
 
@@ -225,7 +226,8 @@ class SharedArrayWarning(UserWarning):
     >>> caught[0].category is tc.SharedArrayWarning
     True
     >>> str(caught[0].message).splitlines()[0]
-    'Pair.encoder and Pair.decoder hold one array object (f32[3]). tc.partition splits it into a leaf at'
+    'Pair.encoder and Pair.decoder hold one array object (f32[3]). tc.partition splits it
+    into a leaf at'
     """
 
     __module__ = "treeclass"  # shown as treeclass.SharedArrayWarning, where users import it

@@ -127,7 +127,10 @@ def summary(tree: Any, depth: int | None = None) -> str:
     trainable: 12 parameters, 48 B; non-trainable: 5 elements, 20 B
     """
     if depth is not None and (type(depth) is not int or depth < 0):
-        msg = f"summary(depth={depth!r}): depth is None (every row) or an int >= 0, e.g. tc.summary(model, depth=1)."
+        msg = (
+            f"summary(depth={depth!r}): depth is None (every row) or an int >= 0, "
+            "e.g. tc.summary(model, depth=1)."
+        )
         raise ValueError(msg)
     root = type(tree).__name__
     rows: list[Any] = []  # a row (a tuple), or a folded subtree to sum up (a list)
@@ -162,5 +165,6 @@ def summary(tree: Any, depth: int | None = None) -> str:
         for row in table
     ]
     (params, param_bytes), (state, state_bytes) = totals[True], totals[False]
-    total = f"trainable: {params:,} parameters, {_size(param_bytes)}; non-trainable: {state:,} elements, {_size(state_bytes)}"
+    trained = f"trainable: {params:,} parameters, {_size(param_bytes)}"
+    total = f"{trained}; non-trainable: {state:,} elements, {_size(state_bytes)}"
     return Summary("\n".join([*lines, total]))
