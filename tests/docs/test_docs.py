@@ -60,6 +60,16 @@ def _globs() -> dict[str, Any]:
     return {"jax": jax, "jnp": jnp, "tc": treeclass, "np": np, "__name__": "__main__"}
 
 
+def runs(words: list[str]) -> bool:
+    """Whether a fenced block with these info words runs (here, and type-checks in
+    tests/docs/test_docs_typing.py): Python, not `notest`, and every `requires=`
+    library installed."""
+    if not words or words[0] not in _PYTHON or "notest" in words:
+        return False
+    required = [w.removeprefix("requires=") for w in words if w.startswith("requires=")]
+    return all(importlib.util.find_spec(name) is not None for name in required)
+
+
 def _markdown_doctest(path: Path) -> doctest.DocTest:
     """One DocTest for the file: its python blocks, in order, in one namespace.
 
@@ -78,10 +88,7 @@ def _markdown_doctest(path: Path) -> doctest.DocTest:
     examples: list[doctest.Example] = []
     for match in _FENCE.finditer(text):
         words = match["info"].split()
-        if not words or words[0] not in _PYTHON or "notest" in words:
-            continue
-        required = [w.removeprefix("requires=") for w in words if w.startswith("requires=")]
-        if any(importlib.util.find_spec(name) is None for name in required):
+        if not runs(words):
             continue
         body = match["body"]
         first_line = text.count("\n", 0, match.start("body"))

@@ -34,7 +34,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from test_docs import _FENCE, _PYTHON, DOC_FILES, ROOT
+from test_docs import _FENCE, DOC_FILES, ROOT, runs
 
 pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]
 
@@ -86,10 +86,7 @@ def _module(doc: Path) -> Module | None:
     blocks = 0
     for match in _FENCE.finditer(text):
         words = match["info"].split()
-        if not words or words[0] not in _PYTHON or "notest" in words:
-            continue
-        required = [w.removeprefix("requires=") for w in words if w.startswith("requires=")]
-        if any(importlib.util.find_spec(name) is None for name in required):
+        if not runs(words):
             continue
         blocks += 1
         body = match["body"]
