@@ -15,7 +15,7 @@ file one way and loads it into a template built with other values:
 Every outcome must be a `treeclass.CheckpointError` ("refused") or the saved model,
 leaf for leaf (dtype, weak type, bits: "exact"); "another model" or any other
 exception is a defect. `python -m benchmarks --only fuzz` (1000 files per kind, 100
-with --quick); tests/test_npz_integrity.py runs 20 per kind.
+with --quick); tests/checkpoint/test_npz_integrity.py runs 20 per kind.
 """
 
 from __future__ import annotations

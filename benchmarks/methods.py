@@ -147,7 +147,7 @@ def _access() -> dict[str, core.Setup]:
 def run(quick: bool) -> list[Table]:
     """The section: jitted methods (one call, traces) and `obj.method`. (That a
     `@tc.jit` method traces once for any number of instances is pinned by
-    tests/test_jit.py, not measured here.)"""
+    tests/jit/test_jit.py, not measured here.)"""
     setups, traced = _jit_methods()
     notes = {
         "tuple: jax.jit(f)(t)": "8 arrays only",

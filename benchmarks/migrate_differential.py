@@ -17,7 +17,7 @@ through a call annotated to return the class, and unpacking, indexing, iteration
 A case "agrees" when the package imports and `main.py` prints the same after the
 rewrite; any other outcome (a different output, a package that no longer imports, the
 tool failing) is a defect. `python -m benchmarks --only migrate_differential` runs 1000
-cases (100 with --quick) and prints the counts; tests/test_migrate_differential.py runs
+cases (100 with --quick) and prints the counts; tests/migrate/test_migrate_differential.py runs
 a few.
 """
 

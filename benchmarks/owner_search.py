@@ -11,7 +11,7 @@ state dicts, and save/load against `eqx.tree_serialise_leaves`.
 `python -m benchmarks --only owner --cases N` (300 by default, 30 with --quick) prints the
 counts: cases run, cases with a disagreement, and per kind of disagreement how many
 cases showed it, with the seed of its shortest case (whose source goes to stderr).
-tests/test_owner_reference.py runs a few cases of each check.
+tests/core/test_owner_reference.py runs a few cases of each check.
 """
 
 from __future__ import annotations

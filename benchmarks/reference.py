@@ -11,7 +11,7 @@ called in a new process (one process per batch).
 `python -m benchmarks --only reference --cases N` (20000 by default, 300 with --quick)
 prints the counts: cases run, cases with a disagreement, and per kind of disagreement
 how many cases showed it, with the seed and source of its shortest case.
-tests/test_reference.py runs a few cases of each check.
+tests/core/test_reference.py runs a few cases of each check.
 """
 
 from __future__ import annotations

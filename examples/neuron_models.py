@@ -9,7 +9,7 @@ no state is ever mutated.
 The equations, parameter names, defaults and the order of each update follow BrainPy
 (`brainpy.dyn.Lif`, `LifRef`, `AdExIF`, `ALIFBellec2020`, `Expon`, `COBA`, version
 2.x), so that a run here and the same run in BrainPy give the same spikes (and, on CPU in
-float32, bit-identical potentials: tests/test_neurons.py compares them):
+float32, bit-identical potentials: tests/examples/test_neurons.py compares them):
 
 1. integrate every state variable over one step `dt` with the exponential Euler method
    (`exp_euler`), each variable holding the others at their old values (BrainPy's

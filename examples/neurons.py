@@ -7,7 +7,7 @@ What it shows:
   are static fields, the state (`V`, `spike`, ...) is dynamic arrays, and `step(t, I)`
   (a `@tc.jit` method) returns the next state; `neuron_models.simulate` scans it;
 - the models follow BrainPy's equations, defaults, update order and exponential Euler
-  integrator, so the spikes agree with BrainPy's (tests/test_neurons.py compares them
+  integrator, so the spikes agree with BrainPy's (tests/examples/test_neurons.py compares them
   when BrainPy is installed); with constant input they also agree with the analytic
   solution, which this script checks;
 - `jax.vmap` over input currents (an f-I curve) with the model passed as an unbatched

@@ -178,7 +178,7 @@ def log_stirling_sum(Y: np.ndarray) -> float:
     returns a wrong value (upstream jax-ml/jax#39103), and so does the jitted sum of
     the tutorial's `_log_stirling(Y)`, which adds two logs the same way: for 4096
     Poisson(3) counts it returned 25306.2 where numpy says 9094.9. Outside jit (and in
-    numpy) the sum is right. tests/test_pln.py checks both.
+    numpy) the sum is right. tests/examples/test_pln.py checks both.
 
     As in pyPLNmodels, a count of 0 is replaced by 1 (log 0! = log 1! = 0; the Stirling
     value at 1 is -0.081, a constant offset of the loss that changes no gradient).

@@ -12,7 +12,7 @@ the same model differently, and this module does what it does:
 - the gradient of the profiled ELBO is the partial gradient at the closed-form B and
   Sigma (they are stationary points), written out: dM = Y - A - (M - XB) Omega and
   dS = 1/S - S A - S diag(Omega), with A = exp(O + M + S**2 / 2); it is checked
-  against `jax.grad` in tests/test_pln_profiled.py;
+  against `jax.grad` in tests/examples/test_pln_profiled.py;
 - the step is Rprop, with torch's rule and pyPLNmodels' settings (see `Rprop`);
 - the loop is a `lax.while_loop` that stops when the ELBO has moved less than `tol`
   (relative) over the last `WINDOW` iterations, or at `max_iter`: one compiled call,

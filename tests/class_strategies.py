@@ -371,7 +371,7 @@ def cases(draw: st.DrawFn) -> Case:
 
 
 # ---------------------------------------------------------------------------------------
-# Models that mix other libraries' nodes (the owner rule, tests/test_owner_reference.py).
+# Models that mix other libraries' nodes (the owner rule, tests/core/test_owner_reference.py).
 #
 # A `MixedCase` is a chain of 1-3 treeclasses (each form), the innermost first, each
 # holding components in its fields, alone or in a tuple, and the next one holding the

@@ -1,4 +1,5 @@
-"""The migration corpus: what the tool must do with each class of tests/migrate/before_*.py.
+"""The migration corpus: what the tool must do with each class of
+tests/migrate/corpus/before_*.py.
 
 `CORPUS` lists, per before module, the classes it must convert and the classes it must
 refuse, each with a piece of its reason. `CASES` says how to build each converted
@@ -7,7 +8,7 @@ compare the before and after modules under eager, jit, grad and vmap.
 
 Regenerate the after modules (a change in the tool's output then shows as a diff):
 
-    TREECLASS_MIGRATE_REGENERATE=1 pytest tests/test_migrate_corpus.py -k after
+    TREECLASS_MIGRATE_REGENERATE=1 pytest tests/migrate/test_migrate_corpus.py -k after
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-HERE = Path(__file__).parent / "migrate"
+HERE = Path(__file__).parent / "migrate" / "corpus"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Helpers for tests that migrate a small package `pkg` written into a temporary folder:
 write it, migrate a copy with the CLI, and import either version fresh; `differential`
-runs its `pkg/main.py` before and after and returns both outputs."""
+runs its `pkg/main.py` before and after and returns both outputs; `leaf_lists` compares
+trees by their leaves' values. The `root` fixture (tests/migrate/conftest.py) gives each
+test its folder and forgets `pkg` afterwards."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import textwrap
 from pathlib import Path
 from types import ModuleType
 
+import jax
+import numpy as np
+
 from treeclass.migrate._cli import main
 
 
@@ -21,6 +26,11 @@ def forget_pkg() -> None:
     """Drops `pkg` and its modules from `sys.modules` (before and after share the name)."""
     for key in [k for k in sys.modules if k == "pkg" or k.startswith("pkg.")]:
         del sys.modules[key]
+
+
+def leaf_lists(tree: object) -> list[list[float]]:
+    """The leaves of `tree` as nested Python lists: equal when the values are."""
+    return [np.asarray(x).tolist() for x in jax.tree.leaves(tree)]
 
 
 def migrate_package(root: Path, files: dict[str, str], *extra: str) -> dict[str, dict[str, str]]:

@@ -2,7 +2,7 @@
 operation. Each check takes a `Case` (tests/class_strategies.py), builds its module and
 instance with treeclass and with the model, and raises `Disagreement` (an
 AssertionError whose message starts with a short kind and ends with the case's source)
-where the two differ. tests/test_reference.py runs each over hypothesis' cases;
+where the two differ. tests/core/test_reference.py runs each over hypothesis' cases;
 `python -m benchmarks --only reference` runs them over many random ones and counts the
 kinds.
 """
@@ -292,7 +292,7 @@ def check_partition(case: Case) -> None:
         try:
             with warnings.catch_warnings():
                 # A derived array (DERIVED_ARRAY, one module constant) sits at two paths of
-                # nested instances: one object, rightly reported; tests/test_partition.py pins
+                # nested instances: one object, rightly reported; tests/train/test_partition.py pins
                 # the warning, and this check compares the selection.
                 warnings.simplefilter("ignore", tc.SharedArrayWarning)
                 chosen, rest = tc.partition(b.obj, where=where)

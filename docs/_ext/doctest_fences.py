@@ -2,7 +2,7 @@
 output in a block of its own under the code.
 
 treeclass writes its examples as doctests (`>>>` lines, then the expected output),
-in the pages' ```` ```python ```` blocks and in docstrings, and `tests/test_docs.py`
+in the pages' ```` ```python ```` blocks and in docstrings, and `tests/docs/test_docs.py`
 runs them from that source. A reader should see, and the copy button give, the code as
 a user types it: no `>>>` / `...` prompts, no output lines, no `# doctest:` directives.
 So the site shows each doctest block as plain code blocks, each followed by the output

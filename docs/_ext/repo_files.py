@@ -15,7 +15,7 @@ hide broken links between pages as well. Instead, this hook
 3. rewrites the link to point at the copy.
 
 It also drops the words after the language in a Python fence (```` ```python notest ````,
-```` ```python requires=optax ````): they tell `tests/test_docs.py` whether to run the
+```` ```python requires=optax ````): they tell `tests/docs/test_docs.py` whether to run the
 block, and the Markdown renderer would take them for options.
 
 Loaded by `mkdocs.yml` (`hooks:`), from this file: the site needs no plugin package.

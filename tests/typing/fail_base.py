@@ -2,7 +2,7 @@
 
 Each intentional error carries the mypy code (`# type: ignore[...]`) and the pyright
 rule (`# pyright: ignore[...]`) it must raise: both checkers reject an ignore that
-hides nothing, and `tests/test_typing.py` pins the messages.
+hides nothing, and `tests/project/test_typing.py` pins the messages.
 """
 
 import jax

@@ -3,7 +3,7 @@ instance and on `self` inside a method.
 
 Each intentional error carries the mypy code (`# type: ignore[...]`) and the pyright
 rule (`# pyright: ignore[...]`) it must raise: both checkers reject an ignore that
-hides nothing, and `tests/test_typing.py` pins the messages.
+hides nothing, and `tests/project/test_typing.py` pins the messages.
 """
 
 import jax

@@ -3,7 +3,7 @@ on a method (bound or read from the class), on a function, and in `lower`.
 
 Each intentional error carries the mypy code (`# type: ignore[...]`) and the pyright
 rule (`# pyright: ignore[...]`) it must raise: both checkers reject an ignore that
-hides nothing, and `tests/test_typing.py` pins the messages.
+hides nothing, and `tests/project/test_typing.py` pins the messages.
 """
 
 import jax

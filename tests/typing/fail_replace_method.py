@@ -6,7 +6,7 @@ mypy the method does not exist. The one-line ways out, both typed to return the 
 `tc.replace(obj, ...)` (pass_basic.py) or subclassing `tc.TreeClass` instead of
 decorating (pass_base.py); docs/faq.md and docs/quickstart.md say so. If this file
 ever checks clean, the limitation is gone: drop the ignores, update
-tests/test_typing.py and the docs.
+tests/project/test_typing.py and the docs.
 """
 
 import jax

@@ -2,7 +2,7 @@
 constructor, the fields, `replace()` returning the class, nested layers and a
 `tc.jit` method; a program written from the docs' examples.
 
-`tests/test_typing.py` pins each `reveal_type`; nothing else here may be flagged
+`tests/project/test_typing.py` pins each `reveal_type`; nothing else here may be flagged
 (`assert_type` fails loudly otherwise), and the file runs.
 """
 

@@ -1,7 +1,7 @@
 """What pyright and mypy infer for a plain treeclass: the generated `__init__`, field
 types, and the typed `tc.replace()`.
 
-`tests/test_typing.py` pins each `reveal_type` below; everything else in this file
+`tests/project/test_typing.py` pins each `reveal_type` below; everything else in this file
 must check with no diagnostic at all (`assert_type` fails loudly otherwise).
 """
 

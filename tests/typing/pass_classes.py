@@ -1,6 +1,6 @@
 """`kw_only`, `Generic[T]` and inheritance, as the type checkers see them.
 
-`tests/test_typing.py` pins each `reveal_type`; nothing else here may be flagged.
+`tests/project/test_typing.py` pins each `reveal_type`; nothing else here may be flagged.
 """
 
 from typing import Generic, TypeVar, assert_type, reveal_type

@@ -4,7 +4,7 @@ pyright reads the converter's parameter type as the `__init__` parameter's type,
 `Gaussian([0.0, 1.0], 1.0)` checks; mypy keeps the field's annotation as the parameter
 type (it has no converter support for `dataclass_transform`), so under mypy the caller
 passes the converted type, here `jnp.asarray(...)`, which both accept. The `reveal_type`
-below is pinned per checker in `tests/test_typing.py`; nothing else may be flagged.
+below is pinned per checker in `tests/project/test_typing.py`; nothing else may be flagged.
 """
 
 from typing import assert_type, reveal_type

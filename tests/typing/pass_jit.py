@@ -1,7 +1,7 @@
 """`tc.jit` and `tc.bind` keep the signature they wrap, and a `tc.jit` function or
 method carries a typed `trace_log` (with the retrace options) and `jax.jit`'s `lower`.
 
-`tests/test_typing.py` pins each `reveal_type`; nothing else here may be flagged
+`tests/project/test_typing.py` pins each `reveal_type`; nothing else here may be flagged
 (`assert_type` fails loudly otherwise), and the file runs.
 """
 

@@ -4,7 +4,7 @@ it for the type checkers in the class body, under `if TYPE_CHECKING:`.
 At runtime the block is skipped, so `@treeclass` still installs its own `replace` (a
 class body that defines `replace` for real is refused). The checkers see the
 declaration, and `Self` keeps the subclass's type. Nothing here may be flagged, and
-`tests/test_typing.py` also runs this file.
+`tests/project/test_typing.py` also runs this file.
 """
 
 from typing import TYPE_CHECKING, Any, Self, assert_type

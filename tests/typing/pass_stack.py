@@ -1,7 +1,7 @@
 """tc.stack and tc.unstack keep the class: a stack of layers is a layer, and
 unstacking gives a list of them.
 
-`tests/test_typing.py` checks that nothing here is flagged, and the file runs.
+`tests/project/test_typing.py` checks that nothing here is flagged, and the file runs.
 """
 
 from typing import assert_type

@@ -7,7 +7,7 @@ the import line. Its annotations admit nests of arrays, lists and dicts as param
 (`chex.ArrayTree`), which no class is, though optax handles any pytree: the optimizer
 is held as `Any` (docs/faq.md, "Type checkers").
 
-`tests/test_typing.py` pins each `reveal_type`; nothing else here may be flagged, and
+`tests/project/test_typing.py` pins each `reveal_type`; nothing else here may be flagged, and
 the file runs.
 """
 

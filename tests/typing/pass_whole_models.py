@@ -2,7 +2,7 @@
 `tc.apply_updates` keep the model's type, so a training step written with them is
 typed end to end (no `Any` to annotate away, unlike `jax.tree.map`).
 
-`tests/test_typing.py` pins each `reveal_type`; nothing else here may be flagged, and
+`tests/project/test_typing.py` pins each `reveal_type`; nothing else here may be flagged, and
 the file runs.
 """
 

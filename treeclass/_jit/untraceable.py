@@ -248,7 +248,7 @@ def note_held(error: BaseException, tree: Any) -> None:
     and the public routes left are the two this module refuses: reading JAX's message
     (its wording is no API) or tracing the user's function again, once per int or bool
     field, to see which one fixes it (its side effects would run again). The frame that
-    raised holds the tracer it was given; tests/test_untraceable.py fails if JAX moves it.
+    raised holds the tracer it was given; tests/jit/test_untraceable.py fails if JAX moves it.
     """
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:

@@ -2,7 +2,7 @@
 
 A refusal names what was found and where, and the manual fix; docs/migration.md has a
 section per reason (the anchor at the end of each), with the recipe written out.
-tests/test_migrate_corpus.py pins each one on a class of the corpus.
+tests/migrate/test_migrate_corpus.py pins each one on a class of the corpus.
 """
 
 from __future__ import annotations

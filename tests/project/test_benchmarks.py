@@ -1,0 +1,160 @@
+"""`python -m benchmarks`: the command line parses, every section resolves, a tiny quick
+section runs end to end and writes nothing, and only a full run (or an explicit --write
+PATH) writes a results file, below the hand-written text. No timing is asserted: the
+figures are the benchmarks' business, and they pass no verdicts."""
+
+import hashlib
+import importlib
+import pathlib
+import sys
+import types
+
+import pytest
+
+# Benchmarks are run on the newest jax with the `bench` extra; the jax-floor run skips them.
+pytestmark = pytest.mark.newest_jax
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """`benchmarks.__main__`, imported from the repository root (benchmarks/ is not
+    installed, and the suite does not put the root on sys.path)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module("benchmarks.__main__")
+
+
+def digest(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_help_lists_every_section(bench: types.ModuleType, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "python -m benchmarks" in out
+    for key in bench.SECTIONS:
+        assert key in out, key
+
+
+def test_every_section_resolves_to_a_function(bench: types.ModuleType):
+    for key in bench.SECTIONS:
+        assert callable(bench.section(key)), key
+
+
+def test_unknown_section_rejected(bench: types.ModuleType, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "nope"])
+    assert "--only" in capsys.readouterr().err
+
+
+def test_one_command_line():
+    """Sections are reached through `python -m benchmarks --only KEY`, never through a
+    command line of their own."""
+    for path in (ROOT / "benchmarks").glob("*.py"):
+        # migrate_packages also runs other packages' test suites (minutes each): its
+        # options (cache folder, tool checkout, packages, tests on or off) have no place
+        # on the common line, whose `--only migrate_packages` runs it without the tests.
+        if path.name not in ("__main__.py", "migrate_packages.py"):
+            source = path.read_text(encoding="utf-8")
+            assert 'if __name__ == "__main__"' not in source, path.name
+            assert "import argparse" not in source, path.name
+
+
+@pytest.mark.parametrize("argv", [["--quick"], ["--only", "python"], ["--no-write"]])
+def test_partial_runs_write_nothing(bench: types.ModuleType, argv: list[str]):
+    assert bench.results_path(bench.parse_args(argv)) is None
+
+
+def test_full_run_writes_results_md(bench: types.ModuleType):
+    assert bench.results_path(bench.parse_args([])) == RESULTS
+
+
+def test_write_names_the_path_in_any_mode(bench: types.ModuleType, tmp_path: pathlib.Path):
+    target = tmp_path / "quick.md"
+    args = bench.parse_args(["--quick", "--only", "jit", "--write", str(target)])
+    assert bench.results_path(args) == target
+
+
+def test_results_md_keeps_its_hand_written_text(bench: types.ModuleType):
+    results = importlib.import_module("benchmarks._results")
+    head, marker, _ = RESULTS.read_text(encoding="utf-8").partition(results.MARKER)
+    assert marker, "RESULTS.md lost its marker line"
+    assert "## Method" in head
+
+
+def test_write_replaces_only_what_follows_the_marker(
+    bench: types.ModuleType, tmp_path: pathlib.Path
+):
+    results = importlib.import_module("benchmarks._results")
+    copy = tmp_path / "RESULTS.md"
+    copy.write_text(f"# words\n\nwhy it is so\n\n{results.MARKER}\n\nold figures\n")
+    results.write(copy, "new figures\n")
+    assert copy.read_text() == f"# words\n\nwhy it is so\n\n{results.MARKER}\n\nnew figures\n"
+
+
+def test_write_to_a_new_path_starts_with_the_marker(
+    bench: types.ModuleType, tmp_path: pathlib.Path
+):
+    results = importlib.import_module("benchmarks._results")
+    fresh = tmp_path / "fresh.md"
+    results.write(fresh, "figures\n")
+    assert fresh.read_text() == f"{results.MARKER}\n\nfigures\n"
+
+
+def test_one_table_renders_text_and_markdown(bench: types.ModuleType):
+    table = importlib.import_module("benchmarks._table")
+    t = table.Table("t", ("contender", "note"), (("a|b", "x"),), note="n")
+    assert t.markdown() == "### t\n\nn\n\n| contender | note |\n|---|---|\n| a\\|b | x |"
+    assert t.text() == "== t\nn\ncontender  note\na|b        x"
+
+
+def test_example_loaded_once_by_path(bench: types.ModuleType, monkeypatch: pytest.MonkeyPatch):
+    """examples/ is not a package: `example(name)` loads examples/<name>.py under its own
+    name once, and replaces a module of that name that came from elsewhere."""
+    examples = importlib.import_module("benchmarks._examples")
+    monkeypatch.setitem(sys.modules, "fit_logistic", types.ModuleType("fit_logistic"))
+    first = examples.example("fit_logistic")
+    assert first.__file__ == str(ROOT / "examples" / "fit_logistic.py")
+    assert examples.example("fit_logistic") is first
+    assert sys.modules["fit_logistic"] is first
+
+
+def test_quick_section_runs_and_writes_nothing(
+    bench: types.ModuleType, capsys: pytest.CaptureFixture[str]
+):
+    before = digest(RESULTS)
+    bench.main(["--quick", "--only", "python"])
+    out = capsys.readouterr().out
+    for title in ("== construction (10 keyword args) [61 rounds]", "== replace one dynamic"):
+        assert title in out
+    assert "\ntreeclass  " in out
+    assert "\ntreeclass: TreeClass base  " in out  # the base-class form, beside the decorator
+    assert "x tuple" in out  # ratios to the same-round baseline...
+    assert "target" not in out.lower()  # ...and no verdicts
+    assert "wrote" not in out
+    assert digest(RESULTS) == before
+
+
+def fake_section(quick: bool) -> list:
+    table = importlib.import_module("benchmarks._table")
+    return [table.Table(f"fake, quick={quick}", ("contender",), (("tuple",),))]
+
+
+def test_write_puts_the_tables_where_asked(
+    bench: types.ModuleType,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    monkeypatch.setitem(bench.SECTIONS, "fake", f"{__name__}:fake_section")
+    before = digest(RESULTS)
+    target = tmp_path / "out.md"
+    bench.main(["--quick", "--only", "fake", "--write", str(target)])
+    written = target.read_text()
+    assert f"Generated by `python -m benchmarks --quick --only fake --write {target}`" in written
+    assert "### fake, quick=True\n\n| contender |\n|---|\n| tuple |\n" in written
+    assert f"wrote {target}" in capsys.readouterr().out
+    assert digest(RESULTS) == before
