@@ -60,7 +60,7 @@ def _dataclass_repr(cls: type) -> bool:
     shows each field's own repr, a full array's values included: `FS(w=Array([1., ...]))`.
     A class that writes its own `__repr__` keeps it. dataclasses compiles that `__repr__`
     inside its `__create_fn__` and wraps it against recursion; the function wrapped keeps
-    that qualified name on every Python (tests/test_repr.py holds it)."""
+    that qualified name on every Python (tests/core/test_repr.py holds it)."""
     if not dataclasses.is_dataclass(cls):
         return False
     written = getattr(cls.__repr__, "__wrapped__", None)

@@ -1,4 +1,4 @@
-"""NamedTuples used as tuples (the migration corpus, tests/test_migrate_corpus.py): the
+"""NamedTuples used as tuples (the migration corpus, tests/migrate/test_migrate_corpus.py): the
 converted class keeps the tuple protocol (`_replace`, unpacking, indexing), so Carry
 converts; what a treeclass cannot keep (`isinstance(x, tuple)`) refuses Pair."""
 

@@ -3,7 +3,7 @@ inputs their authors did not write (docs/with-other-libraries.md, "The owner rul
 
 Each test names the defect it pins; the generators that would have found them are
 extended beside them (tests/reference_checks.py `mixed_check_shardings`,
-tests/test_checks.py `_WRAPPERS`, tests/test_repr.py `_CONTAINERS`).
+tests/core/test_checks.py `_WRAPPERS`, tests/core/test_repr.py `_CONTAINERS`).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_a_template_from_tc_jit_eval_shape_holds_equinox_configuration(tmp_path:
 # bare value), so the stages JAX builds from them count the configuration leaves again:
 # `Lowered.in_avals` and `jax.export.export(tc.jit(f))` fail inside JAX, and the compiled
 # computation takes 3 inputs where the model's arguments flatten to 5. A call, and
-# `lower(...).compile()` itself, work (tests/test_owner_rule.py).
+# `lower(...).compile()` itself, work (tests/core/test_owner_rule.py).
 @pytest.mark.xfail(strict=True, raises=(TypeError, ValueError), reason="stages count carried leaves")
 def test_a_compiled_lowering_takes_the_arguments_it_was_lowered_with() -> None:
     model = regularised()
