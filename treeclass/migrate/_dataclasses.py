@@ -11,13 +11,12 @@ must already be the declaration order (chex sorts by name: refused unless sorted
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._context import Context
 from treeclass.migrate._flatten_code import Refused
 from treeclass.migrate._plan import Field, Plan
-from treeclass.migrate._rule import Rule
+from treeclass.migrate._rule import DeclaredField, Rule
 
 __all__ = [
     "DeclaredField",
@@ -83,14 +82,6 @@ def unhashable_annotation(code: str) -> bool:
 
 
 _OPTIONS = ("kw_only", "repr", "eq")
-
-
-@dataclasses.dataclass(frozen=True)
-class DeclaredField:
-    name: str
-    stmt: ast.AnnAssign
-    call: ast.Call | None  # a field(...) call on the right-hand side
-    static_marked: bool  # pytree_node=False or metadata static=True
 
 
 def _is_static_metadata(node: ast.expr) -> bool:

@@ -4,16 +4,26 @@ each has a module of its own."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the planners import the registry's users: types only here
     from treeclass.migrate._context import Context
-    from treeclass.migrate._dataclasses import DeclaredField
     from treeclass.migrate._plan import Plan
 
-__all__ = ["Rule"]
+__all__ = ["DeclaredField", "Rule"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredField:
+    """A field as a dataclass family's class body declares it (what `Rule.statics` reads)."""
+
+    name: str
+    stmt: ast.AnnAssign
+    call: ast.Call | None  # a field(...) call on the right-hand side
+    static_marked: bool  # pytree_node=False or metadata static=True
 
 
 def _no_statics(ctx: Context, fields: list[DeclaredField]) -> set[str]:
