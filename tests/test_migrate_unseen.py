@@ -692,3 +692,115 @@ def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, conv
     assert "raised" not in before, before
     status = reports["LSTMState"]["status"]
     assert status == ("converted" if converts else "refused"), reports["LSTMState"]["reason"]
+
+
+# --- jax-cosmo 0.1.0: the flatten protocol on a base that is not registered ------------------
+# `container` defines tree_flatten / tree_unflatten; only its subclasses carry
+# `@register_pytree_node_class`. The run used to skip the base, then refuse each subclass
+# for a base "that is not a pytree class".
+JAX_COSMO = {
+    "pkg/__init__.py": "",
+    "pkg/jax_utils.py": """
+        class container(object):
+            def __init__(self, *args, **kwargs):
+                self.params = args
+                self.config = kwargs
+
+            def tree_flatten(self):
+                children = self.params
+                aux_data = self.config
+                return (children, aux_data)
+
+            @classmethod
+            def tree_unflatten(cls, aux_data, children):
+                return cls(*children, **aux_data)
+    """,
+    "pkg/bias.py": """
+        from jax.tree_util import register_pytree_node_class
+        from pkg.jax_utils import container
+
+        @register_pytree_node_class
+        class constant_linear_bias(container):
+            def __call__(self, z):
+                (b,) = self.params
+                return b * z
+    """,
+    "pkg/fixed.py": """
+        from jax.tree_util import register_pytree_node_class
+
+        class Base:  # one attribute per child: convertible, but not registered itself
+            def __init__(self, a, b):
+                self.a = a
+                self.b = b
+
+            def tree_flatten(self):
+                return (self.a, self.b), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+        @register_pytree_node_class
+        class Sub(Base):
+            pass
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.bias import constant_linear_bias
+        from pkg.fixed import Base, Sub
+
+        b = jax.tree.map(lambda x: x * 2.0, constant_linear_bias(1.5))
+        print(b(2.0), jax.tree.leaves(Sub(1.0, 2.0)), len(jax.tree.leaves(Base(1.0, 2.0))))
+    """,
+}
+
+
+def test_a_base_that_defines_the_flatten_of_registered_subclasses_is_a_root(root: Path) -> None:
+    reports, before, after = differential(root, JAX_COSMO)
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    assert {c: r["status"] for c, r in reports.items()} == dict.fromkeys(
+        ["container", "constant_linear_bias", "Base", "Sub"], "refused"
+    )
+    assert reports["container"]["reason"].startswith(
+        "its children are `self.params` itself, a sequence of any length"
+    ), reports["container"]["reason"]
+    assert reports["constant_linear_bias"]["reason"].startswith(
+        "its base class `container` is refused"
+    ), reports["constant_linear_bias"]["reason"]
+    assert reports["Base"]["reason"].startswith(
+        "`Base` is not registered itself: its subclass `Sub` is, through the tree_flatten"
+    ), reports["Base"]["reason"]
+    assert reports["Sub"]["reason"].startswith("its base class `Base` is refused")
+
+
+# --- haiku: why an untyped site counts against LSTMState -------------------------------------
+HAIKU_DOT = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/dot.py": """
+        def _graph_to_dot(outputs):  # haiku/_src/dot.py:304: labels a tuple's paths
+            if isinstance(outputs, tuple):
+                return [f"output[{i}]" for i in range(len(outputs))]
+            return ["output"]
+
+        def to_dot(fun):
+            return lambda *args: _graph_to_dot(fun(*args))
+    """,
+    "pkg/main.py": """
+        from pkg.dot import to_dot
+        from pkg.state import initial_state
+
+        print(to_dot(initial_state)(2))
+    """,
+}
+
+
+def test_an_untyped_blocking_site_says_why_it_counts(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_DOT, "--namedtuples")
+    assert before == after == "['output[0]', 'output[1]']\n", (before, after)
+    reason = reports["LSTMState"]["reason"]
+    assert reports["LSTMState"]["status"] == "refused", reason
+    assert "`isinstance(outputs, tuple)` at " in reason, reason
+    why = "test the class instead (a parameter of `_graph_to_dot`, whose calls can give it `LSTMState`"
+    assert why in reason, reason
