@@ -5,10 +5,13 @@ silent miss or a wrong reason in a real run, and each runs before and after `--w
 from __future__ import annotations
 
 import io
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("libcst")
 
@@ -804,3 +807,52 @@ def test_an_untyped_blocking_site_says_why_it_counts(root: Path) -> None:
     assert "`isinstance(outputs, tuple)` at " in reason, reason
     why = "test the class instead (a parameter of `_graph_to_dot`, whose calls can give it `LSTMState`"
     assert why in reason, reason
+
+
+# The generator that would have found the jax-cosmo miss: a chain of classes, each of
+# which defines the flatten protocol or inherits it, and is registered or not (the last
+# always is). Every class that defines it under a registered class is reported, and no
+# subclass is refused for a base "that is not a pytree class".
+_LEVEL = st.tuples(st.booleans(), st.booleans())  # (defines the flatten, registered)
+
+
+def _chain(levels: list[tuple[bool, bool]]) -> dict[str, str]:
+    body = ["import jax\n"]
+    for i, (defines, registered) in enumerate(levels):
+        base = f"(C{i - 1})" if i else ""
+        decorator = "@jax.tree_util.register_pytree_node_class\n" if registered else ""
+        methods = (
+            "    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+            "    def tree_flatten(self):\n        return (self.x, self.y), None\n\n"
+            "    @classmethod\n    def tree_unflatten(cls, aux, children):\n"
+            "        return cls(*children)\n"
+            if defines
+            else "    pass\n"
+        )
+        body.append(f"\n\n{decorator}class C{i}{base}:\n{methods}")
+    shown = ", ".join(f"len(jax.tree.leaves(m.C{i}(1.0, 2.0)))" for i in range(len(levels)))
+    main = f"import jax\nfrom pkg import m\n\nprint({shown})\n"
+    return {"pkg/__init__.py": "", "pkg/m.py": "".join(body), "pkg/main.py": main}
+
+
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.tuples(st.booleans(), st.booleans()).map(lambda first: (True, first[1])),
+    st.lists(_LEVEL, max_size=2),
+)
+def test_every_class_defining_the_flatten_of_a_registered_class_is_reported(
+    first: tuple[bool, bool], more: list[tuple[bool, bool]]
+) -> None:
+    levels = [first, *more]
+    levels[-1] = (levels[-1][0], True)
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            reports, before, after = differential(Path(folder), _chain(levels))
+        finally:
+            forget_pkg()
+    assert before == after, (levels, before, after)
+    for i, (defines, _) in enumerate(levels):
+        if defines:
+            assert f"C{i}" in reports, (levels, reports)
+    for report in reports.values():
+        assert "is not a pytree class converted in this run" not in report["reason"], report
