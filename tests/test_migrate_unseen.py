@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("libcst")
@@ -772,7 +772,8 @@ def test_a_base_that_defines_the_flatten_of_registered_subclasses_is_a_root(root
         "its base class `container` is refused"
     ), reports["constant_linear_bias"]["reason"]
     assert reports["Base"]["reason"].startswith(
-        "`Base` is not registered itself: its subclass `Sub` is, through the tree_flatten"
+        "`Base` is not registered itself, but the registered class `Sub` extends it and "
+        "flattens through the tree_flatten / tree_unflatten `Base` defines or inherits"
     ), reports["Base"]["reason"]
     assert reports["Sub"]["reason"].startswith("its base class `Base` is refused")
 
@@ -836,6 +837,8 @@ def _chain(levels: list[tuple[bool, bool]]) -> dict[str, str]:
 
 
 @settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@example((True, True), [(False, False), (True, True)])  # found by it: a plain class between
+@example((True, False), [(False, False), (False, True)])  # (the flatten inherited through it)
 @given(
     st.tuples(st.booleans(), st.booleans()).map(lambda first: (True, first[1])),
     st.lists(_LEVEL, max_size=2),

@@ -169,11 +169,11 @@ class _Run:
         }
 
     def mark_roots(self) -> None:
-        """A base that is not registered but defines the flatten protocol that a registered
-        subclass inherits (jax-cosmo: `container` defines tree_flatten, each subclass is
-        decorated with `@register_pytree_node_class`) is a root of the run: it is decided
-        and reported like a registered class, and its subclasses name it when it is refused
-        (rather than calling it a class that is not a pytree)."""
+        """A base that is not registered but defines (or inherits from the run) the flatten
+        protocol of a registered subclass (jax-cosmo: `container` defines tree_flatten,
+        each subclass is decorated with `@register_pytree_node_class`) is a root of the
+        run: it is decided and reported like a registered class, and its subclasses name
+        it when it is refused (rather than calling it a class that is not a pytree)."""
         todo = [
             (file, found)
             for file in self.files
@@ -187,10 +187,27 @@ class _Run:
                 if resolved is None or resolved[1] is found:
                     continue
                 base_file, base = resolved
-                if base.family is None and _defines_flatten(base.node):
+                if base.family is None and self._has_flatten(base_file, base):  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
                     base.family = found.family
-                    base.root_of = found.name
+                    base.root_of = found.root_of or found.name  # the registered class
                     todo.append((base_file, base))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+    def _has_flatten(self, file: File, found: Found) -> bool:
+        """`found` defines the flatten protocol or inherits it from a class of the run (an
+        unregistered class between a registered base and a registered subclass)."""
+        todo, seen = [(file, found)], set()
+        while todo:
+            f, c = todo.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            if _defines_flatten(c.node):
+                return True
+            for i in range(len(c.bases)):
+                resolved = self.program.base(f, c, i)
+                if resolved is not None:
+                    todo.append(resolved)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+        return False
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:

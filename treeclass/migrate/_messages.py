@@ -67,10 +67,12 @@ BASE_UNKNOWN: Final = (
     "run, or by hand. " + _DOCS + "inheritance"
 )
 ROOT_NOT_REGISTERED: Final = (
-    "`{cls}` is not registered itself: its subclass `{sub}` is, through the tree_flatten / "
-    "tree_unflatten `{cls}` defines; converting `{cls}` would make its own instances pytrees "
-    "(leaves before), so the run leaves it and its subclasses alone. Register `{cls}` too, "
-    "or migrate them by hand. " + _DOCS + "inheritance"
+    "`{cls}` is not registered itself, but the registered class `{sub}` extends it and "
+    "flattens through the tree_flatten / tree_unflatten `{cls}` defines or inherits; "
+    "converting `{cls}` would make its own instances pytrees (leaves before), so the run "
+    "leaves it and its subclasses alone. Register `{cls}` too, or migrate them by hand. "
+    + _DOCS
+    + "inheritance"
 )
 BASE_REFUSED: Final = (
     "its base class `{base}` is refused, and a subclass cannot be converted without its base. "
