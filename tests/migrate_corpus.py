@@ -60,9 +60,10 @@ CORPUS = [
     ),
     Module(
         "semimechanical",
-        ("Interpolant", "SqPNorm", "PointCloud", "SO2", "NormalNP", "Interval", "Position", "Kernel", "Moments"),
+        ("Interpolant", "SqPNorm", "PointCloud", "SO2", "NormalNP", "Interval", "Position", "Kernel", "Moments", "Bounds"),
         {
-            "Bounds": "tree_unflatten is not a classmethod",
+            "Range": "a staticmethod tree_unflatten builds `Range` by name, and `OpenRange` extends it",
+            "OpenRange": "its base class `Range` is refused",
             "Stats": "(`obj.__dict__.update(count=children[0], total=children[1])`)",
             "Grid": "its aux data holds `shape`, given an unhashable value at `Grid(jnp.zeros(4), [2, 2])`",
         },
@@ -206,6 +207,7 @@ CASES: dict[tuple[str, str, str], tuple[Build, Apply]] = {
         lambda m: m.Moments(jnp.ones(2), jnp.full(2, 0.25)),
         lambda m, o: o.second(),
     ),
+    ("semimechanical", "Bounds", ""): (lambda m: m.Bounds(jnp.zeros(2), jnp.ones(2)), lambda m, o: o.span()),
     ("functions", "Point", ""): (lambda m: m.Point(3.0, 4.0), lambda m, o: o.norm()),
     ("functions", "Gaussian", ""): (
         lambda m: m.Gaussian(jnp.zeros(3), jnp.full(3, 0.1)),

@@ -130,10 +130,20 @@ class Moments(tc.TreeClass, eq=False):
         return jnp.sum(self.var + self.mean**2)
 
 
-# refused: a staticmethod unflatten names the class, so a subclass unflattens as its
-# base; a treeclass rebuilds the subclass.
+# converted: a staticmethod unflatten that names the class, which no class extends
+# (then it is the same as `cls(...)`).
+class Bounds(tc.TreeClass, eq=False):
+    lo: Any
+    hi: Any
+
+    def span(self):
+        return jnp.sum(self.hi - self.lo)
+
+
+# refused: the same, extended: a subclass unflattens as its base today (a bug the
+# conversion would silently change), and a treeclass subclass rebuilds itself.
 @register_pytree_node_class
-class Bounds:
+class Range:
     def __init__(self, lo, hi):
         self.lo = lo
         self.hi = hi
@@ -143,7 +153,12 @@ class Bounds:
 
     @staticmethod
     def tree_unflatten(aux, children):
-        return Bounds(*children)
+        return Range(*children)
+
+
+@register_pytree_node_class
+class OpenRange(Range):
+    pass
 
 
 # refused: unflatten writes `__dict__` directly (no one-to-one rebuild the tool reads).

@@ -203,8 +203,8 @@ class Moments:
         return jnp.sum(self.var + self.mean**2)
 
 
-# refused: a staticmethod unflatten names the class, so a subclass unflattens as its
-# base; a treeclass rebuilds the subclass.
+# converted: a staticmethod unflatten that names the class, which no class extends
+# (then it is the same as `cls(...)`).
 @register_pytree_node_class
 class Bounds:
     def __init__(self, lo, hi):
@@ -217,6 +217,30 @@ class Bounds:
     @staticmethod
     def tree_unflatten(aux, children):
         return Bounds(*children)
+
+    def span(self):
+        return jnp.sum(self.hi - self.lo)
+
+
+# refused: the same, extended: a subclass unflattens as its base today (a bug the
+# conversion would silently change), and a treeclass subclass rebuilds itself.
+@register_pytree_node_class
+class Range:
+    def __init__(self, lo, hi):
+        self.lo = lo
+        self.hi = hi
+
+    def tree_flatten(self):
+        return (self.lo, self.hi), None
+
+    @staticmethod
+    def tree_unflatten(aux, children):
+        return Range(*children)
+
+
+@register_pytree_node_class
+class OpenRange(Range):
+    pass
 
 
 # refused: unflatten writes `__dict__` directly (no one-to-one rebuild the tool reads).

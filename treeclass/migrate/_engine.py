@@ -160,6 +160,14 @@ class _Run:
         self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
         self.attributes: dict[int, list[str]] = {}  # id(found) -> _attributes, its bases' included
+        # The classes of the run that extend each class, by id(Found) of the base.
+        self.subclasses: dict[int, list[str]] = {}
+        for file in files:
+            for found in file.found:
+                for i in range(len(found.bases)):
+                    resolved = self.program.base(file, found, i)
+                    if resolved is not None and resolved[1] is not found:
+                        self.subclasses.setdefault(id(resolved[1]), []).append(found.name)
         # The run's module-level functions by `module.name` (class decorators it defines).
         self.functions = {
             f"{file.module}.{s.name}": s
@@ -224,6 +232,7 @@ class _Run:
             file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found
         )
         ctx.related = self.program.ancestors(file, found) | {found.name}
+        ctx.subclasses = self.subclasses.get(id(found), [])
         ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
         ctx.methods = self.program.methods(file, found)
         for i, decorator in enumerate(found.node.decorator_list):
