@@ -60,6 +60,16 @@ CORPUS = [
         },
     ),
     Module(
+        "semimechanical",
+        ("Interpolant", "SqPNorm", "PointCloud", "SO2", "NormalNP", "Interval", "Position", "Kernel", "Moments", "Bounds"),
+        {
+            "Range": "a staticmethod tree_unflatten builds `Range` by name, and `OpenRange` extends it",
+            "OpenRange": "its base class `Range` is refused",
+            "Stats": "(`obj.__dict__.update(count=children[0], total=children[1])`)",
+            "Grid": "its aux data holds `shape`, given an unhashable value at `Grid(jnp.zeros(4), [2, 2])`",
+        },
+    ),
+    Module(
         "called",
         (),
         {
@@ -166,6 +176,39 @@ CASES: dict[tuple[str, str, str], tuple[Build, Apply]] = {
         lambda m: m.Cosmology(0.25, 0.05, 0.7, 0.96, 0.8, 0.0, -1.0, 0.0, gamma=0.6),
         lambda m, o: m.growth(o, 0.5),
     ),
+    ("semimechanical", "Interpolant", ""): (
+        lambda m: m.Interpolant(_x(), _x() ** 2, k=2),
+        lambda m, o: o(0.3) + o(0.7),
+    ),
+    ("semimechanical", "SqPNorm", ""): (lambda m: m.SqPNorm(1.5, 0.25), lambda m, o: o(_x(), 2.0 * _x())),
+    ("semimechanical", "PointCloud", "default epsilon"): (
+        lambda m: m.PointCloud(_x(), _x() + 1.0),
+        lambda m, o: o.cost(),
+    ),
+    ("semimechanical", "PointCloud", "keywords"): (
+        lambda m: m.PointCloud(_x(), _x(), epsilon=0.1, scale_cost=2.0),
+        lambda m, o: o.cost(),
+    ),
+    ("semimechanical", "SO2", ""): (lambda m: m.SO2(jnp.array([0.6, 0.8])), lambda m, o: o.log()),
+    ("semimechanical", "NormalNP", ""): (
+        lambda m: m.NormalNP(jnp.ones(3), jnp.full(3, -0.5), dimensions=3),
+        lambda m, o: o.mean().sum() * o.dimensions,
+    ),
+    ("semimechanical", "Interval", ""): (
+        lambda m: m.Interval(jnp.zeros(2), jnp.array([1.0, 3.0])),
+        lambda m, o: o.width(),
+    ),
+    ("semimechanical", "Position", "defaults"): (lambda m: m.Position(3.0), lambda m, o: o.norm()),
+    ("semimechanical", "Position", "every argument"): (
+        lambda m: m.Position(3.0, 4.0, "deg"),
+        lambda m, o: o.norm(),
+    ),
+    ("semimechanical", "Kernel", ""): (lambda m: m.Kernel(0.5, order=3), lambda m, o: o(_x()).sum()),
+    ("semimechanical", "Moments", ""): (
+        lambda m: m.Moments(jnp.ones(2), jnp.full(2, 0.25)),
+        lambda m, o: o.second(),
+    ),
+    ("semimechanical", "Bounds", ""): (lambda m: m.Bounds(jnp.zeros(2), jnp.ones(2)), lambda m, o: o.span()),
     ("functions", "Point", ""): (lambda m: m.Point(3.0, 4.0), lambda m, o: o.norm()),
     ("functions", "Gaussian", ""): (
         lambda m: m.Gaussian(jnp.zeros(3), jnp.full(3, 0.1)),

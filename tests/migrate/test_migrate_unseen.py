@@ -5,10 +5,13 @@ silent miss or a wrong reason in a real run, and each runs before and after `--w
 from __future__ import annotations
 
 import io
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("libcst")
 
@@ -692,3 +695,167 @@ def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, conv
     assert "raised" not in before, before
     status = reports["LSTMState"]["status"]
     assert status == ("converted" if converts else "refused"), reports["LSTMState"]["reason"]
+
+
+# --- jax-cosmo 0.1.0: the flatten protocol on a base that is not registered ------------------
+# `container` defines tree_flatten / tree_unflatten; only its subclasses carry
+# `@register_pytree_node_class`. The run used to skip the base, then refuse each subclass
+# for a base "that is not a pytree class".
+JAX_COSMO = {
+    "pkg/__init__.py": "",
+    "pkg/jax_utils.py": """
+        class container(object):
+            def __init__(self, *args, **kwargs):
+                self.params = args
+                self.config = kwargs
+
+            def tree_flatten(self):
+                children = self.params
+                aux_data = self.config
+                return (children, aux_data)
+
+            @classmethod
+            def tree_unflatten(cls, aux_data, children):
+                return cls(*children, **aux_data)
+    """,
+    "pkg/bias.py": """
+        from jax.tree_util import register_pytree_node_class
+        from pkg.jax_utils import container
+
+        @register_pytree_node_class
+        class constant_linear_bias(container):
+            def __call__(self, z):
+                (b,) = self.params
+                return b * z
+    """,
+    "pkg/fixed.py": """
+        from jax.tree_util import register_pytree_node_class
+
+        class Base:  # one attribute per child: convertible, but not registered itself
+            def __init__(self, a, b):
+                self.a = a
+                self.b = b
+
+            def tree_flatten(self):
+                return (self.a, self.b), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+
+        @register_pytree_node_class
+        class Sub(Base):
+            pass
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.bias import constant_linear_bias
+        from pkg.fixed import Base, Sub
+
+        b = jax.tree.map(lambda x: x * 2.0, constant_linear_bias(1.5))
+        print(b(2.0), jax.tree.leaves(Sub(1.0, 2.0)), len(jax.tree.leaves(Base(1.0, 2.0))))
+    """,
+}
+
+
+def test_a_base_that_defines_the_flatten_of_registered_subclasses_is_a_root(root: Path) -> None:
+    reports, before, after = differential(root, JAX_COSMO)
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    assert {c: r["status"] for c, r in reports.items()} == dict.fromkeys(
+        ["container", "constant_linear_bias", "Base", "Sub"], "refused"
+    )
+    assert reports["container"]["reason"].startswith(
+        "its children are `self.params` itself, a sequence of any length"
+    ), reports["container"]["reason"]
+    assert reports["constant_linear_bias"]["reason"].startswith(
+        "its base class `container` is refused"
+    ), reports["constant_linear_bias"]["reason"]
+    assert reports["Base"]["reason"].startswith(
+        "`Base` is not registered itself, but the registered class `Sub` extends it and "
+        "flattens through the tree_flatten / tree_unflatten `Base` defines or inherits"
+    ), reports["Base"]["reason"]
+    assert reports["Sub"]["reason"].startswith("its base class `Base` is refused")
+
+
+# --- haiku: why an untyped site counts against LSTMState -------------------------------------
+HAIKU_DOT = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/dot.py": """
+        def _graph_to_dot(outputs):  # haiku/_src/dot.py:304: labels a tuple's paths
+            if isinstance(outputs, tuple):
+                return [f"output[{i}]" for i in range(len(outputs))]
+            return ["output"]
+
+        def to_dot(fun):
+            return lambda *args: _graph_to_dot(fun(*args))
+    """,
+    "pkg/main.py": """
+        from pkg.dot import to_dot
+        from pkg.state import initial_state
+
+        print(to_dot(initial_state)(2))
+    """,
+}
+
+
+def test_an_untyped_blocking_site_says_why_it_counts(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_DOT, "--namedtuples")
+    assert before == after == "['output[0]', 'output[1]']\n", (before, after)
+    reason = reports["LSTMState"]["reason"]
+    assert reports["LSTMState"]["status"] == "refused", reason
+    assert "`isinstance(outputs, tuple)` at " in reason, reason
+    why = "test the class instead (a parameter of `_graph_to_dot`, whose calls can give it `LSTMState`"
+    assert why in reason, reason
+
+
+# The generator that would have found the jax-cosmo miss: a chain of classes, each of
+# which defines the flatten protocol or inherits it, and is registered or not (the last
+# always is). Every class that defines it under a registered class is reported, and no
+# subclass is refused for a base "that is not a pytree class".
+_LEVEL = st.tuples(st.booleans(), st.booleans())  # (defines the flatten, registered)
+
+
+def _chain(levels: list[tuple[bool, bool]]) -> dict[str, str]:
+    body = ["import jax\n"]
+    for i, (defines, registered) in enumerate(levels):
+        base = f"(C{i - 1})" if i else ""
+        decorator = "@jax.tree_util.register_pytree_node_class\n" if registered else ""
+        methods = (
+            "    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+            "    def tree_flatten(self):\n        return (self.x, self.y), None\n\n"
+            "    @classmethod\n    def tree_unflatten(cls, aux, children):\n"
+            "        return cls(*children)\n"
+            if defines
+            else "    pass\n"
+        )
+        body.append(f"\n\n{decorator}class C{i}{base}:\n{methods}")
+    shown = ", ".join(f"len(jax.tree.leaves(m.C{i}(1.0, 2.0)))" for i in range(len(levels)))
+    main = f"import jax\nfrom pkg import m\n\nprint({shown})\n"
+    return {"pkg/__init__.py": "", "pkg/m.py": "".join(body), "pkg/main.py": main}
+
+
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@example((True, True), [(False, False), (True, True)])  # found by it: a plain class between
+@example((True, False), [(False, False), (False, True)])  # (the flatten inherited through it)
+@given(
+    st.tuples(st.booleans(), st.booleans()).map(lambda first: (True, first[1])),
+    st.lists(_LEVEL, max_size=2),
+)
+def test_every_class_defining_the_flatten_of_a_registered_class_is_reported(
+    first: tuple[bool, bool], more: list[tuple[bool, bool]]
+) -> None:
+    levels = [first, *more]
+    levels[-1] = (levels[-1][0], True)
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            reports, before, after = differential(Path(folder), _chain(levels))
+        finally:
+            forget_pkg()
+    assert before == after, (levels, before, after)
+    for i, (defines, _) in enumerate(levels):
+        if defines:
+            assert f"C{i}" in reports, (levels, reports)
+    for report in reports.values():
+        assert "is not a pytree class converted in this run" not in report["reason"], report

@@ -46,6 +46,8 @@ class Context:
     related: set[str] = dataclasses.field(
         default_factory=set[str]
     )  # its name and its bases' in the run
+    # The classes of the run that extend it (a staticmethod unflatten builds it, not them).
+    subclasses: list[str] = dataclasses.field(default_factory=list[str])
     # Why an annotation naming a class of the run may hold an unhashable value (_hashable.why_not).
     unhashable: Callable[[ast.expr], str | None] = lambda annotation: None
 

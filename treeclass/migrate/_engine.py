@@ -160,6 +160,14 @@ class _Run:
         self.program = Program(files)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         self.decided: dict[int, Plan | Refusal] = {}
         self.attributes: dict[int, list[str]] = {}  # id(found) -> _attributes, its bases' included
+        # The classes of the run that extend each class, by id(Found) of the base.
+        self.subclasses: dict[int, list[str]] = {}
+        for file in files:
+            for found in file.found:
+                for i in range(len(found.bases)):
+                    resolved = self.program.base(file, found, i)
+                    if resolved is not None and resolved[1] is not found:
+                        self.subclasses.setdefault(id(resolved[1]), []).append(found.name)
         # The run's module-level functions by `module.name` (class decorators it defines).
         self.functions = {
             f"{file.module}.{s.name}": s
@@ -167,6 +175,47 @@ class _Run:
             for s in file.tree.body
             if isinstance(s, ast.FunctionDef)
         }
+
+    def mark_roots(self) -> None:
+        """A base that is not registered but defines (or inherits from the run) the flatten
+        protocol of a registered subclass (jax-cosmo: `container` defines tree_flatten,
+        each subclass is decorated with `@register_pytree_node_class`) is a root of the
+        run: it is decided and reported like a registered class, and its subclasses name
+        it when it is refused (rather than calling it a class that is not a pytree)."""
+        todo = [
+            (file, found)
+            for file in self.files
+            for found in file.found
+            if found.family in _HANDWRITTEN
+        ]
+        while todo:
+            file, found = todo.pop()
+            for i in range(len(found.bases)):
+                resolved = self.program.base(file, found, i)
+                if resolved is None or resolved[1] is found:
+                    continue
+                base_file, base = resolved
+                if base.family is None and self._has_flatten(base_file, base):  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+                    base.family = found.family
+                    base.root_of = found.root_of or found.name  # the registered class
+                    todo.append((base_file, base))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+    def _has_flatten(self, file: File, found: Found) -> bool:
+        """`found` defines the flatten protocol or inherits it from a class of the run (an
+        unregistered class between a registered base and a registered subclass)."""
+        todo, seen = [(file, found)], set()
+        while todo:
+            f, c = todo.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            if _defines_flatten(c.node):
+                return True
+            for i in range(len(c.bases)):
+                resolved = self.program.base(f, c, i)
+                if resolved is not None:
+                    todo.append(resolved)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+        return False
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:
@@ -183,6 +232,7 @@ class _Run:
             file.path, file.text, file.tree, file.names, found, self.facts, file.tc, file.found
         )
         ctx.related = self.program.ancestors(file, found) | {found.name}
+        ctx.subclasses = self.subclasses.get(id(found), [])
         ctx.unhashable = functools.partial(_hashable.why_not, self.program, file)
         ctx.methods = self.program.methods(file, found)
         for i, decorator in enumerate(found.node.decorator_list):
@@ -266,6 +316,10 @@ class _Run:
                 returned = self.facts.returned_out.get(found.name, [])
                 if rule.tuple_protocol and returned:  # its users outside the run get it
                     plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
+            if found.root_of is not None:
+                raise Refused(
+                    _messages.ROOT_NOT_REGISTERED.format(cls=found.name, sub=found.root_of)
+                )
             if "replace" in plan.remove_methods:
                 plan.notes.append(_messages.NOTE_REPLACE)
             if ctx.base_plans:
@@ -336,6 +390,17 @@ class _Run:
                         self.decided[id(cls)] = Refusal(msg)
 
 
+_HANDWRITTEN = frozenset({"register_pytree_node_class", "register_pytree_with_keys_class"})
+
+
+def _defines_flatten(node: ast.ClassDef) -> bool:
+    """`node`'s body defines both halves of the hand-written flatten protocol."""
+    defined = {s.name for s in node.body if isinstance(s, ast.FunctionDef)}
+    return {"tree_unflatten"} <= defined and bool(
+        {"tree_flatten", "tree_flatten_with_keys"} & defined
+    )
+
+
 def _attributes(ctx: Context, plan: Plan | None, inherited: list[str]) -> list[str]:
     """The attributes whose writes elsewhere matter: the fields, those of every base
     (`inherited`), and what the class declares or its `__init__` sets (for a class
@@ -386,6 +451,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     facts.narrow()
     the_run = _Run(files, facts)
+    the_run.mark_roots()
     for file in files:
         for found in file.found:
             the_run.decide(file, found, form)

@@ -26,7 +26,7 @@ import ast
 import dataclasses
 from collections import defaultdict
 
-from treeclass.migrate import _names
+from treeclass.migrate import _messages, _names
 from treeclass.migrate._text import Text
 from treeclass.migrate._tuples import TupleScan, call_returns, function_names, namedtuple_fields
 from treeclass.migrate._types import OTHER, Typing, annotation_name
@@ -84,9 +84,11 @@ class Blocked:
 
     site: Site
     fix: str
+    # For a value the run cannot type: why the class refused may be there (else "").
+    why: str = ""
 
     def __str__(self) -> str:
-        return f"{self.site}: {self.fix}"
+        return f"{self.site}: {self.fix}{self.why}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +185,12 @@ class Facts:
             else:
                 reaching = self.reaching(function, fits)
             for cls in sorted(reaching):
-                self.tuple_use[cls].append(blocked)
+                why = (
+                    _messages.UNTYPED_LOCAL.format(cls=cls)
+                    if function is None
+                    else _messages.UNTYPED_PARAMETER.format(cls=cls, function=function)
+                )
+                self.tuple_use[cls].append(dataclasses.replace(blocked, why=why))
 
     def reaching(self, function: str, fits: set[str]) -> set[str]:
         """The NamedTuples that can be a parameter of `function`: those its calls in the

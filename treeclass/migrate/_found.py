@@ -29,3 +29,6 @@ class Found:
     # How the class's subclasses are pytrees without a registration of their own (an
     # `__init_subclass__` that registers `cls`, equinox.Module): each is reported, refused.
     registers_subclasses: str | None = None
+    # Not registered itself, but defines the `tree_flatten` / `tree_unflatten` that its
+    # registered subclass (this one, by name) inherits: a root of the run, reported.
+    root_of: str | None = None

@@ -119,9 +119,23 @@ def _read(ctx: Context) -> tuple[Flattened, ast.FunctionDef | ast.Lambda, bool, 
             raise Refused(_messages.TWO_FLATTENS.format(first=plain.children, second=flat.children))
         flat = flat or plain
     assert flat is not None
-    if not any(isinstance(d, ast.Name) and d.id == "classmethod" for d in un.decorator_list):
+    decorators = {d.id for d in un.decorator_list if isinstance(d, ast.Name)}
+    if "classmethod" in decorators:
+        return flat, un, True, ()
+    if "staticmethod" not in decorators:
         raise Refused(_messages.UNFLATTEN.format(detail="tree_unflatten is not a classmethod"))
-    return flat, un, True, ()
+    # `@staticmethod def tree_unflatten(aux, children): return Bounds(*children)` builds
+    # the class by name: the same as `cls(...)` while no class extends it (a subclass
+    # unflattens as its base today, a treeclass subclass as itself).
+    subclasses = ctx.subclasses if un in node.body else ["a subclass (it is inherited)"]
+    if subclasses:
+        raise Refused(
+            _messages.UNFLATTEN.format(
+                detail=f"a staticmethod tree_unflatten builds `{ctx.found.name}` by name, and "
+                f"`{subclasses[0]}` extends it (it unflattens as `{ctx.found.name}` today)"
+            )
+        )
+    return flat, un, False, ()
 
 
 def _check_class_body(ctx: Context, fields: list[str]) -> dict[str, ast.AnnAssign]:

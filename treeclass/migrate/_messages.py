@@ -66,6 +66,14 @@ BASE_UNKNOWN: Final = (
     "extend treeclasses and plain mixins such as ABC or Generic); migrate the base in the same "
     "run, or by hand. " + _DOCS + "inheritance"
 )
+ROOT_NOT_REGISTERED: Final = (
+    "`{cls}` is not registered itself, but the registered class `{sub}` extends it and "
+    "flattens through the tree_flatten / tree_unflatten `{cls}` defines or inherits; "
+    "converting `{cls}` would make its own instances pytrees (leaves before), so the run "
+    "leaves it and its subclasses alone. Register `{cls}` too, or migrate them by hand. "
+    + _DOCS
+    + "inheritance"
+)
 BASE_REFUSED: Final = (
     "its base class `{base}` is refused, and a subclass cannot be converted without its base. "
     + _DOCS
@@ -261,6 +269,16 @@ JDC_MUTATE: Final = (
 TUPLE_USE: Final = (
     "code uses an instance as a tuple where a treeclass cannot be one ({count} site(s); the"
     " converted class keeps unpacking, indexing, iteration, len and _replace, not these): "
+)
+
+# Appended to a blocking site whose value the run cannot type: why it counts against the class.
+UNTYPED_LOCAL: Final = (
+    " (the run cannot type this value, and `{cls}` reaches code it cannot type with a fitting "
+    "number of fields, so an instance may be here)"
+)
+UNTYPED_PARAMETER: Final = (
+    " (a parameter of `{function}`, whose calls can give it `{cls}`: directly, through a "
+    "function that hands its own parameter on, or as a value the run cannot type)"
 )
 
 
