@@ -574,6 +574,7 @@ def mixed_check_jit(case: Any) -> None:
         b.fail("jit: another model's value")
     if ours.trace_log.count != 1:
         b.fail("jit: retraced for new weights", f"{ours.trace_log.count} traces")
+    _check_staged(b, ours, args, theirs)
     out = _flat(tc.jit(lambda m: m)(b.obj))
     for path, leaf, category in b.expected():
         if category == "config" and out[path] is not leaf:
@@ -585,6 +586,46 @@ def mixed_check_jit(case: Any) -> None:
             mine, eqxs = _flat(get(tc.jit(lambda m: m)(b.obj), path)), _flat(eqx.filter_jit(lambda m: m)(get(b.obj, path)))
             if {k: type(v) for k, v in mine.items()} != {k: type(v) for k, v in eqxs.items()}:
                 b.fail("jit: not eqx.filter_jit's leaves", f"{keystr_of(path)}")
+
+
+def _check_staged(b: MixedBuilt, ours: Any, args: tuple[Any, ...], theirs: Any) -> None:
+    """tc.jit's staged forms take the model as the user holds it: a compiled lowering is
+    called with it, `in_avals` has one entry per leaf JAX flattens, jax.export exports it
+    (as `eqx.filter_jit(f).lower(...).compile()` is called with the same arguments). On the
+    model, and on each equinox layer alone; only where every configuration leaf is a number
+    or bool: JAX's own stages flatten the arguments themselves, and a str or function leaf
+    is no input they take."""
+
+    def numeric(expected: list[tuple[str, Any, str]]) -> bool:
+        return all(c != "config" or isinstance(leaf, int | float) for _, leaf, c in expected)
+
+    if numeric(b.expected()):
+        _staged_agree(b, ours, (b.obj, *args), theirs)
+    for path, comp in b.components:
+        layer = get(b.obj, path)
+        if comp.kind in ref_equinox_kinds() and numeric(ref.categories(comp.kind, layer)):
+
+            def alone(c: Any, kind: str = comp.kind) -> jax.Array:
+                return jnp.sum(apply_component(kind, c, b.x, b.state, b.key)[0])
+
+            _staged_agree(b, tc.jit(alone), (layer,), alone(layer))
+
+
+def _staged_agree(b: MixedBuilt, ours: Any, args: tuple[Any, ...], expected: Any) -> None:
+    def value(out: Any) -> Any:
+        return out[0] if isinstance(out, tuple) else out
+
+    try:
+        lowered = ours.lower(*args)
+        got = value(lowered.compile()(*args))
+        avals = jax.tree.leaves(lowered.in_avals)
+        exported = value(jax.export.export(ours)(*args).call(*args))
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"tc.jit's staged forms raised {kind_of(e)}", str(e)[:200])
+    if len(avals) != len(jax.tree.leaves(args)):
+        b.fail("jit: in_avals not one per leaf", f"{len(avals)} avals")
+    if not (_close(got, expected) and _close(exported, expected)):
+        b.fail("jit: a staged form's value differs", f"{got}, {exported} != {expected}")
 
 
 def mixed_check_apply_updates(case: Any) -> None:

@@ -133,13 +133,10 @@ def test_a_template_from_tc_jit_eval_shape_holds_equinox_configuration(tmp_path:
     assert tc.tree_equal(restored, make())
 
 
-# Known defect, pinned until fixed: `tc.jit`'s lower/trace hold an equinox layer's
-# configuration in the treedef (`_jit/untraceable.py` `_Carried`, which unflattens to the
-# bare value), so the stages JAX builds from them count the configuration leaves again:
-# `Lowered.in_avals` and `jax.export.export(tc.jit(f))` fail inside JAX, and the compiled
-# computation takes 3 inputs where the model's arguments flatten to 5. A call, and
-# `lower(...).compile()` itself, work (tests/core/test_owner_rule.py).
-@pytest.mark.xfail(strict=True, raises=(TypeError, ValueError), reason="stages count carried leaves")
+# Found by probing: `tc.jit`'s lower/trace held an equinox layer's configuration in the
+# treedef, so the stages JAX builds from them counted it again when called with the model:
+# the compiled computation took 3 inputs where the model's arguments flatten to 5, and
+# jax.export failed inside JAX. Configuration JAX can type now stays an input, unread.
 def test_a_compiled_lowering_takes_the_arguments_it_was_lowered_with() -> None:
     model = regularised()
 
@@ -150,7 +147,6 @@ def test_a_compiled_lowering_takes_the_arguments_it_was_lowered_with() -> None:
     assert compiled(model, jnp.ones(2)).shape == (2,)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="stages count carried leaves")
 def test_jax_export_exports_a_tc_jit_function_of_a_model_with_configuration() -> None:
     model = regularised()
 
@@ -159,3 +155,19 @@ def test_jax_export_exports_a_tc_jit_function_of_a_model_with_configuration() ->
 
     exported = jax.export.export(tc.jit(forward))(model, jnp.ones(2))
     assert exported.call(model, jnp.ones(2)).shape == (2,)
+
+
+def test_a_lowering_describes_each_leaf_of_a_model_with_configuration() -> None:
+    model = regularised()
+
+    def forward(m: Regularised, x: jax.Array) -> jax.Array:
+        return m.lin(x)
+
+    lowered = tc.jit(forward).lower(model, jnp.ones(2))
+    # One entry per leaf as JAX flattens them (Dropout's p and inference among them).
+    n = len(jax.tree.leaves((model, jnp.ones(2))))
+    assert len(jax.tree.leaves(lowered.in_avals)) == n
+    assert len(jax.tree.leaves(lowered.args_info)) == n
+    assert tc.jit(forward).eval_shape(model, jnp.ones(2)).shape == (2,)
+    compiled = tc.jit(forward).trace(model, jnp.ones(2)).lower().compile()
+    assert compiled(model, jnp.ones(2)).shape == (2,)

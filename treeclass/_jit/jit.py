@@ -63,10 +63,13 @@ def _make(
                 raise found from error
         return call(*args, **kwargs)  # again, with the configuration leaves carried
 
-    def staged(method: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(method)
-        def run(*args: Any, **kwargs: Any) -> Any:  # the arguments as `call` passes them
-            args, kwargs = carrier.hide(args, kwargs)
+    def staged(name: str) -> Callable[..., Any]:
+        @functools.wraps(getattr(jitted, name))
+        def run(*args: Any, **kwargs: Any) -> Any:
+            body, args, kwargs = carrier.pin(traced, args, kwargs)
+            # A model with configuration: its own jax.jit, taking the arguments as JAX
+            # flattens them (Carrier.pin), so the stages JAX builds are called with them.
+            method = getattr(jitted if body is traced else jax.jit(body, **jit_kwargs), name)
             try:
                 return method(*args, **kwargs)
             except Restart:  # the first equinox Module seen: held static from now on
@@ -75,7 +78,7 @@ def _make(
         return run
 
     # What protocols.JitFunction declares for the type checkers.
-    extra = {name: staged(getattr(jitted, name)) for name in ("lower", "trace", "eval_shape")}
+    extra = {name: staged(name) for name in ("lower", "trace", "eval_shape")}
     vars(call).update(extra, clear_cache=jitted.clear_cache, __tc_jit__=jitted, trace_log=log)
     return call
 

@@ -7,6 +7,7 @@ the treedef, as equinox's filtered transforms do."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Collection
 from typing import Any, Final
@@ -195,6 +196,16 @@ class Carrier:
         """`(args, kwargs)` with each configuration leaf held static."""
         tree = (args, kwargs)
         leaves, treedef = jax.tree.flatten(tree)
+        found = [i for i, rule in self._maybe_config(tree, treedef) if is_config(rule, leaves[i])]
+        for i in found:
+            leaves[i] = _Carried(leaves[i])
+        return jax.tree.unflatten(treedef, leaves) if found else tree
+
+    def _maybe_config(
+        self, tree: tuple[tuple[Any, ...], dict[str, Any]], treedef: Any
+    ) -> tuple[tuple[int, Rule], ...]:
+        """`(index, rule)` of `tree`'s leaves under an equinox Module or another library's
+        node, in no static argument: those whose value may be configuration."""
         at = self._at.get(treedef)
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
@@ -206,10 +217,41 @@ class Carrier:
                 for i, v in enumerate(visits)
                 if v.rule in ("equinox", "other") and v.path[:2] in dynamic
             )
-        found = [i for i, rule in at if is_config(rule, leaves[i])]
-        for i in found:
-            leaves[i] = _Carried(leaves[i])
-        return jax.tree.unflatten(treedef, leaves) if found else tree
+        return at
+
+    def pin(
+        self, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+        """`(fun, args, kwargs)` for the staged forms (`lower`, `trace`, `eval_shape`).
+
+        A `Lowered`, its `Compiled` and `jax.export`'s `Exported` are called with the
+        arguments as the user holds them, flattened by JAX alone: a leaf carried in the
+        treedef would make them count one input less. So each configuration leaf JAX can
+        type (an equinox layer's bool, int or float) stays an input here, and the returned
+        `fun` swaps it back for its value now, before the body sees it: the computation
+        never reads that input, and JAX leaves it out of the compiled module. A leaf JAX
+        cannot type (a str, a function) is carried in the treedef, as `hide` does.
+        """
+        tree = (args, kwargs)
+        leaves, treedef = jax.tree.flatten(tree)
+        at = self._maybe_config(tree, treedef)
+        held = {i: leaves[i] for i, rule in at if is_config(rule, leaves[i])}
+        if not held:
+            return fun, args, kwargs
+        for i, value in held.items():
+            if not is_traceable(value):
+                leaves[i] = _Carried(value)
+        args, kwargs = jax.tree.unflatten(treedef, leaves)
+
+        @functools.wraps(fun)
+        def pinned(*args: Any, **kwargs: Any) -> Any:  # while JAX traces: the leaves held
+            xs, inner = jax.tree.flatten((args, kwargs))  # a carried leaf: its bare value
+            for i, value in held.items():
+                xs[i] = value
+            args, kwargs = jax.tree.unflatten(inner, xs)
+            return fun(*args, **kwargs)
+
+        return pinned, args, kwargs
 
 
 def carried(tree: Any) -> Any:
