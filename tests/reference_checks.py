@@ -100,8 +100,14 @@ class Built:
                 out += self.statics_of(v, self.classes[type(v).__name__], f"{prefix}.{f.name}")
         return out
 
-    def same(self, what: str, obj: Any, model: ref.RefObj, leaf: Callable[[Any], Any] = lambda x: x,
-             weak: bool = True) -> None:
+    def same(
+        self,
+        what: str,
+        obj: Any,
+        model: ref.RefObj,
+        leaf: Callable[[Any], Any] = lambda x: x,
+        weak: bool = True,
+    ) -> None:
         """`obj` has the model's leaves (mapped by `leaf`), key paths and statics."""
         if type(obj) is not self.ns[model.decl.name]:
             self.fail(f"{what}: type", f"{type(obj)} is not {model.decl.name}")
@@ -110,7 +116,9 @@ class Built:
         expected = ref.flatten(model)
         if paths != [p for p, _, _ in expected]:
             statics = {p for p, _ in ref.statics(model)}
-            extra = {p for p in paths if p.split("[")[0] not in statics} - {p for p, _, _ in expected}
+            extra = {p for p in paths if p.split("[")[0] not in statics} - {
+                p for p, _, _ in expected
+            }
             where = "a static field flattened as a leaf" if not extra else "key paths"
             self.fail(f"{what}: {where}", f"{paths} != {[p for p, _, _ in expected]}")
         for (path, got), (_, want, _) in zip(flat, expected, strict=True):
@@ -126,8 +134,12 @@ class Built:
             extra = collections.Counter(got) - collections.Counter(want)
             missing = collections.Counter(want) - collections.Counter(got)
             # Group by hook (convert / post_init / check_init / init), not by name.
-            hooks = sorted({f"{e.split()[0]} {'extra' if e in extra else 'missing'}"
-                            for e in [*extra, *missing]})
+            hooks = sorted(
+                {
+                    f"{e.split()[0]} {'extra' if e in extra else 'missing'}"
+                    for e in [*extra, *missing]
+                }
+            )
             self.fail(f"{what}: calls ({', '.join(hooks)})", f"ran {got}, model {want}")
         checks = [e for e in got if e.startswith("check_init")]
         if checks != [e for e in want if e.startswith("check_init")]:
@@ -165,7 +177,9 @@ def check_treedef_statics(case: Case) -> None:
     for f in case.module.target.fields:
         if f.static and not f.derived:
             convert = (lambda v: v + 1) if f.converter else (lambda v: v)
-            other = next(v for v in STATIC_VALUES[f.kind] if convert(eval(v)) != b.ref.values[f.name])
+            other = next(
+                v for v in STATIC_VALUES[f.kind] if convert(eval(v)) != b.ref.values[f.name]
+            )
             changed = b.obj.replace(**{f.name: eval(other)})
             if jax.tree.structure(changed) == treedef:
                 b.fail("treedef: unchanged by a static change", f"{f.name}={other}")
@@ -180,8 +194,14 @@ def check_attribute_is_leaf(case: Case) -> None:
             continue
         own = jax.tree_util.tree_flatten_with_path(getattr(b.obj, f.name))[0]
         mine = [(f".{f.name}{jax.tree_util.keystr(p)}", x) for p, x in own]
-        theirs = [(p, x) for p, x in flat if p == f".{f.name}" or p.startswith((f".{f.name}.", f".{f.name}["))]
-        if [p for p, _ in mine] != [p for p, _ in theirs] or any(x is not y for (_, x), (_, y) in zip(mine, theirs, strict=True)):
+        theirs = [
+            (p, x)
+            for p, x in flat
+            if p == f".{f.name}" or p.startswith((f".{f.name}.", f".{f.name}["))
+        ]
+        if [p for p, _ in mine] != [p for p, _ in theirs] or any(
+            x is not y for (_, x), (_, y) in zip(mine, theirs, strict=True)
+        ):
             b.fail("attribute is not the leaf", f"{mine} != {theirs}")
     if case.set_field is None:
         return
@@ -192,10 +212,16 @@ def check_attribute_is_leaf(case: Case) -> None:
         if case.set_field not in str(e):
             b.fail("object.__setattr__ refused without naming the field", kind_of(e))
         return
-    leaves = [x for p, x in jax.tree_util.tree_flatten_with_path(b.obj)[0]
-              if jax.tree_util.keystr(p) == f".{case.set_field}"]
+    leaves = [
+        x
+        for p, x in jax.tree_util.tree_flatten_with_path(b.obj)[0]
+        if jax.tree_util.keystr(p) == f".{case.set_field}"
+    ]
     if len(leaves) != 1 or leaves[0] is not new:
-        b.fail("object.__setattr__: the leaf is stale", f"{ref.describe(new)} set, flatten gives {leaves}")
+        b.fail(
+            "object.__setattr__: the leaf is stale",
+            f"{ref.describe(new)} set, flatten gives {leaves}",
+        )
 
 
 def check_construction_calls(case: Case) -> None:
@@ -217,7 +243,11 @@ def check_replace(case: Case) -> None:
     b.same("replace", new, want)
     b.same_events("replace", got_events, want_events)
     for f in case.module.target.fields:
-        if not f.static and f.name not in changes and getattr(new, f.name) is not getattr(b.obj, f.name):
+        if (
+            not f.static
+            and f.name not in changes
+            and getattr(new, f.name) is not getattr(b.obj, f.name)
+        ):
             b.fail("replace: an unchanged field was copied", f.name)
 
 
@@ -264,7 +294,9 @@ def check_state_dict(case: Case) -> None:
     state = tc.to_state_dict(b.obj)
     b.same("from_state_dict(obj, to_state_dict(obj))", tc.from_state_dict(b.obj, state), b.ref)
     template = jax.tree.map(jnp.asarray, b.obj)  # Python scalars as 0-d arrays
-    b.same("from_state_dict(array template)", tc.from_state_dict(template, state), b.ref, jnp.asarray)
+    b.same(
+        "from_state_dict(array template)", tc.from_state_dict(template, state), b.ref, jnp.asarray
+    )
 
 
 def check_save_load(case: Case) -> None:
@@ -301,7 +333,10 @@ def check_partition(case: Case) -> None:
                 b.fail(f"partition raised {kind_of(e)}")
             continue
         if _paths(chosen) != want:
-            b.fail(f"partition{'(where=)' if under else ''}: selected leaves", f"{_paths(chosen)} != {want}")
+            b.fail(
+                f"partition{'(where=)' if under else ''}: selected leaves",
+                f"{_paths(chosen)} != {want}",
+            )
         if _paths(rest) != [p for p in every if p not in want]:
             b.fail("partition: the rest", f"{_paths(rest)}")
         b.same("combine(partition)", tc.combine(chosen, rest), b.ref)
@@ -425,7 +460,10 @@ class MixedBuilt:
         out = []
         for path, comp in self.components:
             prefix = keystr_of(path)
-            out += [(prefix + p, leaf, c) for p, leaf, c in ref.categories(comp.kind, get(self.obj, path))]
+            out += [
+                (prefix + p, leaf, c)
+                for p, leaf, c in ref.categories(comp.kind, get(self.obj, path))
+            ]
         return out
 
 
@@ -500,7 +538,10 @@ def mixed_check_partition(case: Any) -> None:
             theirs = _flat(eqx.partition(get(b.obj, path), eqx.is_inexact_array)[0])
             ours = _flat(get(params, path))
             if list(theirs) != list(ours) or any(ours[k] is not theirs[k] for k in ours):
-                b.fail("partition: not eqx.partition's", f"{keystr_of(path)}: {list(ours)} != {list(theirs)}")
+                b.fail(
+                    "partition: not eqx.partition's",
+                    f"{keystr_of(path)}: {list(ours)} != {list(theirs)}",
+                )
     both = tc.combine(params, rest)
     if not all(x is y for x, y in zip(jax.tree.leaves(both), jax.tree.leaves(b.obj), strict=True)):
         b.fail("combine(partition): not the leaves")
@@ -530,7 +571,12 @@ def mixed_check_grad(case: Any) -> None:
             leaves, treedef = jax.tree.flatten(c)
             at = [i for i, (_, _, cat) in enumerate(ref.categories(comp.kind, c)) if cat == "param"]
 
-            def on_params(ps: list[Any], leaves: list[Any] = leaves, treedef: Any = treedef, at: list[int] = at) -> jax.Array:
+            def on_params(
+                ps: list[Any],
+                leaves: list[Any] = leaves,
+                treedef: Any = treedef,
+                at: list[int] = at,
+            ) -> jax.Array:
                 new = list(leaves)
                 for i, p in zip(at, ps, strict=True):
                     new[i] = p
@@ -540,9 +586,15 @@ def mixed_check_grad(case: Any) -> None:
             paths = [p for p, _, cat in ref.categories(comp.kind, c) if cat == "param"]
             theirs = dict(zip(paths, gs, strict=True))
         prefix = keystr_of(path)
-        mine = {k[len(prefix):]: v for k, v in ours.items() if k.startswith(prefix) and k[len(prefix):len(prefix) + 1] in ("", ".", "[")}
+        mine = {
+            k[len(prefix) :]: v
+            for k, v in ours.items()
+            if k.startswith(prefix) and k[len(prefix) : len(prefix) + 1] in ("", ".", "[")
+        }
         if list(mine) != list(theirs):
-            b.fail("grad: not equinox's / JAX's leaves", f"{prefix}: {list(mine)} != {list(theirs)}")
+            b.fail(
+                "grad: not equinox's / JAX's leaves", f"{prefix}: {list(mine)} != {list(theirs)}"
+            )
         for k in mine:
             if not _close(mine[k], theirs[k]):
                 b.fail("grad: value", f"{prefix}{k}: {mine[k]} != {theirs[k]}")
@@ -579,11 +631,16 @@ def mixed_check_jit(case: Any) -> None:
     for path, leaf, category in b.expected():
         if category == "config" and out[path] is not leaf:
             b.fail("jit: configuration not carried", f"{path}: {out[path]!r} for {leaf!r}")
-        if category != "config" and not (isinstance(out[path], jax.Array) and _close(out[path], leaf)):
+        if category != "config" and not (
+            isinstance(out[path], jax.Array) and _close(out[path], leaf)
+        ):
             b.fail("jit: a leaf not traced", f"{path}: {out[path]!r} for {leaf!r}")
     for path, comp in b.components:
         if comp.kind in ref_equinox_kinds():
-            mine, eqxs = _flat(get(tc.jit(lambda m: m)(b.obj), path)), _flat(eqx.filter_jit(lambda m: m)(get(b.obj, path)))
+            mine, eqxs = (
+                _flat(get(tc.jit(lambda m: m)(b.obj), path)),
+                _flat(eqx.filter_jit(lambda m: m)(get(b.obj, path))),
+            )
             if {k: type(v) for k, v in mine.items()} != {k: type(v) for k, v in eqxs.items()}:
                 b.fail("jit: not eqx.filter_jit's leaves", f"{keystr_of(path)}")
 
@@ -653,7 +710,9 @@ def mixed_check_apply_updates(case: Any) -> None:
             if list(mine) != list(theirs):
                 b.fail("apply_updates: not eqx.apply_updates's leaves", keystr_of(path))
             for k in mine:
-                same = mine[k] is theirs[k] or (isinstance(mine[k], jax.Array) and _close(mine[k], theirs[k]))
+                same = mine[k] is theirs[k] or (
+                    isinstance(mine[k], jax.Array) and _close(mine[k], theirs[k])
+                )
                 if not same:
                     b.fail("apply_updates: not eqx.apply_updates's value", f"{keystr_of(path)}{k}")
 
@@ -729,6 +788,27 @@ def mixed_check_shardings(case: Any) -> None:
             b.fail("shardings: configuration", f"{path}: {flat.get(path)!r} for {leaf!r}")
 
 
+def mixed_check_stack(case: Any) -> None:
+    """`tc.stack` of two copies keeps every configuration leaf once, as it was (a dropout
+    rate stacked into an array was a traced float to the layer), stacks the rest, and
+    `tc.unstack` gives both copies back."""
+    b = MixedBuilt(case)
+    try:
+        stacked = tc.stack([b.obj, b.obj])
+    except Exception as e:  # noqa: BLE001 (any exception here is a disagreement, reported)
+        b.fail(f"stack: raised {kind_of(e)}")
+    flat = _flat(stacked)
+    for path, leaf, category in b.expected():
+        if category == "config" and flat.get(path) is not leaf:
+            b.fail("stack: configuration", f"{path}: {flat.get(path)!r} for {leaf!r}")
+        if category != "config" and jnp.shape(flat.get(path))[:1] != (2,):
+            b.fail("stack: leaf not stacked", f"{path}: {flat.get(path)!r}")
+    if not all(tc.tree_equal(x, b.obj) for x in tc.unstack(stacked)):
+        b.fail("unstack: not the copies stacked")
+
+
 MIXED_CHECKS: dict[str, Callable[[Any], None]] = {
-    name.removeprefix("mixed_check_"): f for name, f in globals().items() if name.startswith("mixed_check_")
+    name.removeprefix("mixed_check_"): f
+    for name, f in globals().items()
+    if name.startswith("mixed_check_")
 }

@@ -23,9 +23,14 @@ pytestmark = pytest.mark.usefixtures("jax_defaults")  # equinox's layers, JAX's 
 
 # Each example builds and compiles a model: a few per check keep this file under a minute.
 OWNER = settings(
-    max_examples=6, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
+    max_examples=6,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
@@ -77,6 +82,12 @@ def test_shardings_place_the_arrays_and_leave_the_configuration(case: MixedCase)
     checks.mixed_check_shardings(case)
 
 
+@OWNER
+@given(mixed_cases())
+def test_stack_keeps_the_configuration_once(case: MixedCase):
+    checks.mixed_check_stack(case)
+
+
 def test_every_mixed_check_has_its_test():
     tested = {name for name in globals() if name.startswith("test_")}
     names = {
@@ -88,5 +99,6 @@ def test_every_mixed_check_has_its_test():
         "state_dict": "test_state_dict_round_trips",
         "save_load": "test_save_load_is_eqx_serialisation",
         "shardings": "test_shardings_place_the_arrays_and_leave_the_configuration",
+        "stack": "test_stack_keeps_the_configuration_once",
     }
     assert {names[k] for k in checks.MIXED_CHECKS} <= tested

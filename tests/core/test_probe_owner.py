@@ -73,7 +73,9 @@ def test_configuration_in_containers_inside_fields_keeps_the_rule() -> None:
     ours, theirs = tc.grad(loss)(model), eqx.filter_grad(loss)(model)
     assert jax.tree.structure(ours) == jax.tree.structure(theirs)
     params, _ = tc.partition(model)
-    assert jax.tree.structure(params) == jax.tree.structure(eqx.partition(model, eqx.is_inexact_array)[0])
+    assert jax.tree.structure(params) == jax.tree.structure(
+        eqx.partition(model, eqx.is_inexact_array)[0]
+    )
     moved = tc.apply_updates(model, jax.tree.map(jnp.ones_like, params))
     assert moved.layers[1].p == 0.1
     assert moved.named["d"].p == 0.3
@@ -171,3 +173,18 @@ def test_a_lowering_describes_each_leaf_of_a_model_with_configuration() -> None:
     assert tc.jit(forward).eval_shape(model, jnp.ones(2)).shape == (2,)
     compiled = tc.jit(forward).trace(model, jnp.ones(2)).lower().compile()
     assert compiled(model, jnp.ones(2)).shape == (2,)
+
+
+def test_stack_keeps_an_equinox_layers_configuration_once() -> None:
+    # Found by probing: tc.stack stacked Dropout's p and inference into arrays
+    # (`Dropout(p=weak_f32[3], inference=bool[3])`), which the layer then read as traced.
+    keys = jax.random.split(jax.random.key(0), 3)
+    layers = [Regularised(eqx.nn.Linear(2, 2, key=k), eqx.nn.Dropout(0.1)) for k in keys]
+    stacked = tc.stack(layers)
+    assert (stacked.drop.p, stacked.drop.inference) == (0.1, False)
+    assert stacked.lin.weight.shape == (3, 2, 2)
+    back = tc.unstack(stacked)
+    assert all(tc.tree_equal(a, b) for a, b in zip(back, layers, strict=True))
+    other = Regularised(layers[1].lin, eqx.nn.Dropout(0.2))
+    with pytest.raises(ValueError, match=r"differ in Regularised\.drop\.p: 0\.1 and 0\.2\. It is"):
+        tc.stack([layers[0], other])

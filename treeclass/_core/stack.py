@@ -24,6 +24,11 @@ A stack holds one copy of each static field (it is part of the structure, not a 
 so every instance needs the same value. Build them alike, e.g. \
 `tc.replace_at(instances[{i}], lambda x: x{path}, {a})`, or make the field dynamic if it \
 should vary per instance."""
+_MSG_CONFIG: Final = """\
+tc.stack(): instances[0] and instances[{i}] differ in {where}: {a} and {b}. It is \
+configuration (a leaf of another library's node that is not an array, such as an equinox \
+layer's dropout rate), which a stack holds once, as a static field: build every instance \
+with the same value."""
 _MSG_LEAF: Final = """\
 tc.stack(): instances[0] and instances[{i}] differ in the {what} of {where}: {a} and {b}.
 Stacked leaves need one shape and dtype: build every instance with the same sizes \
@@ -82,18 +87,36 @@ def stack(instances: Sequence[T]) -> T:
     treedef: Any  # a PyTreeDef, whose == mypy cannot see
     leaves, treedef = jax.tree.flatten(first)
     root = type(first).__name__
+    # A leaf its owner makes configuration (an equinox layer's dropout rate) is kept once,
+    # as a static field is: it must be equal in every instance, and is never stacked.
+    config = [v.config for v in walk(first) if v.kind == "leaf"]
     for v in walk(first):
-        if v.kind == "leaf" and not is_array(v.value) and type(v.value) not in PYTHON_SCALARS:
+        if v.kind == "leaf" and not v.config and not _stackable(v.value):
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
     rows = [leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
-        if other_def != treedef or specs != list(map(_spec, other_leaves)):
+        same_config = all(
+            a is b or a == b
+            for a, b, held in zip(
+                leaves, other_leaves, config, strict=False
+            )  # other lengths: the treedef check
+            if held
+        )
+        if other_def != treedef or specs != list(map(_spec, other_leaves)) or not same_config:
             _explain(first, other, i)  # raises, naming the field
         rows.append(other_leaves)
-    stacked: T = jax.tree.unflatten(treedef, [_stack(column) for column in zip(*rows, strict=True)])
+    columns = zip(*rows, strict=True)
+    stacked_leaves = [
+        col[0] if held else _stack(col) for col, held in zip(columns, config, strict=True)
+    ]
+    stacked: T = jax.tree.unflatten(treedef, stacked_leaves)
     return stacked
+
+
+def _stackable(x: Any) -> bool:
+    return is_array(x) or type(x) in PYTHON_SCALARS
 
 
 def unstack(stacked: T) -> list[T]:
@@ -122,7 +145,8 @@ def unstack(stacked: T) -> list[T]:
     Traceback (most recent call last):
     ValueError: tc.unstack(): Linear.b has a leading axis of 4, but Linear.w has 3: ...
     """
-    visits = [v for v in walk(stacked) if v.kind == "leaf"]
+    leaf_visits = [v for v in walk(stacked) if v.kind == "leaf"]
+    visits = [v for v in leaf_visits if not v.config]  # configuration was kept once: not split
     root = type(stacked).__name__
     if not visits:
         raise ValueError(_MSG_NOTHING.format(root=root))
@@ -135,8 +159,12 @@ def unstack(stacked: T) -> list[T]:
             first = _where(visits[0], root)
             raise ValueError(_MSG_LENGTH.format(where=_where(v, root), a=n, b=length, first=first))
     leaves, treedef = jax.tree.flatten(stacked)
-    slices = [list(leaf) for leaf in leaves]  # one split per leaf, not n indexings
-    return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(len(slices[0]))]
+    n = np.shape(visits[0].value)[0]
+    # One split per leaf, not n indexings; configuration is the same in every instance.
+    slices = [
+        [leaf] * n if v.config else list(leaf) for leaf, v in zip(leaves, leaf_visits, strict=True)
+    ]
+    return [jax.tree.unflatten(treedef, [s[i] for s in slices]) for i in range(n)]
 
 
 def _stack(column: tuple[Any, ...]) -> Any:
@@ -178,6 +206,10 @@ def _explain(first: Any, other: Any, i: int) -> None:
             msg = _MSG_STRUCTURE.format(i=i, where=path_str(root, at), a=shown[0], b=shown[1])
             raise ValueError(msg)
         where = _where(a, root)
+        if a.config and not (a.value is b.value or a.value == b.value):
+            shown = [short_repr(a.value), short_repr(b.value)]
+            where = path_str(root, a.path)
+            raise ValueError(_MSG_CONFIG.format(i=i, where=where, a=shown[0], b=shown[1]))
         if a.kind == "static" and not (a.value is b.value or a.value == b.value):
             shown = [short_repr(a.value), short_repr(b.value)]
             path = jax.tree_util.keystr(a.path)
