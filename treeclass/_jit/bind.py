@@ -49,7 +49,8 @@ class BoundMethod(Generic[_P, _R]):
         raise AttributeError(msg)
 
     def __repr__(self) -> str:
-        return f"BoundMethod({getattr(self.__func__, '__qualname__', self.__func__)}, {self.__self__!r})"
+        name = getattr(self.__func__, "__qualname__", self.__func__)
+        return f"BoundMethod({name}, {self.__self__!r})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BoundMethod):

@@ -173,7 +173,8 @@ class TraceLog:
             "a jax config option, a global, or a cache clear?",
         ]
         what = "".join(f"\n  {line}" for line in changes)
-        reason = f"{self.name} traced {len(earlier) + 1} times; what changed since the closest earlier trace:{what}"
+        header = f"{self.name} traced {len(earlier) + 1} times"
+        reason = f"{header}; what changed since the closest earlier trace:{what}"
         self.reasons.append(reason)
         if self.max_traces is not None and len(earlier) + 1 > self.max_traces:
             msg = f"{reason}\n(max_traces={self.max_traces})"
