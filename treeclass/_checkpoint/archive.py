@@ -9,7 +9,6 @@ import json
 import math
 import os
 import zipfile
-from types import TracebackType
 from typing import IO, Any, Final, NoReturn, cast
 
 import numpy as np
@@ -36,8 +35,8 @@ class _Capped:
 
 
 class Archive:
-    """An open checkpoint file, `path` (for messages) read from `f`; a context manager that
-    closes the zip (not `f`)."""
+    """An open checkpoint file, `path` (for messages) read from `f`, which holds every resource:
+    the zip over it opens nothing of its own, so closing `f` closes this too."""
 
     def __init__(self, f: IO[bytes], path: str) -> None:
         self.path = path
@@ -46,17 +45,6 @@ class Archive:
             self.zf = zipfile.ZipFile(f)
         except Exception as e:  # noqa: BLE001 - see fail()
             self.fail("it is not a .npz (zip) file", e)
-
-    def __enter__(self) -> Archive:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.zf.close()
 
     def fail(self, what: str, error: Exception | None = None) -> NoReturn:
         """The `CheckpointError` for damage, which zipfile and numpy report as any exception."""

@@ -64,7 +64,6 @@ version of treeclass. Export the function again with this version."""
 
 _CONTAINERS: Final = (tuple, list, set, frozenset, dict)
 _MISSING: Final = object()  # what `decode_static` gives for a value it cannot rebuild
-_LEAF: Final = jax.tree.structure(0)
 FLAX: Final = "flax.serialization"
 
 # How many classes each `module.qualname` has registered in this process (they all stay alive:
@@ -84,16 +83,6 @@ def _lookup(name: str) -> Any:
             except AttributeError:
                 return _MISSING
     return _MISSING
-
-
-def _unflatten(layout: Layout, fields: dict[str, Any]) -> Any:
-    """A treeclass instance holding `fields` (by name), built by JAX's unflatten of its class:
-    no `__init__`, converter or `__post_init__` runs."""
-    aux = tuple(fields[name] for name in layout.static)
-    node = jax.tree_util.PyTreeDef.from_node_data_and_children(
-        jax.tree_util.default_registry, (layout.cls, aux), [_LEAF] * len(layout.dynamic)
-    )
-    return node.unflatten([fields[name] for name in layout.dynamic])
 
 
 def decode_static(encoded: Any) -> Any:
@@ -125,8 +114,10 @@ def decode_static(encoded: Any) -> Any:
         names = [f.name for f in dataclasses.fields(cls)]
         if sorted(inner) != sorted(names if layout is None else layout.dynamic + layout.static):
             return _MISSING  # the class changed since
-        if layout is not None:  # a treeclass: its store is written by its unflatten only
-            return _unflatten(layout, dict(zip(inner, values, strict=True)))
+        if layout is not None:  # a treeclass: built by its unflatten, as JAX builds it
+            fields = dict(zip(inner, values, strict=True))
+            aux = tuple(fields[name] for name in layout.static)
+            return layout.unflatten(aux, [fields[name] for name in layout.dynamic])
         # Built as unflatten builds a treeclass: no __init__ or __post_init__ runs.
         value = object.__new__(cls)
         for name, field in zip(inner, values, strict=True):

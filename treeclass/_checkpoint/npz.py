@@ -176,6 +176,7 @@ def load(path: str | os.PathLike[str], template: _T) -> _T:
     """
     path = _fspath(path, "load")
     root = check_root(template, "load", "template")
-    with open(path, "rb") as f, Archive(f, path) as archive:
+    with open(path, "rb") as f:
+        archive = Archive(f, path)
         source = FileSource(archive, root)
         return restore(template, archive.tree(), (), source)  # type: ignore[no-any-return]

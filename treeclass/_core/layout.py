@@ -29,11 +29,6 @@ _CLASSVAR: Final = re.compile(r"^\s*(?:\w+\.)?ClassVar\b")
 UNPICKLED: Final[list[Callable[[Layout], None]]] = []
 
 
-def _not_generated(*args: Any) -> Any:
-    msg = "the class's flatten and unflatten are set when it is processed (flatten.complete)"
-    raise AssertionError(msg)
-
-
 @dataclasses.dataclass(eq=False)
 class Layout:
     """One class's record; `flatten` and `unflatten` are set once, by `flatten.complete()`."""
@@ -56,11 +51,9 @@ class Layout:
     # What JAX calls: `flatten(obj) -> (children, statics)` reads the fields' attributes;
     # `unflatten(statics, children)` builds an instance without running user code.
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]] = dataclasses.field(
-        default=_not_generated, init=False, repr=False
+        init=False, repr=False
     )
-    unflatten: Callable[[Any, Any], Any] = dataclasses.field(
-        default=_not_generated, init=False, repr=False
-    )
+    unflatten: Callable[[Any, Any], Any] = dataclasses.field(init=False, repr=False)
 
     # cloudpickle carries a class defined in `__main__` by value, this record with it: the
     # analysis travels, the generated flatten and unflatten are compiled again on arrival
