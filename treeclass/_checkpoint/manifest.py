@@ -46,7 +46,9 @@ sharded models with orbax, calling it from every process:
         checkpointer.save(path, obj)
     # Restore onto the same shardings: a target of shapes, dtypes and shardings.
     shardings = tc.shardings(obj, mesh)
-    target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), obj, shardings)
+    target = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), obj, shardings
+    )
     with ocp.StandardCheckpointer() as checkpointer:
         obj = checkpointer.restore(path, target)"""
 

@@ -27,7 +27,8 @@ class Sentinel:
 STATIC_MARKER: Final = Sentinel("treeclass.STATIC")
 
 Static = Annotated[_T, STATIC_MARKER]
-"""Marks a field as static: `tau: tc.Static[float] = 20.0` equals `tau: float = tc.static(default=20.0)`.
+"""Marks a field as static: `tau: tc.Static[float] = 20.0` equals
+`tau: float = tc.static(default=20.0)`.
 
 A static value is part of the treedef, never traced: it must be hashable and should
 compare by value. Changing it recompiles.

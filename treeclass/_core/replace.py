@@ -60,9 +60,8 @@ def source(layout: Layout) -> str:
     body += finish(layout, "_tc_new", read_back=False)
     for name in derived:
         msg = _MSG_OVERWRITTEN.format(cls=layout.cls.__name__, name=name)
-        body.append(
-            f"if _tc_passed_{name} and {name} is not _tc_given_{name}: raise _tc_ValueError({msg!r})"
-        )
+        overwritten = f"_tc_passed_{name} and {name} is not _tc_given_{name}"
+        body.append(f"if {overwritten}: raise _tc_ValueError({msg!r})")
     body.append("return _tc_new")
     return f"def replace({params}):\n" + "".join(f"    {line}\n" for line in body)
 

@@ -79,7 +79,8 @@ def stack(instances: Sequence[T]) -> T:
     Linear(w=f32[4,3], act='relu')
     >>> tc.stack([layers[0], Linear(jnp.zeros(3), act="gelu")])
     Traceback (most recent call last):
-    ValueError: tc.stack(): instances[0] and instances[1] differ in the static field Linear.act: 'relu' and 'gelu'...
+    ValueError: tc.stack(): instances[0] and instances[1] differ in the static field
+    Linear.act: 'relu' and 'gelu'...
     """
     if len(instances) == 0:
         raise ValueError(_MSG_EMPTY)
