@@ -108,3 +108,13 @@ def test_import_treeclass_loads_neither_migrate_nor_flax():
     code = "import sys, treeclass; print(sorted(m for m in sys.modules if m.startswith(('treeclass.migrate', 'flax', 'libcst'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_test_file_sits_in_the_folder_of_its_concern():
+    # tests/README.md: a test file goes in the folder of the part of the project it pins.
+    folders = {"core", "jit", "train", "paths", "checkpoint", "sharding", "migrate"}
+    folders |= {"interop", "docs", "examples", "project"}
+    tests = ROOT / "tests"
+    placed = {path.relative_to(tests).parts[0] for path in tests.rglob("test_*.py")}
+    assert not list(tests.glob("test_*.py")), "a test file at tests/ root"
+    assert placed <= folders, placed - folders
