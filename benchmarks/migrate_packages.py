@@ -19,7 +19,9 @@ the version installed here) plus the package's own dependencies from PyPI.
 package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
 report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
 tests only their repository ships. The tests run only where the migration changes a
-file, and a package's run before is kept in the cache for the next run.
+file, and a package's run before is kept in the cache for the next run. A package PyPI
+does not have (parsmooth) is judged the same way from a folder of this repository
+(`Package.local`: benchmarks/parsmooth_like), copied fresh for each run.
 
 The section `migrate_packages` of `python -m benchmarks` runs the migration without the
 tests (they take an hour here); with --quick, on the first two packages only.
