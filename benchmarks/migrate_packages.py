@@ -359,7 +359,7 @@ PACKAGES: tuple[Package, ...] = (
         "1.6.1",
         "craftax",
         ("pygame", "imageio"),
-        note="the sdist ships no tests: a probe resets and steps Craftax-Classic and Craftax under jit, leaves digested",
+        note="the sdist ships no tests: a probe resets and steps Craftax-Classic and Craftax under jit, leaves digested (compiling the full game's world generation took over 10 min on a loaded 2-core machine: give it --timeout 1200)",
         probe=_CRAFTAX_PROBE,
     ),
     Package(
