@@ -625,6 +625,7 @@ def reason_key(reason: str) -> str:
     )  # `Beta is a pytree class ...`: one row for all
     text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
+    text = re.sub(r"(; `…`)+", "", text)  # every blocking site listed: one row for all
     text = re.sub(r"\s+", " ", text).strip()
     return text.split(": ")[0].split(". ")[0][:120]
 
