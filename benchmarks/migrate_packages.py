@@ -19,7 +19,9 @@ the version installed here) plus the package's own dependencies from PyPI.
 package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
 report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
 tests only their repository ships. The tests run only where the migration changes a
-file, and a package's run before is kept in the cache for the next run.
+file, and a package's run before is kept in the cache for the next run. A package PyPI
+does not have (parsmooth) is judged the same way from a folder of this repository
+(`Package.local`: benchmarks/parsmooth_like), copied fresh for each run.
 
 The section `migrate_packages` of `python -m benchmarks` runs the migration without the
 tests (they take an hour here); with --quick, on the first two packages only.
@@ -76,6 +78,10 @@ class Package:
     """(owner/name, commit, folder) when the tests come from the repository, not the
     sdist: read from a local mirror of it (--mirrors DIR holds DIR/owner+name/repo, a
     bare git directory) and laid into the sdist's root."""
+    local: str = ""
+    """A folder of this repository (relative to its root) that stands for the sdist's
+    root, for a package PyPI does not have: copied fresh for each run, never changed
+    in place. Its version is then only a label."""
 
 
 # Chosen for their hand-written pytree classes (register_pytree_node_class, flax.struct,
@@ -130,6 +136,35 @@ for solver in (jaxopt.LBFGS(fun, maxiter=20), jaxopt.BFGS(fun, maxiter=20), jaxo
     print(type(solver).__name__, digest(params), digest(state))
 ls = jaxopt.BacktrackingLineSearch(fun=fun, maxiter=10)
 print("BacktrackingLineSearch", digest(ls.run(init_stepsize=1.0, params=jnp.zeros(3))))
+"""
+)
+
+_CRAFTAX_PROBE = (
+    _DIGEST
+    + """
+from craftax.craftax_env import make_craftax_env_from_name
+
+# Both games: their states, params and the static params (a jit static argument, so
+# hashed) are the flax.struct classes that convert; the full game's world generation
+# reads SmoothGenConfig and DungeonConfig.
+for name in ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1"):
+    env = make_craftax_env_from_name(name, auto_reset=True)
+    params = env.default_params
+    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(0), params)
+    step = jax.jit(env.step)
+    for i in range(4):
+        obs, state, reward, done, info = step(jax.random.PRNGKey(i + 1), state, i % 5, params)
+    print(name, digest(obs), digest(state), digest(reward), digest(params), hash(env.static_env_params) == hash(type(env.static_env_params)()))
+"""
+)
+
+_PARSMOOTH_LIKE_PROBE = (
+    _DIGEST
+    + """
+from parsmooth_like.example import run_all
+
+for name, value in run_all().items():
+    print(name, digest(value))
 """
 )
 
@@ -311,6 +346,75 @@ PACKAGES: tuple[Package, ...] = (
         note="the repository's tests at the 0.3.1 release (the sdist ships none): core, and every algorithm run under lax.scan with its state as the carry, plus the algorithms' specific tests (test_run and test_base_api per algorithm, the learned algorithms, problems and examples left out for time)",
         tests_repo=("RobertTLange/evosax", "d4b4127708cb2cd0cc906b910ddcd091013153a9", "tests"),
     ),
+    Package(
+        "qdax",
+        "0.5.0",
+        "qdax",
+        ("scikit-learn", "pytest-assume"),
+        (
+            "tests/core_test/containers_test",
+            "tests/default_tasks_test/standard_functions_test.py",
+        ),
+        note="the repertoires (MAP-Elites, MELS, archive, unstructured: flax.struct classes filled and carried through jax.lax loops) and the standard functions; pytest-assume is what its tests import; every test that needs brax, jumanji or tensorflow-probability (the RL baselines, the brax tasks, AURORA, DADS, sampling) left out (brax pulls mujoco and a jax of its own), and MOME, CMA-ES, the GA and arm too: with those the run took over 10 min here",
+    ),
+    Package(
+        "navix",
+        "4.0.0",
+        "navix",
+        ("rlax", "distrax", "tyro", "pyyaml", "pillow", "wandb"),
+        (
+            "tests/test_entities.py",
+            "tests/test_grid.py",
+            "tests/test_actions.py",
+            "tests/test_observations.py",
+            "tests/test_terminations.py",
+            "tests/test_events.py",
+        ),
+        note="entities, grid, actions, observations, terminations, events: the entity and component classes built, stepped and observed under jit (wandb installed only because navix imports it at import time; test_rgb_first_person fails before too: it needs gymnasium and minigrid; the agents' training tests (ppo, pqn, dreamer), the benchmarks and the per-environment tests left out for time)",
+    ),
+    Package(
+        "jaxmarl",
+        "0.2.0",
+        "jaxmarl",
+        ("safetensors", "jaxtyping", "gymnax", "pillow"),
+        (
+            "tests/test_jaxmarl_api.py",
+            "tests/test_envs_implement_base_api.py",
+            "-k",
+            "step_returns or reset_returns or auto_reset or inherits or space_definition",
+        ),
+        note="every registered environment made, reset and stepped once (its State classes built and replaced under jit), and the auto-reset test; test_envs (every environment run for many steps: 280 s of the 470 s the whole sdist's tests took here, over 10 min on a loaded machine) left out; the MuJoCo environments need brax and are skipped by the tests themselves",
+    ),
+    Package(
+        "dm-haiku",
+        "0.0.17",
+        "haiku",
+        ("jmp", "tabulate", "dm-tree", "cloudpickle", "dill", "mock"),
+        (
+            "haiku/_src/multi_transform_test.py",
+            "haiku/_src/recurrent_test.py",
+            "haiku/_src/data_structures_test.py",
+        ),
+        note="multi_transform (MultiTransformedWithState and Box, the classes that convert), recurrent (LSTMState, a NamedTuple carried through the unrolls) and data_structures (FlatMap, frozendict); transform_test imports tensorflow (2 GB, not installed), the rest left out for time",
+    ),
+    Package(
+        "craftax",
+        "1.6.1",
+        "craftax",
+        ("pygame", "imageio"),
+        note="the sdist ships no tests: a probe resets and steps Craftax-Classic and Craftax under jit, leaves digested (compiling the full game's world generation took over 10 min on a loaded 2-core machine: give it --timeout 1200)",
+        probe=_CRAFTAX_PROBE,
+    ),
+    Package(
+        "parsmooth-like",
+        "local",
+        "parsmooth_like",
+        (),
+        ("tests",),
+        local="benchmarks/parsmooth_like",
+        note="parsmooth is not on PyPI: a package in its style in this repository (5 NamedTuples through lax.scan, associative_scan and while_loop, unpacked as tuples); its tests, and a probe whose digests must stay bit-identical",
+        probe=_PARSMOOTH_LIKE_PROBE,
+    ),
 )
 
 
@@ -393,6 +497,30 @@ def unpack(archive: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
         tar.extractall(into, filter="data")
     (root,) = into.iterdir()
     return root
+
+
+def source_root(package: Package, cache: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
+    """The package's root, fresh under `into`: its sdist unpacked, or for a local
+    package a copy of its folder of this repository."""
+    if not package.local:
+        return unpack(sdist(package, cache), into)
+    root = into / package.name
+    shutil.copytree(
+        REPO / package.local, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    return root
+
+
+def version_key(package: Package) -> str:
+    """What the tests and the probe kept in the cache are keyed by: the version, and
+    for a local package the digest of its files too (they change with this repository)."""
+    if not package.local:
+        return package.version
+    h = hashlib.sha256()
+    for path in sorted((REPO / package.local).rglob("*.py")):
+        h.update(path.relative_to(REPO).as_posix().encode())
+        h.update(path.read_bytes())
+    return f"{package.version}-{h.hexdigest()[:12]}"
 
 
 @dataclasses.dataclass
@@ -540,6 +668,7 @@ def reason_key(reason: str) -> str:
     )  # `Beta is a pytree class ...`: one row for all
     text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
+    text = re.sub(r"(; `…`)+", "", text)  # every blocking site listed: one row for all
     text = re.sub(r"\s+", " ", text).strip()
     return text.split(": ")[0].split(". ")[0][:120]
 
@@ -711,11 +840,10 @@ def measure(
     the run before is kept in cache/tests for the next run."""
     run_tests_here = tests and bool(package.tests or package.probe)  # jaxopt: a probe, no tests
     python = environment(package, cache) if run_tests_here else pathlib.Path(sys.executable)
-    archive = sdist(package, cache)
     work = cache / "work"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        root = unpack(archive, pathlib.Path(tmp))
+        root = source_root(package, cache, pathlib.Path(tmp))
         folder = root / package.folder
         env = {
             **os.environ,
@@ -738,7 +866,9 @@ def measure(
         )
         if run_tests_here and changes["code"] != 1:
             run_tests_here, tests_skipped = False, "no file changed"
-        key = re.sub(r"\W+", "_", f"{package.name}-{package.version}-{'-'.join(package.tests)}")
+        key = re.sub(
+            r"\W+", "_", f"{package.name}-{version_key(package)}-{'-'.join(package.tests)}"
+        )
         before = (
             run_tests(
                 package,
@@ -752,7 +882,7 @@ def measure(
             if run_tests_here and package.tests
             else None
         )
-        probe_key = f"{package.name}-{package.version}-probe-{hashlib.sha256(package.probe.encode()).hexdigest()[:12]}"
+        probe_key = f"{package.name}-{version_key(package)}-probe-{hashlib.sha256(package.probe.encode()).hexdigest()[:12]}"
         probe_before = (
             run_probe(
                 package,
