@@ -685,6 +685,60 @@ _STATE = """
             True,
             id="the-same-functions-never-given-it",
         ),
+        pytest.param(  # qdax's crowding distance: a list display added or repeated
+            "def crowding(n, rest):\n    return [float('inf')] * n + [n] + rest\n"
+            "print(crowding(2, [1]), len([initial_state(1)]))\n",
+            True,
+            id="a-list-display-added",
+        ),
+        pytest.param(  # haiku's MLP sizes: a parameter annotated as a tuple of ints
+            "from typing import Tuple\n\n"
+            "def sizes(hidden: Tuple[int, ...], out: int):\n    return hidden + (out,)\n"
+            "for v in ((2, 3), (4,)):  # untyped values: only the annotation says what\n"
+            "    print(sizes(v, 4), len([initial_state(1)]))\n",
+            True,
+            id="an-int-tuple-parameter-added",
+        ),
+        pytest.param(  # an untyped function only ever given a tuple display
+            "def shape_of(x):\n    return len(x) if isinstance(x, tuple) else 0\n"
+            "print(shape_of((1, 2)), len([initial_state(1)]))\n",
+            True,
+            id="only-given-a-tuple-display",
+        ),
+        pytest.param(  # haiku's PRNGSequence: a union whose tuple holds other types
+            "from typing import Union\n\n"
+            "def seed(k: Union[int, tuple[int, list[int]]]):\n"
+            "    return k[0] if isinstance(k, tuple) else k\n"
+            "for v in (3, (1, [2])):\n"
+            "    print(seed(v), len([initial_state(1)]))\n",
+            True,
+            id="a-union-of-other-tuples",
+        ),
+        pytest.param(  # a comprehension over a list annotated with ints and int pairs
+            "from typing import List, Tuple, Union\n\n"
+            "def listerize(ranges: List[Union[int, Tuple[int, int]]]) -> List[int]:\n"
+            "    return [i for r in ranges\n"
+            "            for i in (range(r[0], r[1] + 1) if isinstance(r, tuple) else [r])]\n"
+            "states = [initial_state(1)]  # an instance in a list: it reaches untyped code\n"
+            "print(listerize([1, (3, 5)]), len(states))\n",
+            True,
+            id="a-comprehension-over-an-annotated-list",
+        ),
+        pytest.param(  # the same loop over a list annotated with the class: it is there
+            "from typing import List\n\n"
+            "def flags(states: List[LSTMState]):\n"
+            "    return [isinstance(s, tuple) for s in states]\n"
+            "print(flags([initial_state(1)]))\n",
+            False,
+            id="a-comprehension-over-a-list-of-the-class",
+        ),
+        pytest.param(  # a bare `list` says nothing of its items
+            "def flags(states: list):\n"
+            "    return [isinstance(s, tuple) for s in states]\n"
+            "print(flags([initial_state(1)]))\n",
+            False,
+            id="a-comprehension-over-a-bare-list",
+        ),
     ],
 )
 def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, converts: bool):
@@ -695,6 +749,55 @@ def test_a_blocking_use_counts_only_what_flows_there(root: Path, code: str, conv
     assert "raised" not in before, before
     status = reports["LSTMState"]["status"]
     assert status == ("converted" if converts else "refused"), reports["LSTMState"]["reason"]
+
+
+# The generator for the cases above: a parameter annotated with types that name no
+# NamedTuple of the run (ints, strings, tuples and lists of them, unions), tested with
+# `isinstance(x, tuple)` directly or on each item of it, and given values the run cannot
+# type. Only the annotation says what is there: without the class the site blocks
+# nothing; with the class among its members the site refuses it.
+_ANNOTATIONS = st.recursive(
+    st.sampled_from(["int", "str", "float", "bytes"]),
+    lambda inner: st.one_of(
+        st.builds("Union[{}, {}]".format, inner, inner),
+        st.builds("Tuple[{}, {}]".format, inner, inner),
+        st.builds("tuple[{}, ...]".format, inner),
+        st.builds("List[{}]".format, inner),
+        st.builds("{} | {}".format, inner, inner),
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(annotation=_ANNOTATIONS, each=st.booleans(), with_class=st.booleans())
+@example(annotation="Union[int, Tuple[int, int]]", each=True, with_class=False)  # the repro
+def test_an_annotation_decides_what_reaches_a_blocking_use(
+    annotation: str, each: bool, with_class: bool
+) -> None:
+    item = f"Union[{annotation}, LSTMState]" if with_class else annotation
+    site = (
+        f"def site(x: List[{item}]):\n    return [isinstance(r, tuple) for r in x]\n"
+        if each
+        else f"def site(x: {item}):\n    return isinstance(x, tuple)\n"
+    )
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/state.py": _STATE,
+        "pkg/main.py": "from typing import List, Tuple, Union\n"
+        "from pkg.state import LSTMState, initial_state\n\n"
+        f"{site}\n"
+        "for v in ([],):  # a value the run cannot type\n"
+        "    print(site(v))\n"
+        "states = [initial_state(1)]  # an instance in a list: it reaches untyped code\n",
+    }
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports = migrate_package(Path(folder), files, "--namedtuples")
+    finally:
+        forget_pkg()
+    status = reports["LSTMState"]["status"]
+    assert status == ("refused" if with_class else "converted"), (site, reports["LSTMState"])
 
 
 # --- jax-cosmo 0.1.0: the flatten protocol on a base that is not registered ------------------

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from treeclass.migrate import _names
-from treeclass.migrate._types import OTHER, Typing, annotation_name
+from treeclass.migrate._types import OTHER, Typing, annotation_name, names_none_of
 
 __all__ = ["ANY", "FIXES", "TupleScan", "call_returns", "function_names", "namedtuple_fields"]
 
@@ -206,14 +206,7 @@ class TupleScan:
         annotation = self.typing.params.get(value.id) if isinstance(value, ast.Name) else None
         if annotation is None:
             return False
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            text = annotation.value
-        else:
-            text = ast.unparse(annotation)
-        words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").split())
-        words |= {w.split(".")[-1] for w in list(words)}
-        words = {w.strip(",") for w in words}
-        return not (words & {"Any", "object", "typing.Any", *self.facts.namedtuple_fields})
+        return names_none_of(annotation, set(self.facts.namedtuple_fields))
 
     def _own(self, value: ast.expr) -> bool:
         """A name the code binds (not an import, a builtin or `self`), or a call of a

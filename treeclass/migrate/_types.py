@@ -5,7 +5,8 @@ another library built, a literal), or unknown (None).
 A name is typed per scope: `self` in methods; a parameter or variable annotated as a
 class (Optional, unions less None and array types, strings); one built by `X(...)`,
 `X.create(...)`, `step(...)` / `obj.m()` annotated `-> X`; a copy (`b = a._replace(...)`);
-a guard (`isinstance(v, X)`); a loop over another library's call (OTHER); an attribute by
+a guard (`isinstance(v, X)`); a loop over another library's call, or over a parameter
+annotated as a container of types that name no class of the run (OTHER); an attribute by
 its class's annotation or what its methods store. A name bound twice to different types
 is unknown unless annotated. `Pair[T]` names the class. What another library's function
 returns is OTHER (the run's own packages, imported absolutely, are not another library).
@@ -17,7 +18,14 @@ import ast
 
 from treeclass.migrate import _names
 
-__all__ = ["OTHER", "Typing", "annotation_name", "attribute_types", "returns"]
+__all__ = [
+    "OTHER",
+    "Typing",
+    "annotation_name",
+    "attribute_types",
+    "names_none_of",
+    "returns",
+]
 
 # Packages whose functions may return the caller's own objects (jax.tree.map(f, state),
 # copy.copy(state)): a variable bound to their result may be an instance of the class.
@@ -302,6 +310,18 @@ class Typing:
             owner = self._named_type(kind)
         return (v.id, owner) if owner else None
 
+    def _items_excluded(self, iterated: ast.expr) -> bool:
+        """`iterated` is a parameter annotated as a container of types that name no class
+        of the run (`List[Union[int, Tuple[int, int]]]`). A bare `list` or `Sequence`
+        says nothing of its items, so it does not count."""
+        annotation = self.params.get(iterated.id) if isinstance(iterated, ast.Name) else None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return False
+        return isinstance(annotation, ast.Subscript) and names_none_of(annotation, self.classes)
+
     def _bind(self, scope: dict[str, str | None], name: str, kind: str | None) -> None:
         if name in self.declared.get(id(scope), ()):
             return  # annotated: its declared type holds through rebinding, as type checkers say
@@ -355,6 +375,14 @@ class Typing:
                 self._bind(
                     scope, node.target.id, OTHER
                 )  # `for event in pygame.event.get()`: another library's objects
+            elif (
+                isinstance(node, ast.For | ast.AsyncFor | ast.comprehension)
+                and isinstance(node.target, ast.Name)
+                and self._items_excluded(node.iter)
+            ):
+                # `for r in ranges` with `ranges: List[Union[int, Tuple[int, int]]]`: each
+                # item is of a type the annotation names, none a class of the run.
+                self._bind(scope, node.target.id, OTHER)
             elif isinstance(
                 node,
                 ast.For
@@ -395,6 +423,20 @@ def _copied(value: ast.expr) -> str | None:
     ):
         value = value.func.value
     return value.id if isinstance(value, ast.Name) else None
+
+
+def names_none_of(annotation: ast.expr, classes: frozenset[str] | set[str]) -> bool:
+    """An annotation that names none of `classes` (nor `Any` or `object`), at any depth:
+    a type checker refuses an instance of one of them there, and in a container so
+    annotated (`Union[int, tuple[int, list[int]]]`, `List[Union[int, Tuple[int, int]]]`)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        text = annotation.value
+    else:
+        text = ast.unparse(annotation)
+    words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").split())
+    words |= {w.split(".")[-1] for w in list(words)}
+    words = {w.strip(",") for w in words}
+    return not (words & {"Any", "object", "typing.Any", *classes})
 
 
 def annotation_name(node: ast.expr | None, names: dict[str, str]) -> str | None:
