@@ -90,21 +90,20 @@ def stack(instances: Sequence[T]) -> T:
     root = type(first).__name__
     # A leaf its owner makes configuration (an equinox layer's dropout rate) is kept once,
     # as a static field is: it must be equal in every instance, and is never stacked.
-    config = [v.config for v in walk(first) if v.kind == "leaf"]
+    config: list[bool] = []  # per leaf, in JAX's order: configuration, held once
     for v in walk(first):
-        if v.kind == "leaf" and not v.config and not _stackable(v.value):
+        if v.kind != "leaf":
+            continue
+        config.append(v.config)
+        if not v.config and not _stackable(v.value):
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
     rows = [leaves]
     for i, other in enumerate(rest, start=1):
         other_leaves, other_def = jax.tree.flatten(other)
-        same_config = all(
-            a is b or a == b
-            for a, b, held in zip(
-                leaves, other_leaves, config, strict=False
-            )  # other lengths: the treedef check
-            if held
-        )
+        # Leaf counts that differ are a structure that differs: the treedef check sees it.
+        held_pairs = zip(leaves, other_leaves, config, strict=False)
+        same_config = all(a is b or a == b for a, b, held in held_pairs if held)
         if other_def != treedef or specs != list(map(_spec, other_leaves)) or not same_config:
             _explain(first, other, i)  # raises, naming the field
         rows.append(other_leaves)
