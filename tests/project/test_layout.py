@@ -4,8 +4,10 @@ included), and `import treeclass` never loads the migration tool."""
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
+import tomllib
 
 ROOT = pathlib.Path(__file__).parents[2]
 PACKAGE = ROOT / "treeclass"
@@ -118,3 +120,15 @@ def test_every_test_file_sits_in_the_folder_of_its_concern():
     placed = {path.relative_to(tests).parts[0] for path in tests.rglob("test_*.py")}
     assert not list(tests.glob("test_*.py")), "a test file at tests/ root"
     assert placed <= folders, placed - folders
+
+
+def test_every_extra_the_readme_installs_exists():
+    # pip installs `.[name]` for an extra that does not exist with only a warning, so a
+    # dropped extra would leave CI's example without optax and fail far from the cause.
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    named = re.findall(r"'\.\[([\w,]+)\]'", (ROOT / "README.md").read_text())
+    assert named, "README installs no extra"
+    missing = {name for group in named for name in group.split(",")} - set(extras)
+    assert not missing, f"README installs extras pyproject.toml lacks: {missing}"
