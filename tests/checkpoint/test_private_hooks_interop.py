@@ -80,17 +80,3 @@ def test_jax_export_builds_a_class_with_its_registered_unflatten():
     back = jax.export.deserialize(exported.serialize())
     assert type(jax.tree.unflatten(back.out_tree, [jnp.ones(2)])) is Built
     assert ran == []
-
-
-def test_a_node_is_built_from_its_data_and_children():
-    # Statics holding treeclasses are rebuilt through this public PyTreeDef call.
-    class Node(tc.TreeClass):
-        x: int
-        n: tc.Static[int] = 1
-
-    leaf = jax.tree.structure(0)
-    node = jax.tree_util.PyTreeDef.from_node_data_and_children(
-        jax.tree_util.default_registry, (Node, (5,)), [leaf]
-    )
-    assert node == jax.tree.structure(Node(2, 5))
-    assert node.unflatten([2]) == Node(2, 5)

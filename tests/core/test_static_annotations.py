@@ -6,6 +6,7 @@ under `from __future__ import annotations` and for aliases local to a function; 
 nested inside another type (`list[tc.Static[int]]`) is refused naming `Class.field`.
 The three spellings of a static field take and refuse the same options alike."""
 
+import importlib.util
 import sys
 from typing import Any
 
@@ -19,6 +20,10 @@ from hypothesis import strategies as st
 import treeclass as tc
 
 PEP695 = sys.version_info >= (3, 12)
+# chex is no test dependency (it comes with the interop extra): its cases skip without it.
+NEEDS_CHEX = pytest.mark.skipif(
+    importlib.util.find_spec("chex") is None, reason="chex is not installed"
+)
 
 _PRELUDE = """\
 {future}
@@ -178,16 +183,22 @@ if PEP695:
     ]
 
 
+_RECURSIVE_PARAMS = [
+    pytest.param(source, id=name, marks=[NEEDS_CHEX] if "chex" in source else [])
+    for name, source in _RECURSIVE
+]
+
+
 @pytest.mark.parametrize("future", [False, True], ids=["evaluated", "future"])
 @pytest.mark.parametrize("local", [False, True], ids=["module", "function"])
 @pytest.mark.parametrize("annotation", ["Tree", "Optional[Tree]", "Tree | None", "list[Tree]", "Annotated[Tree, 'doc']"])
-@pytest.mark.parametrize("aliases", [d[1] for d in _RECURSIVE], ids=[d[0] for d in _RECURSIVE])
+@pytest.mark.parametrize("aliases", _RECURSIVE_PARAMS)
 def test_recursive_alias_is_dynamic(aliases: str, annotation: str, future: bool, local: bool) -> None:
     cls = _declare(annotation, future=future, aliases=aliases, local=local)
     assert _kinds(cls) == {"x": False, "n": False}
 
 
-@pytest.mark.parametrize("aliases", [d[1] for d in _RECURSIVE], ids=[d[0] for d in _RECURSIVE])
+@pytest.mark.parametrize("aliases", _RECURSIVE_PARAMS)
 def test_static_of_a_recursive_alias_is_static(aliases: str) -> None:
     # Static at the top, around the alias or beside it in a union: found where it stands.
     for annotation in ["tc.Static[Tree]", "Optional[tc.Static[Tree]]", "tc.Static[int] | list[Tree]"]:
@@ -205,6 +216,7 @@ def test_static_at_the_top_of_a_recursive_alias_is_refused_where_it_recurs() -> 
         _declare("Tree", future=True, aliases="Tree = TypeAliasType('Tree', Union[tc.Static[int], list['Tree']])")
 
 
+@NEEDS_CHEX
 def test_recursive_alias_naming_an_unknown_inside_a_container_is_a_forward_reference() -> None:
     # chex's ArrayTree imported under another name: its forward ref 'ArrayTree' names
     # nothing here, and stands inside Iterable[...], so the field is dynamic, as today.
@@ -239,6 +251,7 @@ class MapElitesRepertoire(tc.TreeClass):
 
 
 @pytest.mark.parametrize("future", [False, True], ids=["evaluated", "future"])
+@NEEDS_CHEX
 def test_qdax_style_repertoire_of_array_trees(future: bool) -> None:
     # Cut down from qdax's MAP-Elites repertoire (a flax.struct.dataclass there).
     namespace = exec_module(_QDAX.format(future="from __future__ import annotations" if future else ""))
