@@ -203,19 +203,10 @@ class _Run:
     def _has_flatten(self, file: File, found: Found) -> bool:
         """`found` defines the flatten protocol or inherits it from a class of the run (an
         unregistered class between a registered base and a registered subclass)."""
-        todo, seen = [(file, found)], set()
-        while todo:
-            f, c = todo.pop()
-            if id(c) in seen:
-                continue
-            seen.add(id(c))
-            if _defines_flatten(c.node):
-                return True
-            for i in range(len(c.bases)):
-                resolved = self.program.base(f, c, i)
-                if resolved is not None:
-                    todo.append(resolved)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-        return False
+        defined = self.program.methods(file, found)
+        return {"tree_unflatten"} <= defined and bool(
+            {"tree_flatten", "tree_flatten_with_keys"} & defined
+        )
 
     def decide(self, file: File, found: Found, form: str) -> Plan | Refusal | None:
         if id(found) in self.decided:
@@ -391,14 +382,6 @@ class _Run:
 
 
 _HANDWRITTEN = frozenset({"register_pytree_node_class", "register_pytree_with_keys_class"})
-
-
-def _defines_flatten(node: ast.ClassDef) -> bool:
-    """`node`'s body defines both halves of the hand-written flatten protocol."""
-    defined = {s.name for s in node.body if isinstance(s, ast.FunctionDef)}
-    return {"tree_unflatten"} <= defined and bool(
-        {"tree_flatten", "tree_flatten_with_keys"} & defined
-    )
 
 
 def _attributes(ctx: Context, plan: Plan | None, inherited: list[str]) -> list[str]:
