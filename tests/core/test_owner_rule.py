@@ -251,6 +251,23 @@ def test_configuration_saved_where_the_template_holds_an_array_names_the_path(
         tc.load(tmp_path / "m.npz", template)
 
 
+def test_configuration_made_abstract_by_eval_shape_advises_the_template_that_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # jax.eval_shape turns Dropout's p into a ShapeDtypeStruct; tc.jit(...).eval_shape keeps it.
+    tc.save(tmp_path / "m.npz", imaging())
+    with pytest.raises(
+        tc.CheckpointError,
+        match=r"(?s)^Imaging\.drop\.p: a jax\.ShapeDtypeStruct in the template, the configuration "
+        r"0\.1 in the file.*jax\.eval_shape made the template's configuration .* abstract\. "
+        r"Build the template with tc\.jit\(lambda: Model\(\.\.\.\)\)\.eval_shape\(\)",
+    ):
+        tc.load(tmp_path / "m.npz", jax.eval_shape(imaging))
+    back = tc.load(tmp_path / "m.npz", tc.jit(imaging).eval_shape())
+    assert back.drop.p == 0.1
+    assert bool(jnp.all(back.conv.weight == imaging().conv.weight))
+
+
 class Switch(tc.TreeClass):
     inference: tc.Static[bool] = False
 

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Final, NoReturn, cast
 
+import jax
 import numpy as np
 from jax.tree_util import GetAttrKey
 
@@ -43,6 +44,12 @@ The template must be built like the object that was saved: the same fields, shap
 dtypes and static values. Build it with the saved configuration, e.g. Model(...) or
 jax.eval_shape(lambda: Model(...)), and restore into that."""
 
+_MSG_CONFIG_FIX: Final = """
+
+jax.eval_shape made the template's configuration (a layer's number or flag, such as
+Dropout's p) abstract. Build the template with tc.jit(lambda: Model(...)).eval_shape(),
+which keeps configuration as it is, or with Model(...), and restore into that."""
+
 _MSG_FITS: Final = """\
 the {kind} {value!r} in the {source} does not fit {dtype}, the template's dtype
 (it would {become}). Restore into a template built concretely, Model(...), which holds
@@ -72,9 +79,9 @@ class Source:
         """The configuration leaf restored at `path`: the template's."""
         return template
 
-    def error(self, path: KeyPath, what: str) -> CheckpointError:
+    def error(self, path: KeyPath, what: str, fix: str = _MSG_FIX) -> CheckpointError:
         """The error for `what` differs at `path`, with the fix every mismatch shares."""
-        return CheckpointError(f"{path_str(self.root, path)}: {what}{_MSG_FIX}")
+        return CheckpointError(f"{path_str(self.root, path)}: {what}{fix}")
 
     def show(self, saved: Any) -> str:
         """`saved` as a mismatch names it (`a jax.Array`)."""
@@ -164,6 +171,17 @@ class FileSource(Source):
                 return f"the configuration {show_static(entry['config'])}"
             return "an array" if "leaf" in entry else f"a {entry.get('type', 'container')}"
         return describe(saved, shape=False)
+
+    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+        """As `Source.mismatch`; configuration saved where `jax.eval_shape` made the template
+        abstract gets the template that keeps it as its fix."""
+        abstracted = isinstance(template, jax.ShapeDtypeStruct)
+        if abstracted and isinstance(saved, dict) and "config" in saved:
+            what = (
+                f"{describe(template, shape=False)} in the template, {self.show(saved)} in the file"
+            )
+            return self.error(path, what, fix=_MSG_CONFIG_FIX)
+        return super().mismatch(path, template, saved)
 
     def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
         """The template's configuration leaf, once equal to the file's."""
