@@ -22,7 +22,6 @@ import importlib.util
 import inspect
 import itertools
 import pkgutil
-import re
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from doc_blocks import DOC_FILES, FENCE, ROOT, runs
 
 import treeclass
 
 # The examples are what users copy, so they run under JAX's defaults, not under the
 # strict promotion the library's own tests use (conftest.py).
 pytestmark = pytest.mark.usefixtures("jax_defaults")
-ROOT = Path(__file__).parents[2]
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Every module of the package, subpackages walked (treeclass.migrate's modules have
 # their own tests).
 MODULES = [treeclass.__name__] + [
@@ -47,27 +45,10 @@ MODULES = [treeclass.__name__] + [
 ]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
-# A fenced block: ```python (or py/pycon) ... ```. The info string may carry `notest`
-# for an illustration that is not meant to run (```python notest), or
-# `requires=module`; GitHub highlights it from the first word only, and the site's
-# hook (docs/_ext/repo_files.py) drops the other words.
-_FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-_PYTHON = {"python", "py", "pycon"}
-
 
 def _globs() -> dict[str, Any]:
     # __name__ gives classes defined in the examples a module, as in a script.
     return {"jax": jax, "jnp": jnp, "tc": treeclass, "np": np, "__name__": "__main__"}
-
-
-def runs(words: list[str]) -> bool:
-    """Whether a fenced block with these info words runs (here, and type-checks in
-    tests/docs/test_docs_typing.py): Python, not `notest`, and every `requires=`
-    library installed."""
-    if not words or words[0] not in _PYTHON or "notest" in words:
-        return False
-    required = [w.removeprefix("requires=") for w in words if w.startswith("requires=")]
-    return all(importlib.util.find_spec(name) is not None for name in required)
 
 
 def _markdown_doctest(path: Path) -> doctest.DocTest:
@@ -86,7 +67,7 @@ def _markdown_doctest(path: Path) -> doctest.DocTest:
     text = path.read_text(encoding="utf-8")
     parser = doctest.DocTestParser()
     examples: list[doctest.Example] = []
-    for match in _FENCE.finditer(text):
+    for match in FENCE.finditer(text):
         words = match["info"].split()
         if not runs(words):
             continue
@@ -134,7 +115,9 @@ def _attribute_doctests(module: Any) -> list[doctest.DocTest]:
     parser = doctest.DocTestParser()
     tests = []
     for assign, string in itertools.pairwise(body):
-        target = assign.targets[0] if isinstance(assign, ast.Assign) else getattr(assign, "target", None)
+        target = (
+            assign.targets[0] if isinstance(assign, ast.Assign) else getattr(assign, "target", None)
+        )
         if (
             isinstance(target, ast.Name)
             and isinstance(string, ast.Expr)
@@ -142,7 +125,9 @@ def _attribute_doctests(module: Any) -> list[doctest.DocTest]:
             and isinstance(string.value.value, str)
         ):
             name = f"{module.__name__}.{target.id}"
-            test = parser.get_doctest(string.value.value, _globs(), name, module.__file__, string.lineno)
+            test = parser.get_doctest(
+                string.value.value, _globs(), name, module.__file__, string.lineno
+            )
             if test.examples:
                 tests.append(test)
     return tests
@@ -174,4 +159,6 @@ def test_public_name_has_example(name: str) -> None:
         qualified = f"treeclass._*.{name}"
         tests = [t for m in MODULES for t in _attribute_doctests(importlib.import_module(m))]
         found = any(t.name.endswith(f".{name}") and t.examples for t in tests)
-    assert found, f"treeclass.{name} has no docstring example (looked for doctests named {qualified})"
+    assert found, (
+        f"treeclass.{name} has no docstring example (looked for doctests named {qualified})"
+    )

@@ -34,7 +34,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from test_docs import _FENCE, DOC_FILES, ROOT, runs
+from doc_blocks import DOC_FILES, FENCE, ROOT, runs
 
 pytestmark = [pytest.mark.typing, pytest.mark.newest_jax]
 
@@ -84,7 +84,7 @@ def _module(doc: Path) -> Module | None:
     module = Module(doc, "docs_" + "_".join(doc.relative_to(ROOT).with_suffix("").parts).replace("-", "_"))
     parser = doctest.DocTestParser()
     blocks = 0
-    for match in _FENCE.finditer(text):
+    for match in FENCE.finditer(text):
         words = match["info"].split()
         if not runs(words):
             continue
