@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from benchmarks import _results, _timing
+from benchmarks import _results, _targets, _timing
 from benchmarks._table import Table
 
 # A section is a function `run(quick: bool) -> list[Table]`: it times its contenders
@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"\n{table.text()}", flush=True)
         tables += new
         print(f"# {key}: {time.perf_counter() - section_start:.0f} s", file=sys.stderr)
+    if (targets := _targets.targets_table(tables)) is not None:
+        print(f"\n{targets.text()}", flush=True)
+        tables.append(targets)
     runtime = time.perf_counter() - start
     print(f"\nTotal runtime: {runtime:.0f} s; load average {_results.load_average()}")
 

@@ -1,7 +1,8 @@
 """`python -m benchmarks`: the command line parses, every section resolves, a tiny quick
 section runs end to end and writes nothing, and only a full run (or an explicit --write
 PATH) writes a results file, below the hand-written text. No timing is asserted: the
-figures are the benchmarks' business, and they pass no verdicts."""
+figures are the benchmarks' business; the run itself reports which speed targets its
+figures meet (benchmarks/_targets.py)."""
 
 import hashlib
 import importlib
@@ -132,8 +133,11 @@ def test_quick_section_runs_and_writes_nothing(
         assert title in out
     assert "\ntreeclass  " in out
     assert "\ntreeclass: TreeClass base  " in out  # the base-class form, beside the decorator
-    assert "x tuple" in out  # ratios to the same-round baseline...
-    assert "target" not in out.lower()  # ...and no verdicts
+    assert "x tuple" in out  # ratios to the same-round baseline
+    # The targets of the tables this run measured, last; none of the tables it did not.
+    targets = out[out.index("\n== Targets\n") :]
+    assert "\nconstruction  " in targets and "\nreplace  " in targets
+    assert "unflatten" not in targets
     assert "wrote" not in out
     assert digest(RESULTS) == before
 
@@ -158,3 +162,25 @@ def test_write_puts_the_tables_where_asked(
     assert "### fake, quick=True\n\n| contender |\n|---|\n| tuple |\n" in written
     assert f"wrote {target}" in capsys.readouterr().out
     assert digest(RESULTS) == before
+
+
+def test_targets_are_checked_against_the_rows_of_the_same_run(bench: types.ModuleType):
+    targets = importlib.import_module("benchmarks._targets")
+    table = importlib.import_module("benchmarks._table")
+    header = ("contender", "median us", "IQR us", "x tuple", "ratio IQR", "note")
+
+    def rows(**ratios: float) -> tuple[tuple[str, ...], ...]:
+        return tuple((name, "1", "1-1", f"{r:.2f}", "1-1", "") for name, r in ratios.items())
+
+    measured = [
+        table.Table("unflatten [61 rounds]", header, rows(tuple=1, NamedTuple=3, treeclass=3.9)),
+        table.Table("jit dispatch (returns one leaf) [61 rounds]", header, rows(tuple=1, treeclass=1.04)),
+        # Another table whose title contains a target's: only a title that starts with it counts.
+        table.Table("100 nodes: unflatten [61 rounds]", header, rows(tuple=1, treeclass=9)),
+    ]
+    summary = targets.targets_table(measured)
+    by_name = {row[0]: row for row in summary.rows}
+    assert set(by_name) == {"unflatten", "jit dispatch"}
+    assert by_name["unflatten"][2:] == ("<= 1.20", "1.30", "no")  # 3.9 / 3 against NamedTuple
+    assert by_name["jit dispatch"][2:] == ("<= 1.05", "1.04", "yes")
+    assert targets.targets_table(measured[2:]) is None
