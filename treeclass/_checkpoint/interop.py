@@ -36,6 +36,7 @@ from treeclass._checkpoint.state_dict import differences
 from treeclass._core.decorator import ON_CLASS
 from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
+from treeclass._core.tree import equal
 from treeclass._core.walk import node_def
 
 _MSG_STATIC: Final = """\
@@ -133,10 +134,7 @@ def decode_static(encoded: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 (a value whose == raises is not carried either)
-        return False
+    return type(a) is type(b) and equal(a, b)  # a value whose == raises is not carried either
 
 
 def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
