@@ -79,13 +79,13 @@ def rule_of(node: Any, outer: Rule) -> Rule:
         return "treeclass"
     if is_equinox_module(node):
         return "equinox"
-    if node is None or type(node) in _CONTAINERS or _is_namedtuple(node):
+    if (
+        node is None
+        or type(node) in _CONTAINERS
+        or (isinstance(node, tuple) and hasattr(type(node), "_fields"))  # a NamedTuple
+    ):
         return outer
     return "other"
-
-
-def _is_namedtuple(x: object) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
 def is_config(rule: Rule, leaf: Any) -> bool:
