@@ -194,18 +194,18 @@ class Carrier:
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """`(args, kwargs)` with each configuration leaf held static."""
+        leaves, treedef, held = self._held(args, kwargs)
+        for i in held:
+            leaves[i] = _Carried(leaves[i])
+        return jax.tree.unflatten(treedef, leaves) if held else (args, kwargs)
+
+    def _held(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], Any, dict[int, Any]]:
+        """`(leaves, treedef, held)` of `(args, kwargs)`, `held` giving each configuration leaf
+        by its index, looked for among the indices `_at` keeps for the treedef."""
         tree = (args, kwargs)
         leaves, treedef = jax.tree.flatten(tree)
-        found = [i for i, rule in self._maybe_config(tree, treedef) if is_config(rule, leaves[i])]
-        for i in found:
-            leaves[i] = _Carried(leaves[i])
-        return jax.tree.unflatten(treedef, leaves) if found else tree
-
-    def _maybe_config(
-        self, tree: tuple[tuple[Any, ...], dict[str, Any]], treedef: Any
-    ) -> tuple[tuple[int, Rule], ...]:
-        """`(index, rule)` of `tree`'s leaves under an equinox Module or another library's
-        node, in no static argument: those whose value may be configuration."""
         at = self._at.get(treedef)
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
@@ -217,7 +217,7 @@ class Carrier:
                 for i, v in enumerate(visits)
                 if v.rule in ("equinox", "other") and v.path[:2] in dynamic
             )
-        return at
+        return leaves, treedef, {i: leaves[i] for i, rule in at if is_config(rule, leaves[i])}
 
     def pin(
         self, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -232,10 +232,7 @@ class Carrier:
         never reads that input, and JAX leaves it out of the compiled module. A leaf JAX
         cannot type (a str, a function) is carried in the treedef, as `hide` does.
         """
-        tree = (args, kwargs)
-        leaves, treedef = jax.tree.flatten(tree)
-        at = self._maybe_config(tree, treedef)
-        held = {i: leaves[i] for i, rule in at if is_config(rule, leaves[i])}
+        leaves, treedef, held = self._held(args, kwargs)
         if not held:
             return fun, args, kwargs
         for i, value in held.items():
