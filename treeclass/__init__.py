@@ -1,6 +1,6 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._checkpoint.errors import CheckpointError as CheckpointError
+from treeclass._checkpoint.keys import CheckpointError as CheckpointError
 from treeclass._checkpoint.npz import load as load, save as save
 from treeclass._checkpoint.state_dict import (
     from_state_dict as from_state_dict,

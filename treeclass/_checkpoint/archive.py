@@ -13,7 +13,7 @@ from typing import IO, Any, Final, NoReturn, cast
 
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
+from treeclass._checkpoint.keys import CheckpointError
 from treeclass._checkpoint.manifest import FORMAT, MANIFEST, VERSION, Stored
 
 _HEADER: Final = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads

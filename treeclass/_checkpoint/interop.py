@@ -29,8 +29,7 @@ import jax
 import jax.export
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import keyed
+from treeclass._checkpoint.keys import CheckpointError, keyed
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._checkpoint.state_dict import differences
 from treeclass._core.decorator import ON_CLASS

@@ -1,6 +1,8 @@
 """How a checkpoint names what it walks: the root that starts every path in messages
 (`Model`), each child's state-dict key (`layers.0.w`, also the name of its file member),
-and which children are configuration, left out of state dicts and compared in files."""
+and which children are configuration, left out of state dicts and compared in files. And its
+errors: `CheckpointError`, whose message starts with such a path (or names a damaged file),
+and the `TypeError` of a public function given the wrong kind of argument."""
 
 from __future__ import annotations
 
@@ -9,8 +11,32 @@ from typing import Any
 
 import jax
 
-from treeclass._checkpoint.errors import wrong_argument
+from treeclass._core.show import short_repr
 from treeclass._core.walk import KeyPath, Rule, children, is_config
+
+
+class CheckpointError(ValueError):
+    """A checkpoint does not fit its template (the message starts with the field path,
+    `Model.layers[0].w: ...`), or its file is damaged; a `ValueError`.
+
+    **Example**
+
+    >>> class Dense(tc.TreeClass):
+    ...     w: jax.Array
+    >>> tc.from_state_dict(Dense(jnp.ones(3)), {"w": jnp.ones(2)})
+    Traceback (most recent call last):
+    treeclass.CheckpointError: Dense.w: shape (2,) in the state dict, (3,) in the template
+    ...
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
+
+
+def wrong_argument(takes: str, fn: str, found: object, shown: str = "") -> TypeError:
+    """The `TypeError` of the public function `fn` given `found` where it `takes` another kind
+    of argument; `shown` replaces the default description of `found` (its type and repr)."""
+    shown = shown or f"{type(found).__name__} {short_repr(found)}"
+    return TypeError(f"treeclass.{fn}() takes {takes}; got {shown}.")
 
 
 def state_key(path: KeyPath) -> str:

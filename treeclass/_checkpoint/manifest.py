@@ -20,8 +20,7 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import config_child, keyed, state_key
+from treeclass._checkpoint.keys import CheckpointError, config_child, keyed, state_key
 from treeclass._checkpoint.leaves import arraylike, dtype_str, is_key
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr

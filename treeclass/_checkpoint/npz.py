@@ -19,8 +19,7 @@ from typing import IO, Any, TypeVar, cast
 import numpy as np
 
 from treeclass._checkpoint.archive import Archive
-from treeclass._checkpoint.errors import wrong_argument
-from treeclass._checkpoint.keys import check_root
+from treeclass._checkpoint.keys import check_root, wrong_argument
 from treeclass._checkpoint.manifest import (
     FORMAT,
     MANIFEST,

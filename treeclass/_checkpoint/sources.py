@@ -13,8 +13,7 @@ import numpy as np
 from jax.tree_util import GetAttrKey
 
 from treeclass._checkpoint.archive import Archive
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import state_key
+from treeclass._checkpoint.keys import CheckpointError, state_key
 from treeclass._checkpoint.leaves import (
     SCALAR_KINDS,
     arraylike,
