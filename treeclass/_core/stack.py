@@ -86,16 +86,14 @@ def stack(instances: Sequence[T]) -> T:
     if len(instances) == 0:
         raise ValueError(_MSG_EMPTY)
     first, *rest = instances
-    treedef: Any  # a PyTreeDef, whose == mypy cannot see
-    leaves, treedef = jax.tree.flatten(first)
+    treedef: Any = jax.tree.structure(first)  # a PyTreeDef, whose == mypy cannot see
+    visits = [v for v in walk(first) if v.kind == "leaf"]  # in JAX's order
+    leaves = [v.value for v in visits]
     root = type(first).__name__
     # A leaf its owner makes configuration (an equinox layer's dropout rate) is kept once,
     # as a static field is: it must be equal in every instance, and is never stacked.
-    config: list[bool] = []  # per leaf, in JAX's order: configuration, held once
-    for v in walk(first):
-        if v.kind != "leaf":
-            continue
-        config.append(v.config)
+    config = [v.config for v in visits]
+    for v in visits:
         if not v.config and not (is_array(v.value) or type(v.value) in PYTHON_SCALARS):
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
