@@ -202,11 +202,11 @@ def _explain(first: Any, other: Any, i: int) -> None:
             raise ValueError(msg)
         where = _where(a, root)
         if (a.config or a.kind == "static") and not equal(a.value, b.value):
-            shown = {"i": i, "a": short_repr(a.value), "b": short_repr(b.value)}
+            both = {"i": i, "a": short_repr(a.value), "b": short_repr(b.value)}
             if a.config:
-                raise ValueError(_MSG_CONFIG.format(where=path_str(root, a.path), **shown))
+                raise ValueError(_MSG_CONFIG.format(where=path_str(root, a.path), **both))
             path = jax.tree_util.keystr(a.path)
-            raise ValueError(_MSG_STATIC.format(where=where, path=path, **shown))
+            raise ValueError(_MSG_STATIC.format(where=where, path=path, **both))
         specs = [_spec(a.value), _spec(b.value)]
         if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"
