@@ -27,21 +27,16 @@ class JitMethod(Protocol[_P, _R_co]):
 
     @property
     def trace_log(self) -> TraceLog:
-        """The traces of the class-level compiled function, shared by all instances."""
+        """Its traces: `.count`, `.reasons`, and the options `.max_traces` and `.explain`; a
+        method's are those of the class-level compiled function, shared by all instances."""
         ...
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
-class JitFunction(Protocol[_P, _R_co]):
-    """A `tc.jit` function, or a `tc.jit` method read from its class."""
-
-    @property
-    def trace_log(self) -> TraceLog:
-        """Its traces: `.count`, `.reasons`, and the options `.max_traces` and `.explain`."""
-        ...
-
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+class JitFunction(JitMethod[_P, _R_co], Protocol[_P, _R_co]):
+    """A `tc.jit` function, or a `tc.jit` method read from its class: a `JitMethod` (its
+    `trace_log`, its call) with `jax.jit`'s stages, and bound when read from an instance."""
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Lowered: ...
 
