@@ -66,15 +66,13 @@ def as_template(template: Any, value: Any) -> Any:
     jax array that already has the template's weak type is returned as it is, not copied."""
     if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
         return value
-    if type(template) not in PYTHON_SCALARS and not arraylike(template):
-        return value  # a str or function in a dynamic field: the source checked its type
+    if type(value) is type(template) and not isinstance(template, jax.Array):
+        return value  # a Python number, a numpy array, or a str or function (checked by type)
     if type(template) in PYTHON_SCALARS:
-        if type(value) is type(template):
-            return value
         return type(template)(np.asarray(value).item())
+    if not arraylike(template):
+        return value  # a str or function in a dynamic field: the source checked its type
     if isinstance(template, np.ndarray | np.generic):
-        if type(value) is type(template):
-            return value
         array = np.array(value, dtype=template.dtype)  # a writeable copy, on the host
         return array if isinstance(template, np.ndarray) else array[()]
     weak = bool(getattr(template, "weak_type", False))
