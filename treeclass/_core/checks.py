@@ -340,9 +340,10 @@ def _array_error(cls: type, name: str, found: _Found) -> TypeError:
 
 
 def check_static(cls: type, name: str, value: object) -> None:
-    """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==."""
-    if type(value) in TRUSTED_STATIC_TYPES:
-        return
+    """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==.
+
+    A value of `TRUSTED_STATIC_TYPES` passes every check (the generated code does not call
+    it for one, and `_array_in` returns at once)."""
     found = _array_in(value, {})
     if found is not None:
         raise _array_error(cls, name, found)
