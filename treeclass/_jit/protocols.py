@@ -36,7 +36,10 @@ class JitMethod(Protocol[_P, _R_co]):
 
 class JitFunction(JitMethod[_P, _R_co], Protocol[_P, _R_co]):
     """A `tc.jit` function, or a `tc.jit` method read from its class: a `JitMethod` (its
-    `trace_log`, its call) with `jax.jit`'s stages, and bound when read from an instance."""
+    `trace_log`) with `jax.jit`'s stages, and bound when read from an instance."""
+
+    # Declared again so that a type checker's message about a call names this protocol.
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Lowered: ...
 
