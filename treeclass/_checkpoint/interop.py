@@ -196,9 +196,11 @@ def _deserialize(layout: Layout, data: bytes) -> tuple[Any, ...]:
     values = tuple(decode_static(encoded[field]) for field in layout.static)
     for field, value in zip(layout.static, values, strict=True):
         if value is _MISSING:
-            msg = f"{layout.cls.__qualname__}.{field}: the exported static value {encoded[field]}"
-            msg += " names nothing in the modules imported here; import the module that defines"
-            msg += " it first."
+            msg = (
+                f"{layout.cls.__qualname__}.{field}: the exported static value {encoded[field]}"
+                " names nothing in the modules imported here; import the module that defines"
+                " it first."
+            )
             raise ValueError(msg)
     return values
 

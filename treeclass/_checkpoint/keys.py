@@ -55,8 +55,10 @@ def keyed(x: Any, where: Callable[[], str]) -> list[tuple[Any, str, Any]] | None
     keys = [state_key((entry,)) for entry, _ in pairs]  # w, 0, key
     if len(set(keys)) != len(keys):
         dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
-        msg = f"{where()}: the keys of this {type(x).__name__} have the same string form "
-        msg += f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
+        msg = (
+            f"{where()}: the keys of this {type(x).__name__} have the same string form "
+            f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
+        )
         raise ValueError(msg)
     return [(entry, key, child) for key, (entry, child) in zip(keys, pairs, strict=True)]
 

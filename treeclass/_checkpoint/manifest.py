@@ -209,8 +209,10 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members, rule: Rul
         raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
-        msg = f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
-        msg += " in the file; rename a dict key."
+        msg = (
+            f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
+            " in the file; rename a dict key."
+        )
         raise ValueError(msg)
     record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     members[member] = (x, where, record)
