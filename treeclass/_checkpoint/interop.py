@@ -132,16 +132,14 @@ def decode_static(encoded: Any) -> Any:
         return _MISSING
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and equal(a, b)  # a value whose == raises is not carried either
-
-
 def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
     """The class's record in an exported function: its fields by name, statics encoded."""
     static = {}
     for name, value in zip(layout.static, aux, strict=True):
         static[name] = encode_static(value)
-        if not _same(decode_static(static[name]), value):
+        # Carried only if read back as itself (a value whose == raises is not carried either).
+        back = decode_static(static[name])
+        if type(back) is not type(value) or not equal(back, value):
             cls = layout.cls.__qualname__
             raise ValueError(_MSG_STATIC.format(cls=cls, name=name, value=short_repr(value)))
     return canonical({"dynamic": list(layout.dynamic), "static": static}).encode()
