@@ -1,11 +1,11 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._checkpoint.keys import CheckpointError as CheckpointError
 from treeclass._checkpoint.npz import load as load, save as save
 from treeclass._checkpoint.state_dict import (
     from_state_dict as from_state_dict,
     to_state_dict as to_state_dict,
 )
+from treeclass._checkpoint.template import CheckpointError as CheckpointError
 from treeclass._core.checks import RecompileWarning as RecompileWarning
 from treeclass._core.decorator import TreeClass as TreeClass, treeclass as treeclass
 from treeclass._core.fields import Static as Static, field as field, static as static

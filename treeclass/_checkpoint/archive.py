@@ -13,8 +13,8 @@ from typing import IO, Any, Final, NoReturn, cast
 
 import numpy as np
 
-from treeclass._checkpoint.keys import CheckpointError
 from treeclass._checkpoint.manifest import FORMAT, MANIFEST, VERSION, Stored
+from treeclass._checkpoint.template import CheckpointError
 
 _HEADER: Final = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads
 

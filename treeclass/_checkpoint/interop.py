@@ -29,9 +29,9 @@ import jax
 import jax.export
 import numpy as np
 
-from treeclass._checkpoint.keys import CheckpointError, keyed
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._checkpoint.state_dict import differences
+from treeclass._checkpoint.template import CheckpointError, keyed
 from treeclass._core.decorator import ON_CLASS
 from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr

@@ -20,8 +20,15 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._checkpoint.keys import CheckpointError, config_child, keyed, state_key
-from treeclass._checkpoint.leaves import arraylike, dtype_str, is_key
+from treeclass._checkpoint.template import (
+    CheckpointError,
+    arraylike,
+    config_child,
+    dtype_str,
+    is_key,
+    keyed,
+    state_key,
+)
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import PYTHON_SCALARS, KeyPath, Rule, equinox_statics, path_str, rule_of

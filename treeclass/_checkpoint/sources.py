@@ -13,16 +13,6 @@ import numpy as np
 from jax.tree_util import GetAttrKey
 
 from treeclass._checkpoint.archive import Archive
-from treeclass._checkpoint.keys import CheckpointError, state_key
-from treeclass._checkpoint.leaves import (
-    SCALAR_KINDS,
-    arraylike,
-    as_template,
-    dtype_str,
-    fits,
-    is_key,
-    scalar_fits,
-)
 from treeclass._checkpoint.manifest import (
     SCALAR_NAMES,
     SCALAR_STORED,
@@ -31,6 +21,17 @@ from treeclass._checkpoint.manifest import (
     leaf_record,
     node_statics,
     show_static,
+)
+from treeclass._checkpoint.template import (
+    SCALAR_KINDS,
+    CheckpointError,
+    arraylike,
+    as_template,
+    dtype_str,
+    fits,
+    is_key,
+    scalar_fits,
+    state_key,
 )
 from treeclass._core.layout import layout_of
 from treeclass._core.show import describe
