@@ -16,9 +16,18 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.layout import instance_layout
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import ARRAY_TYPES, KeyPath, Rule, is_config, path_str, rule_of, walk
+from treeclass._core.walk import (
+    ARRAY_TYPES,
+    KeyPath,
+    Rule,
+    Visit,
+    is_config,
+    path_str,
+    rule_of,
+    walk,
+)
 
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
@@ -71,10 +80,10 @@ _HASHABLE: Final = {
 }
 
 
-def _annotation(owner: type, name: str) -> str:
-    """`owner.name`'s annotation as written; for a list, dict or set, its hashable form."""
-    layout = layout_of(owner)
-    found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
+def _annotation(v: Visit) -> str:
+    """The annotation of the field holding `v`, as written; for a list, dict or set, its
+    hashable form."""
+    found: Any = "Any" if v.declared is None else v.declared.type
     hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
     if isinstance(found, type):
         hint = found.__name__
@@ -144,7 +153,7 @@ def untraceable_field(
                 info["name"] = getattr(v.value, "__name__", "fn")  # among layers: no tc.Static
                 return TypeError(_MSG_FUNCTION_AMONG.format(**info))
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
-            hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
+            hint = _annotation(v)  # the fix keeps what the user wrote
             return TypeError(_MSG_UNTRACEABLE_FIELD.format(where=where, type=hint, **info))
     return None
 
