@@ -1,39 +1,38 @@
 """treeclass: classes that are JAX pytrees, with static fields, `replace()` and jit-safe methods."""
 
-from treeclass._checkpoint.errors import CheckpointError as CheckpointError
-from treeclass._checkpoint.npz import load as load
-from treeclass._checkpoint.npz import save as save
-from treeclass._checkpoint.state_dict import from_state_dict as from_state_dict
-from treeclass._checkpoint.state_dict import to_state_dict as to_state_dict
+from treeclass._checkpoint.npz import load as load, save as save
+from treeclass._checkpoint.state_dict import (
+    from_state_dict as from_state_dict,
+    to_state_dict as to_state_dict,
+)
+from treeclass._checkpoint.template import CheckpointError as CheckpointError
 from treeclass._core.checks import RecompileWarning as RecompileWarning
-from treeclass._core.decorator import TreeClass as TreeClass
-from treeclass._core.decorator import treeclass as treeclass
-from treeclass._core.fields import Static as Static
-from treeclass._core.fields import field as field
-from treeclass._core.fields import static as static
+from treeclass._core.decorator import TreeClass as TreeClass, treeclass as treeclass
+from treeclass._core.fields import Static as Static, field as field, static as static
 from treeclass._core.flatten import prefix as prefix
 from treeclass._core.replace import replace as replace
-from treeclass._core.stack import stack as stack
-from treeclass._core.stack import unstack as unstack
-from treeclass._core.tree import fields as fields
-from treeclass._core.tree import is_treeclass as is_treeclass
-from treeclass._core.tree import tree_equal as tree_equal
-from treeclass._jit.bind import BoundMethod as BoundMethod
-from treeclass._jit.bind import bind as bind
+from treeclass._core.stack import stack as stack, unstack as unstack
+from treeclass._core.tree import (
+    fields as fields,
+    is_treeclass as is_treeclass,
+    tree_equal as tree_equal,
+)
+from treeclass._jit.bind import BoundMethod as BoundMethod, bind as bind
 from treeclass._jit.jit import jit as jit
-from treeclass._jit.retrace import RetraceError as RetraceError
-from treeclass._jit.retrace import RetraceWarning as RetraceWarning
-from treeclass._paths.replace_at import replace_all as replace_all
-from treeclass._paths.replace_at import replace_at as replace_at
-from treeclass._sharding.shardings import partition_specs as partition_specs
-from treeclass._sharding.shardings import shardings as shardings
-from treeclass._train.grad import apply_updates as apply_updates
-from treeclass._train.grad import grad as grad
-from treeclass._train.grad import value_and_grad as value_and_grad
-from treeclass._train.select import SharedArrayWarning as SharedArrayWarning
-from treeclass._train.select import combine as combine
-from treeclass._train.select import is_inexact_array as is_inexact_array
-from treeclass._train.select import partition as partition
+from treeclass._jit.retrace import RetraceError as RetraceError, RetraceWarning as RetraceWarning
+from treeclass._paths.replace_at import replace_all as replace_all, replace_at as replace_at
+from treeclass._sharding.shardings import partition_specs as partition_specs, shardings as shardings
+from treeclass._train.grad import (
+    apply_updates as apply_updates,
+    grad as grad,
+    value_and_grad as value_and_grad,
+)
+from treeclass._train.select import (
+    SharedArrayWarning as SharedArrayWarning,
+    combine as combine,
+    is_inexact_array as is_inexact_array,
+    partition as partition,
+)
 from treeclass._train.summary import summary as summary
 
 __version__ = "0.1.0.dev0"

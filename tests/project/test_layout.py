@@ -68,9 +68,7 @@ CHECKPOINT_ORDER = [
     "sources",  # the saved side of restore(): a state dict's, a file's
     "archive",  # the file as load() reads it: the manifest, each member checked
     "manifest",  # the format: the manifest, canonical statics, each leaf's encoding
-    "keys",  # the root, each child's state-dict key, configuration children
-    "leaves",  # what a leaf is; as_template()
-    "errors",  # CheckpointError; the TypeError of a wrong argument
+    "template",  # the root, keys, configuration children, leaves, as_template(); the errors
 ]
 
 

@@ -417,10 +417,10 @@ def test_pass_files_run(path, jax_defaults):
 
 
 def _declared(protocol: type) -> set[str]:
-    """The attributes a protocol in treeclass/_jit/protocols.py promises."""
-    return {n for n in vars(protocol) if not n.startswith("_")} | {
-        n for n in ("__call__", "__get__") if n in vars(protocol)
-    }
+    """The attributes a protocol in treeclass/_jit/protocols.py promises (its own and those
+    of the protocols there it extends)."""
+    names = {n for k in protocol.__mro__ if k.__module__ == protocol.__module__ for n in vars(k)}
+    return {n for n in names if not n.startswith("_")} | {"__call__", "__get__"} & names
 
 
 def test_jit_protocols_describe_the_runtime():

@@ -13,8 +13,8 @@ from typing import IO, Any, Final, NoReturn, cast
 
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
 from treeclass._checkpoint.manifest import FORMAT, MANIFEST, VERSION, Stored
+from treeclass._checkpoint.template import CheckpointError
 
 _HEADER: Final = 8 + 4 + 10_000  # .npy magic, header length, numpy's largest header it reads
 
@@ -49,8 +49,10 @@ class Archive:
     def fail(self, what: str, error: Exception | None = None) -> NoReturn:
         """The `CheckpointError` for damage, which zipfile and numpy report as any exception."""
         cause = f" ({type(error).__name__}: {error})" if error is not None else ""
-        msg = f"{self.path}: cannot load this checkpoint: {what}{cause}. The file is damaged, "
-        msg += "truncated, or was not written by treeclass.save()."
+        msg = (
+            f"{self.path}: cannot load this checkpoint: {what}{cause}. The file is damaged, "
+            "truncated, or was not written by treeclass.save()."
+        )
         raise CheckpointError(msg) from error
 
     def tree(self) -> dict[str, Any]:
@@ -65,8 +67,10 @@ class Archive:
             self.fail(f"{MANIFEST}.npy is not a treeclass manifest")
         version, tree = manifest.get("version"), manifest.get("tree")
         if version != VERSION:
-            msg = f"{self.path}: checkpoint format version {version!r}; this treeclass reads "
-            msg += f"version {VERSION}. Load it with the treeclass version that wrote it."
+            msg = (
+                f"{self.path}: checkpoint format version {version!r}; this treeclass reads "
+                f"version {VERSION}. Load it with the treeclass version that wrote it."
+            )
             raise CheckpointError(msg)
         if not isinstance(tree, dict):
             self.fail(f"{MANIFEST}.npy has no tree")

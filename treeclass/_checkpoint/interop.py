@@ -29,13 +29,13 @@ import jax
 import jax.export
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import keyed
 from treeclass._checkpoint.manifest import canonical, encode_static
 from treeclass._checkpoint.state_dict import differences
+from treeclass._checkpoint.template import CheckpointError, keyed
 from treeclass._core.decorator import ON_CLASS
 from treeclass._core.layout import Layout, layout_of
 from treeclass._core.show import short_repr
+from treeclass._core.tree import equal
 from treeclass._core.walk import node_def
 
 _MSG_STATIC: Final = """\
@@ -132,19 +132,14 @@ def decode_static(encoded: Any) -> Any:
         return _MISSING
 
 
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 (a value whose == raises is not carried either)
-        return False
-
-
 def _serialize(layout: Layout, aux: tuple[Any, ...]) -> bytes:
     """The class's record in an exported function: its fields by name, statics encoded."""
     static = {}
     for name, value in zip(layout.static, aux, strict=True):
         static[name] = encode_static(value)
-        if not _same(decode_static(static[name]), value):
+        # Carried only if read back as itself (a value whose == raises is not carried either).
+        back = decode_static(static[name])
+        if type(back) is not type(value) or not equal(back, value):
             cls = layout.cls.__qualname__
             raise ValueError(_MSG_STATIC.format(cls=cls, name=name, value=short_repr(value)))
     return canonical({"dynamic": list(layout.dynamic), "static": static}).encode()
@@ -199,9 +194,11 @@ def _deserialize(layout: Layout, data: bytes) -> tuple[Any, ...]:
     values = tuple(decode_static(encoded[field]) for field in layout.static)
     for field, value in zip(layout.static, values, strict=True):
         if value is _MISSING:
-            msg = f"{layout.cls.__qualname__}.{field}: the exported static value {encoded[field]}"
-            msg += " names nothing in the modules imported here; import the module that defines"
-            msg += " it first."
+            msg = (
+                f"{layout.cls.__qualname__}.{field}: the exported static value {encoded[field]}"
+                " names nothing in the modules imported here; import the module that defines"
+                " it first."
+            )
             raise ValueError(msg)
     return values
 

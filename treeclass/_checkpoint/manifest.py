@@ -20,9 +20,15 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 import numpy as np
 
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import config_child, keyed, state_key
-from treeclass._checkpoint.leaves import arraylike, dtype_str, is_key
+from treeclass._checkpoint.template import (
+    CheckpointError,
+    arraylike,
+    config_child,
+    dtype_str,
+    is_key,
+    keyed,
+    state_key,
+)
 from treeclass._core.layout import layout_of
 from treeclass._core.show import short_repr
 from treeclass._core.walk import PYTHON_SCALARS, KeyPath, Rule, equinox_statics, path_str, rule_of
@@ -210,8 +216,10 @@ def manifest_entry(x: Any, root: str, path: KeyPath, members: Members, rule: Rul
         raise CheckpointError(_MSG_SPREAD.format(where=where))  # shards on other processes
     member = state_key(path)
     if member in members or member == MANIFEST:
-        msg = f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
-        msg += " in the file; rename a dict key."
+        msg = (
+            f"{where}: two leaves (or a leaf and the manifest) would be stored as {member}.npy"
+            " in the file; rename a dict key."
+        )
         raise ValueError(msg)
     record = {"leaf": member, "dtype": dtype, "shape": list(shape), "weak_type": weak}
     members[member] = (x, where, record)

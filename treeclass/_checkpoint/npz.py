@@ -19,8 +19,6 @@ from typing import IO, Any, TypeVar, cast
 import numpy as np
 
 from treeclass._checkpoint.archive import Archive
-from treeclass._checkpoint.errors import wrong_argument
-from treeclass._checkpoint.keys import check_root
 from treeclass._checkpoint.manifest import (
     FORMAT,
     MANIFEST,
@@ -31,6 +29,7 @@ from treeclass._checkpoint.manifest import (
 )
 from treeclass._checkpoint.sources import FileSource
 from treeclass._checkpoint.state_dict import restore
+from treeclass._checkpoint.template import check_root, wrong_argument
 
 _T = TypeVar("_T")
 

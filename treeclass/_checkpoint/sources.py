@@ -14,17 +14,6 @@ import numpy as np
 from jax.tree_util import GetAttrKey
 
 from treeclass._checkpoint.archive import Archive
-from treeclass._checkpoint.errors import CheckpointError
-from treeclass._checkpoint.keys import state_key
-from treeclass._checkpoint.leaves import (
-    SCALAR_KINDS,
-    arraylike,
-    as_template,
-    dtype_str,
-    fits,
-    is_key,
-    scalar_fits,
-)
 from treeclass._checkpoint.manifest import (
     SCALAR_NAMES,
     SCALAR_STORED,
@@ -33,6 +22,17 @@ from treeclass._checkpoint.manifest import (
     leaf_record,
     node_statics,
     show_static,
+)
+from treeclass._checkpoint.template import (
+    SCALAR_KINDS,
+    CheckpointError,
+    arraylike,
+    as_template,
+    dtype_str,
+    fits,
+    is_key,
+    scalar_fits,
+    state_key,
 )
 from treeclass._core.layout import layout_of
 from treeclass._core.show import describe
@@ -252,8 +252,7 @@ class FileSource(Source):
         # Raw bits for ml_dtypes, key data for keys: viewed or converted as the template's.
         array = self.archive.read(member, stored, where, crc)
         if not is_key(template) and type(template) not in PYTHON_SCALARS:
-            same_kind = array.dtype.kind == np.dtype(template.dtype).kind
-            if same_kind:
+            if array.dtype.kind == np.dtype(template.dtype).kind:  # else ml_dtypes' raw bits
                 array = array.astype(template.dtype, copy=False)
             else:
                 array = array.view(template.dtype)

@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import jax
 
-from treeclass._checkpoint.errors import wrong_argument
-from treeclass._checkpoint.keys import check_root, config_child, keyed
 from treeclass._checkpoint.sources import Source
+from treeclass._checkpoint.template import check_root, config_child, keyed, wrong_argument
 from treeclass._core.walk import KeyPath, Rule, node_def, path_str, rule_of
 
 _T = TypeVar("_T")

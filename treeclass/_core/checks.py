@@ -212,19 +212,6 @@ class _Cell:
         return f"[{self.name}]"
 
 
-def _cells(fn: types.FunctionType) -> list[tuple[str, object]]:
-    """`(free variable, value)` of each filled cell of `fn`'s closure."""
-    cells: list[tuple[str, object]] = []
-    if fn.__closure__ is None:  # a module-level function: the usual static callable
-        return cells
-    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=True):
-        try:
-            cells.append((var, cell.cell_contents))
-        except ValueError:  # a variable the enclosing function has not assigned yet
-            continue
-    return cells
-
-
 def _captor(value: object) -> tuple[str, str] | None:
     """`(kind, qualname)` of a callable that holds values out of JAX's sight, else None."""
     func = getattr(value, "__func__", None)  # a bound method, `tc.bind`'s pytree one too
@@ -248,7 +235,13 @@ def _captured_by(fn: types.FunctionType) -> list[tuple[KeyPath, object]]:
         def make(w):
             return lambda x, w=w: x * w   # `w` is in __defaults__, not in a cell
     """
-    cells = [((GetAttrKey("__closure__"), _Cell(var)), item) for var, item in _cells(fn)]
+    cells: list[tuple[KeyPath, object]] = []
+    # `__closure__` is None without free variables (a module-level function, the usual case).
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        try:
+            cells.append(((GetAttrKey("__closure__"), _Cell(var)), cell.cell_contents))
+        except ValueError:  # an empty cell: a variable the enclosing function has not set yet
+            continue
     defaults = fn.__defaults__ or ()
     code = fn.__code__
     params = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
@@ -347,9 +340,10 @@ def _array_error(cls: type, name: str, found: _Found) -> TypeError:
 
 
 def check_static(cls: type, name: str, value: object) -> None:
-    """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==."""
-    if type(value) in TRUSTED_STATIC_TYPES:
-        return
+    """Raises `TypeError` for an array in `value` or an unhashable one; warns for identity ==.
+
+    A value of `TRUSTED_STATIC_TYPES` passes every check (the generated code does not call
+    it for one, and `_array_in` returns at once)."""
     found = _array_in(value, {})
     if found is not None:
         raise _array_error(cls, name, found)

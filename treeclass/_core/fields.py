@@ -143,8 +143,10 @@ def field(
         msg = f"field(metadata=...) takes a mapping (a dict) or None; got {metadata!r}."
         raise TypeError(msg)
     if default_factory is not dataclasses.MISSING and not callable(default_factory):
-        msg = f"field(default_factory=...) takes a zero-argument callable; got {default_factory!r}."
-        msg += " For a constant, use default=... instead."
+        msg = (
+            f"field(default_factory=...) takes a zero-argument callable; got {default_factory!r}."
+            " For a constant, use default=... instead."
+        )
         raise TypeError(msg)
     # `trainable` is checked against `static` by @treeclass, naming the field.
     meta: dict[str, Any] = {**(metadata or {}), STATIC: bool(static), TRAINABLE: bool(trainable)}

@@ -118,11 +118,15 @@ def _find(
     if here in seen:  # the objects in `seen` are alive on the stack: ids are not reused
         return False
     seen |= {here}
-    if isinstance(a, _ALIASES):
+    if isinstance(a, (*_ALIASES, str, typing.ForwardRef)):  # what it names decides
         try:
-            value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
-        except NameError as e:
-            return _unresolved(f"NameError: {e}", outer)
+            if isinstance(a, _ALIASES):
+                value = a.__value__  # a PEP 695 value is evaluated now, and may name the unknown
+            else:
+                text = a if isinstance(a, str) else a.__forward_arg__
+                value = eval(text, *scopes())  # noqa: S307 - the class's own annotation
+        except Exception as e:  # noqa: BLE001 - a NameError, a syntax error: name the field
+            return _unresolved(f"{type(e).__name__}: {e}", outer)
         return _find(value, outer, scopes, seen)
     if origin is typing.Annotated:
         if any(m is STATIC_MARKER for m in a.__metadata__):
@@ -130,13 +134,6 @@ def _find(
                 raise _Refused(_MSG_NESTED, outer)
             return True
         return _find(a.__origin__, outer, scopes, seen)
-    if isinstance(a, str | typing.ForwardRef):
-        try:
-            text = a if isinstance(a, str) else a.__forward_arg__
-            value = eval(text, *scopes())  # noqa: S307 - the class's own annotation
-        except Exception as e:  # noqa: BLE001 - a syntax error, a missing attribute: name the field
-            return _unresolved(f"{type(e).__name__}: {e}", outer)
-        return _find(value, outer, scopes, seen)
     if isinstance(a, type) and issubclass(a, _Undefined):
         return _unresolved(f"NameError: name {a.__name__!r} is not defined", outer)
     if origin is typing.Literal:

@@ -77,14 +77,13 @@ def _parts(x: Any) -> tuple[str, str, str, list[tuple[str, Any]]] | None:
     """
     cls = type(x)
     layout = instance_layout(x)
-    if layout is not None:
-        shown = [f.name for f in layout.fields if f.repr]
+    # A treeclass; flax.struct, register_dataclass: dataclasses' repr, arrays summarised.
+    if layout is not None or _dataclass_repr(cls):
+        fields = dataclasses.fields(x) if layout is None else layout.fields
+        shown = [f.name for f in fields if f.repr]
         return f"{cls.__name__}(", ")", "=", [(n, getattr(x, n, _UNSET)) for n in shown]
     if cls is list:
         return "[", "]", "", [("", v) for v in x]
-    if _dataclass_repr(cls):  # flax.struct, register_dataclass: dataclasses' repr, summarised
-        shown = [f.name for f in dataclasses.fields(x) if f.repr]
-        return f"{cls.__name__}(", ")", "=", [(n, getattr(x, n, _UNSET)) for n in shown]
     names: tuple[str, ...] | None = getattr(cls, "_fields", None)
     if names is not None and issubclass(cls, tuple):  # a NamedTuple
         return f"{cls.__name__}(", ")", "=", list(zip(names, x, strict=True))

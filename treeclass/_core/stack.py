@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from treeclass._core.show import describe, short_repr
+from treeclass._core.tree import equal
 from treeclass._core.walk import PYTHON_SCALARS, Visit, array_name, is_array, path_str, walk
 
 T = TypeVar("T")
@@ -85,17 +86,15 @@ def stack(instances: Sequence[T]) -> T:
     if len(instances) == 0:
         raise ValueError(_MSG_EMPTY)
     first, *rest = instances
-    treedef: Any  # a PyTreeDef, whose == mypy cannot see
-    leaves, treedef = jax.tree.flatten(first)
+    treedef: Any = jax.tree.structure(first)  # a PyTreeDef, whose == mypy cannot see
+    visits = [v for v in walk(first) if v.kind == "leaf"]  # in JAX's order
+    leaves = [v.value for v in visits]
     root = type(first).__name__
     # A leaf its owner makes configuration (an equinox layer's dropout rate) is kept once,
     # as a static field is: it must be equal in every instance, and is never stacked.
-    config: list[bool] = []  # per leaf, in JAX's order: configuration, held once
-    for v in walk(first):
-        if v.kind != "leaf":
-            continue
-        config.append(v.config)
-        if not v.config and not _stackable(v.value):
+    config = [v.config for v in visits]
+    for v in visits:
+        if not v.config and not (is_array(v.value) or type(v.value) in PYTHON_SCALARS):
             raise TypeError(_MSG_NOT_ARRAY.format(where=_where(v, root), found=describe(v.value)))
     specs = list(map(_spec, leaves))
     rows = [leaves]
@@ -103,7 +102,7 @@ def stack(instances: Sequence[T]) -> T:
         other_leaves, other_def = jax.tree.flatten(other)
         # Leaf counts that differ are a structure that differs: the treedef check sees it.
         held_pairs = zip(leaves, other_leaves, config, strict=False)
-        same_config = all(a is b or a == b for a, b, held in held_pairs if held)
+        same_config = all(equal(a, b) for a, b, held in held_pairs if held)
         if other_def != treedef or specs != list(map(_spec, other_leaves)) or not same_config:
             _explain(first, other, i)  # raises, naming the field
         rows.append(other_leaves)
@@ -113,10 +112,6 @@ def stack(instances: Sequence[T]) -> T:
     ]
     stacked: T = jax.tree.unflatten(treedef, stacked_leaves)
     return stacked
-
-
-def _stackable(x: Any) -> bool:
-    return is_array(x) or type(x) in PYTHON_SCALARS
 
 
 def unstack(stacked: T) -> list[T]:
@@ -206,15 +201,12 @@ def _explain(first: Any, other: Any, i: int) -> None:
             msg = _MSG_STRUCTURE.format(i=i, where=path_str(root, at), a=shown[0], b=shown[1])
             raise ValueError(msg)
         where = _where(a, root)
-        if a.config and not (a.value is b.value or a.value == b.value):
-            shown = [short_repr(a.value), short_repr(b.value)]
-            where = path_str(root, a.path)
-            raise ValueError(_MSG_CONFIG.format(i=i, where=where, a=shown[0], b=shown[1]))
-        if a.kind == "static" and not (a.value is b.value or a.value == b.value):
-            shown = [short_repr(a.value), short_repr(b.value)]
+        if (a.config or a.kind == "static") and not equal(a.value, b.value):
+            both = {"i": i, "a": short_repr(a.value), "b": short_repr(b.value)}
+            if a.config:
+                raise ValueError(_MSG_CONFIG.format(where=path_str(root, a.path), **both))
             path = jax.tree_util.keystr(a.path)
-            msg = _MSG_STATIC.format(i=i, where=where, a=shown[0], b=shown[1], path=path)
-            raise ValueError(msg)
+            raise ValueError(_MSG_STATIC.format(where=where, path=path, **both))
         specs = [_spec(a.value), _spec(b.value)]
         if a.kind == "leaf" and specs[0] != specs[1]:
             what = "shape" if specs[0].split("[")[0] == specs[1].split("[")[0] else "dtype"

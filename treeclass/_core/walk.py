@@ -79,13 +79,13 @@ def rule_of(node: Any, outer: Rule) -> Rule:
         return "treeclass"
     if is_equinox_module(node):
         return "equinox"
-    if node is None or type(node) in _CONTAINERS or _is_namedtuple(node):
+    if (
+        node is None
+        or type(node) in _CONTAINERS
+        or (isinstance(node, tuple) and hasattr(type(node), "_fields"))  # a NamedTuple
+    ):
         return outer
     return "other"
-
-
-def _is_namedtuple(x: object) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
 def is_config(rule: Rule, leaf: Any) -> bool:
@@ -140,6 +140,7 @@ class Visit(NamedTuple):
     kind: Literal["node", "leaf", "static"]  # "node": a treeclass or container
     trainable: bool  # False at and below a field declared `trainable=False`
     rule: Rule = "plain"  # the rule of the value's owner (see `rule_of`)
+    declared: dataclasses.Field[Any] | None = None  # the field `name` of `owner`, as declared
 
     @property
     def config(self) -> bool:
@@ -159,24 +160,29 @@ def walk(
     name: str | None = None,
     trainable: bool = True,
     rule: Rule = "plain",
+    declared: dataclasses.Field[Any] | None = None,
 ) -> Iterator[Visit]:
     """Every node, leaf and static value of `tree`, lazily, parents first, leaves in JAX's order."""
     layout = instance_layout(tree)
     if layout is not None:
-        yield Visit(path, tree, owner, name, "node", trainable, rule)
+        yield Visit(path, tree, owner, name, "node", trainable, rule, declared)
         cls = type(tree)
         dynamic, static = layout.flatten(tree)  # what JAX's flatten returns
         values = dict(zip((*layout.dynamic, *layout.static), (*dynamic, *static), strict=True))
-        for field in layout.names:
-            field_path = (*path, jax.tree_util.GetAttrKey(field))
-            if field in layout.static:
-                yield Visit(field_path, values[field], cls, field, "static", False, "treeclass")
+        for f in layout.fields:
+            field_path = (*path, jax.tree_util.GetAttrKey(f.name))
+            if f.name in layout.static:
+                yield Visit(
+                    field_path, values[f.name], cls, f.name, "static", False, "treeclass", f
+                )
             else:
-                trained = trainable and field not in layout.frozen
-                yield from walk(values[field], field_path, cls, field, trained, "treeclass")
+                trained = trainable and f.name not in layout.frozen
+                yield from walk(values[f.name], field_path, cls, f.name, trained, "treeclass", f)
         return
     below = children(tree)
-    yield Visit(path, tree, owner, name, "leaf" if below is None else "node", trainable, rule)
+    yield Visit(
+        path, tree, owner, name, "leaf" if below is None else "node", trainable, rule, declared
+    )
     inner = rule if below is None else rule_of(tree, rule)
     for key, child in below or ():
-        yield from walk(child, (*path, key), owner, name, trainable, inner)
+        yield from walk(child, (*path, key), owner, name, trainable, inner, declared)

@@ -102,7 +102,9 @@ def bind(method: Callable[_P, _R]) -> BoundMethod[_P, _R]:
     if isinstance(method, BoundMethod):
         return method
     if not isinstance(method, types.MethodType):
-        msg = f"tc.bind() takes a bound method such as obj.method; got {method!r}. For a plain "
-        msg += "function, use functools.partial or pass the object explicitly."
+        msg = (
+            f"tc.bind() takes a bound method such as obj.method; got {method!r}. For a plain "
+            "function, use functools.partial or pass the object explicitly."
+        )
         raise TypeError(msg)
     return BoundMethod(method.__func__, method.__self__)

@@ -27,20 +27,18 @@ class JitMethod(Protocol[_P, _R_co]):
 
     @property
     def trace_log(self) -> TraceLog:
-        """The traces of the class-level compiled function, shared by all instances."""
+        """Its traces: `.count`, `.reasons`, and the options `.max_traces` and `.explain`; a
+        method's are those of the class-level compiled function, shared by all instances."""
         ...
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
-class JitFunction(Protocol[_P, _R_co]):
-    """A `tc.jit` function, or a `tc.jit` method read from its class."""
+class JitFunction(JitMethod[_P, _R_co], Protocol[_P, _R_co]):
+    """A `tc.jit` function, or a `tc.jit` method read from its class: a `JitMethod` (its
+    `trace_log`) with `jax.jit`'s stages, and bound when read from an instance."""
 
-    @property
-    def trace_log(self) -> TraceLog:
-        """Its traces: `.count`, `.reasons`, and the options `.max_traces` and `.explain`."""
-        ...
-
+    # Declared again so that a type checker's message about a call names this protocol.
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> jax.stages.Lowered: ...

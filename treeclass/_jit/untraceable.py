@@ -16,9 +16,18 @@ import jax
 import jax.core  # imported by jax too; named here so type checkers see jax.core
 from jax.tree_util import DictKey, GetAttrKey, SequenceKey
 
-from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.layout import instance_layout
 from treeclass._core.show import describe, short_repr
-from treeclass._core.walk import ARRAY_TYPES, KeyPath, Rule, is_config, path_str, rule_of, walk
+from treeclass._core.walk import (
+    ARRAY_TYPES,
+    KeyPath,
+    Rule,
+    Visit,
+    is_config,
+    path_str,
+    rule_of,
+    walk,
+)
 
 _MSG_UNTRACEABLE_LEAF: Final = """\
 {at} holds {what}, which JAX cannot trace (argument {label!r}).
@@ -71,10 +80,10 @@ _HASHABLE: Final = {
 }
 
 
-def _annotation(owner: type, name: str) -> str:
-    """`owner.name`'s annotation as written; for a list, dict or set, its hashable form."""
-    layout = layout_of(owner)
-    found: Any = next((f.type for f in layout.fields if f.name == name), "Any") if layout else "Any"
+def _annotation(v: Visit) -> str:
+    """The annotation of the field holding `v`, as written; for a list, dict or set, its
+    hashable form."""
+    found: Any = "Any" if v.declared is None else v.declared.type
     hint: str = found if isinstance(found, str) else repr(found).replace("typing.", "")
     if isinstance(found, type):
         hint = found.__name__
@@ -144,7 +153,7 @@ def untraceable_field(
                 info["name"] = getattr(v.value, "__name__", "fn")  # among layers: no tc.Static
                 return TypeError(_MSG_FUNCTION_AMONG.format(**info))
             where = f"argument {label!r}" if at == v.field else f"{at}, argument {label!r}"
-            hint = _annotation(v.owner, str(v.name))  # the fix keeps what the user wrote
+            hint = _annotation(v)  # the fix keeps what the user wrote
             return TypeError(_MSG_UNTRACEABLE_FIELD.format(where=where, type=hint, **info))
     return None
 
@@ -194,18 +203,18 @@ class Carrier:
 
     def hide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """`(args, kwargs)` with each configuration leaf held static."""
+        leaves, treedef, held = self._held(args, kwargs)
+        for i in held:
+            leaves[i] = _Carried(leaves[i])
+        return jax.tree.unflatten(treedef, leaves) if held else (args, kwargs)
+
+    def _held(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], Any, dict[int, Any]]:
+        """`(leaves, treedef, held)` of `(args, kwargs)`, `held` giving each configuration leaf
+        by its index, looked for among the indices `_at` keeps for the treedef."""
         tree = (args, kwargs)
         leaves, treedef = jax.tree.flatten(tree)
-        found = [i for i, rule in self._maybe_config(tree, treedef) if is_config(rule, leaves[i])]
-        for i in found:
-            leaves[i] = _Carried(leaves[i])
-        return jax.tree.unflatten(treedef, leaves) if found else tree
-
-    def _maybe_config(
-        self, tree: tuple[tuple[Any, ...], dict[str, Any]], treedef: Any
-    ) -> tuple[tuple[int, Rule], ...]:
-        """`(index, rule)` of `tree`'s leaves under an equinox Module or another library's
-        node, in no static argument: those whose value may be configuration."""
         at = self._at.get(treedef)
         if at is None:
             if len(self._at) > 64:  # structures seen: bounded as jax.jit's cache is not
@@ -217,7 +226,7 @@ class Carrier:
                 for i, v in enumerate(visits)
                 if v.rule in ("equinox", "other") and v.path[:2] in dynamic
             )
-        return at
+        return leaves, treedef, {i: leaves[i] for i, rule in at if is_config(rule, leaves[i])}
 
     def pin(
         self, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -232,10 +241,7 @@ class Carrier:
         never reads that input, and JAX leaves it out of the compiled module. A leaf JAX
         cannot type (a str, a function) is carried in the treedef, as `hide` does.
         """
-        tree = (args, kwargs)
-        leaves, treedef = jax.tree.flatten(tree)
-        at = self._maybe_config(tree, treedef)
-        held = {i: leaves[i] for i, rule in at if is_config(rule, leaves[i])}
+        leaves, treedef, held = self._held(args, kwargs)
         if not held:
             return fun, args, kwargs
         for i, value in held.items():

@@ -106,8 +106,10 @@ def replace_at(
     if fn is None and not (isinstance(value, _SEQUENCES) and len(value) == len(selected)):
         length = f" of length {len(value)}" if isinstance(value, _SEQUENCES) else ""
         shown = ", ".join(show(root, p) for p in selected)
-        msg = f"`where` selects {len(selected)} nodes ({shown}), so value must be a tuple of "
-        msg += f"{len(selected)} new values; got {describe(value, shape=False)}{length}."
+        msg = (
+            f"`where` selects {len(selected)} nodes ({shown}), so value must be a tuple of "
+            f"{len(selected)} new values; got {describe(value, shape=False)}{length}."
+        )
         raise ValueError(msg)
     ends: list[_End] = []
     for i, path in enumerate(selected):

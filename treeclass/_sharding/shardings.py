@@ -14,7 +14,7 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from treeclass._core.checks import closest
 from treeclass._core.fields import AXES
-from treeclass._core.layout import instance_layout, layout_of
+from treeclass._core.layout import instance_layout
 from treeclass._core.show import short_repr
 from treeclass._core.walk import PYTHON_SCALARS, path_str, walk
 
@@ -223,9 +223,7 @@ def partition_specs(
     root = type(obj).__name__
     specs: list[PartitionSpec | None] = []
     for v in walk(obj):  # each leaf with its innermost field
-        layout = None if v.kind == "static" else layout_of(v.owner)  # None outside every field
-        field = None if layout is None else layout.fields[layout.names.index(v.name)]
-        axes: Axes = None if field is None else field.metadata.get(AXES)
+        axes: Axes = None if v.declared is None else v.declared.metadata.get(AXES)
         if v.config:
             # Configuration by its owner's rule (an equinox layer's float or str) is no
             # array to place, as `tc.partition` leaves it out of the arrays; a spec there

@@ -235,9 +235,7 @@ class SharedArrayWarning(UserWarning):
 
 def _default(v: Visit) -> bool:
     """Whether the leaf is its field's default, which every instance shares by design."""
-    layout = layout_of(v.owner) if v.owner is not None else None
-    field = next((f for f in layout.fields if f.name == v.name), None) if layout else None
-    return field is not None and field.default is v.value
+    return v.declared is not None and v.declared.default is v.value
 
 
 def _warn_shared(root: str, visits: list[Visit]) -> None:

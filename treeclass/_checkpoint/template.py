@@ -1,9 +1,14 @@
-"""What a checkpoint's leaf is (an array, a typed PRNG key, a Python number), how its dtype is
-named, and `as_template()`: a restored value made the template's kind of leaf, which both
-`from_state_dict()` and `load()` return."""
+"""The template as every checkpoint module reads it: the root that starts each path in
+messages (`Model`), each child's state-dict key (`layers.0.w`, also its file member's name),
+the children that are configuration (left out of state dicts, compared in files), what a leaf
+is (an array, a typed PRNG key, a Python number) and its dtype's name; `as_template()`, a
+restored value made the template's kind of leaf (what `from_state_dict()` and `load()`
+return). And the errors: `CheckpointError` (a checkpoint that does not fit its template, a
+damaged file), the `TypeError` of a public function given the wrong kind of argument."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import jax
@@ -11,7 +16,76 @@ import jax.core  # imported by jax too; named here so type checkers see jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from treeclass._core.walk import PYTHON_SCALARS, is_array
+from treeclass._core.show import short_repr
+from treeclass._core.walk import PYTHON_SCALARS, KeyPath, Rule, children, is_array, is_config
+
+
+class CheckpointError(ValueError):
+    """A checkpoint does not fit its template (the message starts with the field path,
+    `Model.layers[0].w: ...`), or its file is damaged; a `ValueError`.
+
+    **Example**
+
+    >>> class Dense(tc.TreeClass):
+    ...     w: jax.Array
+    >>> tc.from_state_dict(Dense(jnp.ones(3)), {"w": jnp.ones(2)})
+    Traceback (most recent call last):
+    treeclass.CheckpointError: Dense.w: shape (2,) in the state dict, (3,) in the template
+    ...
+    """
+
+    __module__ = "treeclass"  # shown as treeclass.CheckpointError, where users import it
+
+
+def wrong_argument(takes: str, fn: str, found: object, shown: str = "") -> TypeError:
+    """The `TypeError` of the public function `fn` given `found` where it `takes` another kind
+    of argument; `shown` replaces the default description of `found` (its type and repr)."""
+    shown = shown or f"{type(found).__name__} {short_repr(found)}"
+    return TypeError(f"treeclass.{fn}() takes {takes}; got {shown}.")
+
+
+def state_key(path: KeyPath) -> str:
+    """The dotted state-dict key of a key path (`layers.0.w`), also a file member's name."""
+    return ".".join(jax.tree_util.keystr((entry,), simple=True) for entry in path)
+
+
+def keyed(x: Any, where: Callable[[], str]) -> list[tuple[Any, str, Any]] | None:
+    """`x`'s children as `(key entry, state-dict key, child)`; None for a leaf.
+
+    `where()` names `x` in the `ValueError` for two keys of one string form (`1` and `"1"`),
+    which a state dict could not tell apart; it is called only then."""
+    pairs = children(x)
+    if pairs is None:
+        return None
+    keys = [state_key((entry,)) for entry, _ in pairs]  # w, 0, key
+    if len(set(keys)) != len(keys):
+        dupes = ", ".join(map(repr, sorted({k for k in keys if keys.count(k) > 1})))
+        msg = (
+            f"{where()}: the keys of this {type(x).__name__} have the same string form "
+            f"({dupes}), so a state dict cannot tell them apart. Use keys whose str() differ."
+        )
+        raise ValueError(msg)
+    return [(entry, key, child) for key, (entry, child) in zip(keys, pairs, strict=True)]
+
+
+def check_root(x: Any, fn: str, arg: str) -> str:
+    """The name that starts every path in messages (`Model`); `TypeError` for a non-container.
+
+    `fn` and `arg` name the public function and its argument in that error."""
+    shown = ""
+    if isinstance(x, type):
+        shown = f"the class {x.__name__}; pass an instance, {x.__name__}(...)"
+    elif x is not None and keyed(x, lambda: type(x).__name__) is not None:
+        return type(x).__name__
+    takes = f"a treeclass instance (or a list, tuple or dict of them) as `{arg}`"
+    raise wrong_argument(takes, fn, x, shown)
+
+
+def config_child(rule: Rule, child: Any) -> bool:
+    """A leaf its owner's `rule` makes configuration (an equinox layer's bool or function):
+    left out of state dicts (taken from the template, as statics are), compared in files."""
+    return child is not None and children(child) is None and is_config(rule, child)
+
 
 # The dtype kinds of the 0-d arrays taken for a Python number of each type: some stores give
 # a number back as such an array.
@@ -66,15 +140,13 @@ def as_template(template: Any, value: Any) -> Any:
     jax array that already has the template's weak type is returned as it is, not copied."""
     if isinstance(value, jax.core.Tracer):  # from_state_dict under jit: nothing to convert
         return value
-    if type(template) not in PYTHON_SCALARS and not arraylike(template):
-        return value  # a str or function in a dynamic field: the source checked its type
+    if type(value) is type(template) and not isinstance(template, jax.Array):
+        return value  # a Python number, a numpy array, or a str or function (checked by type)
     if type(template) in PYTHON_SCALARS:
-        if type(value) is type(template):
-            return value
         return type(template)(np.asarray(value).item())
+    if not arraylike(template):
+        return value  # a str or function in a dynamic field: the source checked its type
     if isinstance(template, np.ndarray | np.generic):
-        if type(value) is type(template):
-            return value
         array = np.array(value, dtype=template.dtype)  # a writeable copy, on the host
         return array if isinstance(template, np.ndarray) else array[()]
     weak = bool(getattr(template, "weak_type", False))
