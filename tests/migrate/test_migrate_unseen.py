@@ -962,3 +962,201 @@ def test_every_class_defining_the_flatten_of_a_registered_class_is_reported(
             assert f"C{i}" in reports, (levels, reports)
     for report in reports.values():
         assert "is not a pytree class converted in this run" not in report["reason"], report
+
+
+# --- haiku 0.0.17: a sum of an unannotated function's results --------------------------------
+# integration/descriptors.py:351 adds a tuple display to `RECURRENT_MODULES`, the sum of two
+# calls of `unroll_descriptors`, which returns `tuple(out)`: no NamedTuple can be there, and
+# LSTMState used to be refused for it.
+HAIKU_DESCRIPTORS = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/descriptors.py": """
+        from typing import NamedTuple
+
+        class ModuleDescriptor(NamedTuple):
+            name: str
+            shape: tuple
+
+        def unroll_descriptors(descriptors, unroller):
+            out = []
+            for name, shape in descriptors:
+                out.append(ModuleDescriptor(name=f"{name}({unroller})", shape=shape))
+            return tuple(out)
+
+        RNN_CORES = (ModuleDescriptor("LSTM", (8, 2)),)
+        RECURRENT_MODULES = (
+            unroll_descriptors(RNN_CORES, "dynamic") + unroll_descriptors(RNN_CORES, "static")
+        )
+        NO_NEXT_RNG_KEY_MODULES = (ModuleDescriptor("Flatten", (8, 3)),) + RECURRENT_MODULES
+        LOCAL_ONES = unroll_descriptors(RNN_CORES, "local")
+        PAIRS = LOCAL_ONES == (1, 2), isinstance(LOCAL_ONES, tuple), LOCAL_ONES + (0,)
+    """,
+    "pkg/main.py": """
+        from pkg.descriptors import NO_NEXT_RNG_KEY_MODULES, PAIRS
+        from pkg.state import initial_state
+
+        h, c = initial_state(2)
+        print([d.name for d in NO_NEXT_RNG_KEY_MODULES], PAIRS[:2], len(PAIRS[2]))
+        print(h.tolist(), c.tolist(), [len(s) for s in [initial_state(1)]])
+    """,
+}
+
+
+def test_a_sum_of_what_an_unannotated_function_returns_blocks_nothing(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_DESCRIPTORS, "--namedtuples")
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    for name in ("LSTMState", "ModuleDescriptor"):
+        assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- haiku 0.0.17: a test module's guess does not block the package's classes -----------------
+# transform_test.py:129 tests `f.init(None)` with `isinstance(args, tuple)`: the run cannot
+# type `args`, and LSTMState, which reaches untyped code, was refused for it.
+_TRANSFORM = """
+    class Transformed:
+        def __init__(self, init):
+            self.init = init
+
+    def transform(f):
+        return Transformed(lambda rng: {})
+
+    def transform_with_state(f):
+        return Transformed(lambda rng: ({}, {}))
+"""
+_TRANSFORM_TEST = """
+    from pkg.state import initial_state
+    from pkg.transform import transform, transform_with_state
+
+    def invalid_rng_none_ignored(transform_fn):
+        f = transform_fn(lambda: None)
+        args = f.init(None)
+        if not isinstance(args, tuple):
+            args = (args,)
+        return len(args)
+"""
+_TYPED_TEST = """
+    def state_is_a_tuple():  # typed: an LSTMState for sure, and a test that would fail
+        return isinstance(initial_state(1), tuple)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "typed", "converts"),
+    [
+        pytest.param("transform_test", False, True, id="a-test-module-guess"),
+        pytest.param("test_transform", False, True, id="a-test-module-guess-test-first"),
+        pytest.param("conftest", False, True, id="a-conftest-guess"),
+        pytest.param("transform_helpers", False, False, id="the-same-use-in-the-package"),
+        pytest.param("transform_test", True, False, id="a-test-module-typed-use"),
+    ],
+)
+def test_a_test_modules_guess_is_listed_not_blocking(
+    root: Path, module: str, typed: bool, converts: bool
+) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/state.py": _STATE,
+        "pkg/transform.py": _TRANSFORM,
+        f"pkg/{module}.py": _TRANSFORM_TEST + (_TYPED_TEST if typed else ""),
+        "pkg/main.py": f"""
+            from pkg import {module}
+            from pkg.state import initial_state
+            from pkg.transform import transform, transform_with_state
+
+            print({module}.invalid_rng_none_ignored(transform))
+            print({module}.invalid_rng_none_ignored(transform_with_state))
+            print([len(s) for s in [initial_state(1)]])
+        """,
+    }
+    reports, before, after = differential(root, files, "--namedtuples")
+    assert "raised" not in before, before
+    reason = reports["LSTMState"]["reason"]
+    site = "`isinstance(args, tuple)` at "
+    if converts:
+        assert before == after, (before, after)
+        assert reports["LSTMState"]["status"] == "converted", reason
+        assert (
+            "a test uses a value the run cannot type as a tuple, where an instance may be (1 site(s)): (1) "
+            + site
+            in reason
+        ), reason
+        assert "these do not block the conversion" in reason, reason
+    else:
+        assert reports["LSTMState"]["status"] == "refused", reason
+        typed_site = "`isinstance(initial_state(1), tuple)` at "
+        assert (typed_site if typed else site) in reason, reason
+
+
+# The generator for the two cases above: a helper without annotations returns one or two
+# of these (under a branch), its result is bound (or added to another call's) and used as
+# a tuple in a way a treeclass cannot keep, in a package module or a test module, in a run
+# that may define `__add__` on a class (then `a + b` may be anything). LSTMState, which
+# reaches untyped code, is refused exactly when the value can be an instance and the use
+# is the package's; each program prints the same before and after.
+_RETURNS = {  # the helper's `return`, and whether it is plain (no instance) without __add__
+    "tuple(out)": True,
+    "list(out)": True,
+    "(len(out), 2)": True,
+    "tuple(out) + tuple(out)": True,
+    "tuple(out) * 2": True,
+    "out * 2": False,  # a local of the helper: not followed (it may hold anything)
+    "xs": False,  # its parameter: what it is given (an LSTMState, below)
+    "LSTMState(jnp.zeros(1), jnp.ones(1))": False,
+}
+_SUMS = ("tuple(out) + tuple(out)", "tuple(out) * 2")  # plain where no class defines + or *
+_USES = ("isinstance(value, tuple)", "value == (1, 2)", "len(value + (0,))")
+
+
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    results=st.lists(st.sampled_from(sorted(_RETURNS)), min_size=1, max_size=2, unique=True),
+    summed=st.booleans(),
+    use=st.sampled_from(_USES),
+    module=st.sampled_from(["site", "site_test", "test_site"]),
+    operator=st.booleans(),
+)
+@example(  # the haiku repro: a sum of two `tuple(out)` results, beside a tuple display
+    results=["tuple(out)"], summed=True, use="len(value + (0,))", module="site", operator=False
+)
+def test_what_an_unannotated_helper_returns_decides_a_blocking_use(
+    results: list[str], summed: bool, use: str, module: str, operator: bool
+) -> None:
+    body = "".join(
+        f"    if len(out) == {i}:\n        return {r}\n" for i, r in enumerate(results[:-1])
+    )
+    helper = "def helper(xs):\n    out = [1, 2]\n" + body + f"    return {results[-1]}\n"
+    value = "helper(s) + helper(s)" if summed else "helper(s)"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/state.py": _STATE,
+        "pkg/ops.py": "class Vec:\n    def __add__(self, other):\n        return self\n\n"
+        "    def __rmul__(self, other):\n        return self\n"
+        if operator
+        else "",
+        f"pkg/{module}.py": "import jax.numpy as jnp\n"
+        "from pkg.state import LSTMState, initial_state\n\n"
+        f"{helper}\n"
+        "def run(s):\n"
+        f"    value = {value}\n"
+        "    try:\n"
+        f"        return {use}\n"
+        "    except TypeError as e:\n"
+        "        return type(e).__name__\n",
+        "pkg/main.py": f"from pkg.{module} import run\nfrom pkg.state import initial_state\n\n"
+        "print(run(initial_state(1)), [len(s) for s in [initial_state(1)]])\n",
+    }
+    # A sum of two plain results is plain too, unless a class of the run defines `+`.
+    plain = all(_RETURNS[r] and not (operator and r in _SUMS) for r in results)
+    plain = plain and not (summed and operator)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+    finally:
+        forget_pkg()
+    status = reports["LSTMState"]["status"]
+    converts = plain or module != "site"  # a test module's guess is listed, not blocking
+    assert status == ("converted" if converts else "refused"), (files, reports["LSTMState"])
+    if plain or not converts:  # a test that would now fail is what the note warns of
+        assert before == after, (files, before, after)

@@ -307,6 +307,9 @@ class _Run:
                 returned = self.facts.returned_out.get(found.name, [])
                 if rule.tuple_protocol and returned:  # its users outside the run get it
                     plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
+                in_tests = self.facts.test_use.get(found.name, [])
+                if rule.tuple_protocol and in_tests:  # guesses in tests: listed, not blocking
+                    plan.notes.append(_messages.tests_use(in_tests))
             if found.root_of is not None:
                 raise Refused(
                     _messages.ROOT_NOT_REGISTERED.format(cls=found.name, sub=found.root_of)
@@ -419,6 +422,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             if name
         ),
     )
+    facts.operators = frozenset().union(*(_types.operator_methods(f.source) for f in files))
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
         _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)

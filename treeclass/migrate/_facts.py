@@ -39,6 +39,7 @@ __all__ = [
     "Site",
     "call_returns",
     "function_names",
+    "is_test_file",
     "namedtuple_fields",
     "own_first",
     "scan",
@@ -100,6 +101,14 @@ class Event:
     site: Site
 
 
+def is_test_file(path: str) -> bool:
+    """A test module, by the names pytest and unittest collect: `test_*.py`, `*_test.py`,
+    `conftest.py`. A helper module in a tests folder is not one (its uses block, as a
+    package's), nor is a file under a folder named so (the path may be absolute)."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
 def own_first(events: list[Event], name: str) -> list[Event]:
     """`events` with those on an instance of class `name` first, then those on one of
     its bases, then those on an unknown receiver: a refusal cites the class's own use."""
@@ -128,6 +137,11 @@ class Facts:
     tuple_use: dict[str, list[Blocked]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )  # class -> the sites that block it
+    # class -> the sites of a test file where a value the run cannot type, which may be an
+    # instance, is used as a tuple: a converted class's notes list them (`narrow`).
+    test_use: dict[str, list[Blocked]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
     call_returns: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # see call_returns()
@@ -144,6 +158,9 @@ class Facts:
         default_factory=list
     )
     functions: set[str] = dataclasses.field(default_factory=set)  # every function's name
+    # The dunder methods the run defines (`__add__`): `a + b` gives an instance of a class
+    # of the run only through one (None: not read).
+    operators: frozenset[str] | None = None
     # function name -> the classes of the run given to its calls (or to the calls it is
     # a callback of); `untyped_arguments`: the functions also given values of unknown type.
     arguments: dict[str, set[str]] = dataclasses.field(default_factory=dict)
@@ -173,7 +190,11 @@ class Facts:
 
     def narrow(self) -> None:
         """Counts the untyped blocking uses, once the whole run is scanned, against the
-        NamedTuples that can flow there (`reaching`)."""
+        NamedTuples that can flow there (`reaching`). One in a test file blocks nothing:
+        it is a guess about a value the run cannot type, and a test that a conversion
+        breaks fails when the tests run after `--write`, where a package's use would
+        change its behaviour in silence; the conversion's notes list it (`test_use`).
+        A test's use of a value the run can type still blocks (`_tuples._blocks`)."""
         for (fewest, most), function, read, blocked in self.untyped_use:
             fits = {
                 cls
@@ -190,7 +211,8 @@ class Facts:
                     if function is None
                     else _messages.UNTYPED_PARAMETER.format(cls=cls, function=function)
                 )
-                self.tuple_use[cls].append(dataclasses.replace(blocked, why=why))
+                table = self.test_use if is_test_file(blocked.site.path) else self.tuple_use
+                table[cls].append(dataclasses.replace(blocked, why=why))
 
     def reaching(self, function: str, fits: set[str]) -> set[str]:
         """The NamedTuples that can be a parameter of `function`: those its calls in the
@@ -221,6 +243,7 @@ class _Scanner(Typing, ast.NodeVisitor):
     ) -> None:
         super().__init__(names, facts.classes, facts.packages, facts.attr_types, modules)
         self.facts, self.path, self.text = facts, path, text
+        self.operators = facts.operators
         self.unflattens: set[str] = set(
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
@@ -231,6 +254,9 @@ class _Scanner(Typing, ast.NodeVisitor):
 
     # --- scopes ---------------------------------------------------------------------
     def visit_Module(self, node: ast.Module) -> None:
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):  # defined twice: not followed
+                self.functions[stmt.name] = None if stmt.name in self.functions else stmt
         self._bindings(node.body, self.globals)
         for stmt in node.body:
             call = stmt.value if isinstance(stmt, ast.Expr) else None

@@ -295,6 +295,19 @@ def tuple_use(blocked: Sequence[object]) -> str:
     )
 
 
+NOTE_TESTS_USE: Final = (
+    "a test uses a value the run cannot type as a tuple, where an instance may be ({count}"
+    " site(s)): {sites}; these do not block the conversion (a test that it breaks fails when"
+    " the tests run after --write): run them, and fix a test that fails as the site says"
+)
+
+
+def tests_use(blocked: Sequence[object]) -> str:
+    """The note of a converted NamedTuple on the test sites that may use it as a tuple."""
+    sites = "; ".join(f"({i}) {b}" for i, b in enumerate(dict.fromkeys(blocked), 1))
+    return NOTE_TESTS_USE.format(count=len(dict.fromkeys(blocked)), sites=sites)
+
+
 STATIC_UNPROVEN: Final = (
     "its static field `{attr}` is annotated `{annotation}`, but {why}: a treeclass hashes statics "
     "at construction, where the old class never did, so a value built with a list inside would "
