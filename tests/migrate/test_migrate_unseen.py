@@ -1160,3 +1160,100 @@ def test_what_an_unannotated_helper_returns_decides_a_blocking_use(
     assert status == ("converted" if converts else "refused"), (files, reports["LSTMState"])
     if plain or not converts:  # a test that would now fail is what the note warns of
         assert before == after, (files, before, after)
+
+
+# --- jax-cfd 0.2.1: an array given to a static field, directly or through a helper -----------
+# `GridArray` keeps `offset` in its aux data (a static field once converted); the package's
+# interpolation_test builds one with `jnp.zeros(shape)` as the offset, through a helper
+# `periodic_grid_variable(data, offset, grid)`. The old class took the array; a treeclass
+# raises at construction, so the test broke after `--write`.
+_GRIDS = """
+    import dataclasses
+    from typing import Tuple
+
+    import jax.numpy as jnp
+    from jax.tree_util import register_pytree_node_class
+
+    @register_pytree_node_class
+    @dataclasses.dataclass
+    class GridArray:
+        data: jnp.ndarray
+        offset: Tuple[float, ...]
+
+        def tree_flatten(self):
+            return (self.data,), (self.offset,)
+
+        @classmethod
+        def tree_unflatten(cls, aux_data, children):
+            return cls(*children, *aux_data)
+"""
+_GIVEN = {  # a value given as the offset, and whether a static field can hold it
+    "jnp.zeros(3)": False,
+    "[0.0, 0.5]": False,
+    "np.asarray([0.5])": False,
+    "(0.0, 0.5)": True,
+    "0.5": True,
+}
+_ROUTES = {  # how the test builds the GridArray, `{v}` the offset
+    "direct": "grids.GridArray(jnp.ones(3), {v})",
+    "helper": "make(jnp.ones(3), {v})",
+    "helper-keyword": "make(jnp.ones(3), offset={v})",
+    "method": "Builder().make(jnp.ones(3), {v})",
+}
+_HELPERS = """
+    def make(data, offset):
+        return grids.GridArray(data, offset)
+
+    class Builder:
+        def make(self, data, offset):
+            return grids.GridArray(data, offset)
+"""
+
+
+def _cfd(given: str, route: str, module: str) -> dict[str, str]:
+    build = _ROUTES[route].format(v=given)
+    return {
+        "pkg/__init__.py": "",
+        "pkg/grids.py": _GRIDS,
+        f"pkg/{module}.py": "import jax.numpy as jnp\nimport numpy as np\nfrom pkg import grids\n"
+        + textwrap.dedent(_HELPERS)
+        + f"\ndef test_offset():\n    u = {build}\n    return u.data.shape, type(u.offset).__name__\n",
+        "pkg/main.py": f"from pkg.{module} import test_offset\n\n"
+        "try:\n    print(test_offset())\nexcept TypeError as e:\n    print('raised', type(e).__name__)\n",
+    }
+
+
+@pytest.mark.parametrize("route", sorted(_ROUTES))
+def test_an_array_given_to_a_static_field_refuses_the_class(root: Path, route: str) -> None:
+    reports, before, after = differential(root, _cfd("jnp.zeros(3)", route, "grids_test"))
+    assert before == after == "((3,), 'ArrayImpl')\n", (before, after)
+    reason = reports["GridArray"]["reason"]
+    assert reports["GridArray"]["status"] == "refused", reason
+    assert reason.startswith("its static field `offset` is given an unhashable value at `"), reason
+    assert "jnp.zeros(3))` at " in reason, reason
+    assert "grids_test.py:" in reason, reason
+
+
+# The generator for the case above: a value given as the offset (arrays, lists, tuples,
+# floats), directly or through a helper's parameter (by position, by keyword, a method's),
+# in a test module or the package. The class is refused exactly when a static field
+# cannot hold the value, and the program prints the same before and after.
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    given_value=st.sampled_from(sorted(_GIVEN)),
+    route=st.sampled_from(sorted(_ROUTES)),
+    module=st.sampled_from(["grids_test", "use"]),
+)
+def test_what_a_static_field_is_given_decides_the_conversion(
+    given_value: str, route: str, module: str
+) -> None:
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            files = _cfd(given_value, route, module)
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+    finally:
+        forget_pkg()
+    status = reports["GridArray"]["status"]
+    assert status == ("converted" if _GIVEN[given_value] else "refused"), reports["GridArray"]
+    assert before == after, (files, before, after)
+    assert "raised" not in before, before

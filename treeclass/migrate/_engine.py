@@ -437,6 +437,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     facts.narrow()
+    facts.forward_unhashable()
     the_run = _Run(files, facts)
     the_run.mark_roots()
     for file in files:

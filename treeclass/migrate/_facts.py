@@ -185,6 +185,15 @@ class Facts:
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )
+    # (function name, keyword or argument index) -> sites that give a function (any, by
+    # its last name) an unhashable value; (function, key) -> the (class, key) of the call
+    # of a class it hands that parameter on to (`forward_unhashable` joins them).
+    unhashable_given: dict[tuple[str, str | int], list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
+    static_forwards: dict[tuple[str, str | int], set[tuple[str, str | int]]] = dataclasses.field(
+        default_factory=lambda: defaultdict(set)
+    )
 
     blocked = Blocked
 
@@ -214,6 +223,14 @@ class Facts:
                 table = self.test_use if is_test_file(blocked.site.path) else self.tuple_use
                 table[cls].append(dataclasses.replace(blocked, why=why))
 
+    def forward_unhashable(self) -> None:
+        """Once the run is scanned: an unhashable value given to a helper's parameter that
+        the helper hands to a class (jax-cfd's tests: `make(data, jnp.zeros(3))` with
+        `def make(data, offset): return GridArray(data, offset)`) is given to the class."""
+        for given, targets in self.static_forwards.items():
+            for target in targets:
+                self.unhashable_args[target] += self.unhashable_given.get(given, [])
+
     def reaching(self, function: str, fits: set[str]) -> set[str]:
         """The NamedTuples that can be a parameter of `function`: those its calls in the
         run give it (or the calls it is a callback of), those that flow into the
@@ -237,6 +254,31 @@ class Facts:
         return out
 
 
+def _unhashable(value: ast.expr, names: dict[str, str]) -> bool:
+    """A value no static field can hold: a list, a dict or a set (a display, a
+    comprehension, a call), or an array built by jax or NumPy (`jnp.zeros(3)`)."""
+    if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+        return True
+    qualified = (_names.dotted(value.func, names) or "") if isinstance(value, ast.Call) else ""
+    return qualified in ("dict", "list", "set") or qualified.split(".")[0] in ("jax", "numpy")
+
+
+def _keys(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None
+) -> dict[str, list[str | int]]:
+    """The keys a call gives each parameter of `node` by: its name, and its position
+    among the arguments a call writes (a method's first parameter is not written, unless
+    it is a `@staticmethod`; `cls`: the class `node` is defined in, if any)."""
+    args = node.args.posonlyargs + node.args.args
+    static = any(_names.dotted(d, {}) == "staticmethod" for d in node.decorator_list)
+    skip = 1 if cls is not None and not static else 0
+    out: dict[str, list[str | int]] = {
+        a.arg: ([a.arg, i - skip] if i >= skip else []) for i, a in enumerate(args)
+    }
+    out.update({a.arg: [a.arg] for a in node.args.kwonlyargs})
+    return out
+
+
 class _Scanner(Typing, ast.NodeVisitor):
     def __init__(
         self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]
@@ -248,6 +290,8 @@ class _Scanner(Typing, ast.NodeVisitor):
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
         self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
+        # The parameters in scope, each with the keys a call gives it by (`_keys`).
+        self.param_keys: dict[str, list[str | int]] = {}
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -291,6 +335,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         outer_params, outer_param_of = self.params, self.param_of
         self.params = {**outer_params, **{a.arg: a.annotation for a in args}}
         self.param_of = {**outer_param_of, **{a.arg: node.name for a in args}}
+        outer_keys, self.param_keys = self.param_keys, {**self.param_keys, **_keys(node, self.cls)}
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -306,6 +351,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.cls, self.method, self.self_name = outer
         self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
         self.params, self.param_of = outer_params, outer_param_of
+        self.param_keys = outer_keys
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
@@ -388,30 +434,31 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.generic_visit(node)
 
     def _unhashable_args(self, node: ast.Call) -> None:
+        """What a call gives a class of the run (`Cls(meta={...})`, `obj.replace(...)`)
+        that a static field cannot hold (`_unhashable`); and, for a helper that hands its
+        parameter to one (`def make(d, offset): return Grid(d, offset)`), what the calls
+        of the helper give it (`Facts.forward_unhashable` joins the two)."""
         func = node.func
+        replace = False
         if isinstance(func, ast.Attribute) and func.attr == "replace":
-            owner = self.receiver(func.value)
+            owner, replace = self.receiver(func.value), True
         else:
             owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
-        if not owner:
-            return
         given: list[tuple[str | int, ast.expr]] = [
             (kw.arg, kw.value) for kw in node.keywords if kw.arg
         ]
-        given += (
-            []
-            if isinstance(func, ast.Attribute) and func.attr == "replace"
-            else list(enumerate(node.args))
-        )
+        given += [] if replace else list(enumerate(node.args))
+        callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         for key, value in given:
-            unhashable = isinstance(
-                value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp
-            )
-            if unhashable or (
-                isinstance(value, ast.Call)
-                and _names.dotted(value.func, self.names) in ("dict", "list", "set")
-            ):
-                self.facts.unhashable_args[(owner, key)].append(self.site(node))
+            if _unhashable(value, self.names):
+                if owner:
+                    self.facts.unhashable_args[(owner, key)].append(self.site(node))
+                elif callee is not None:
+                    self.facts.unhashable_given[(callee, key)].append(self.site(node))
+            elif owner and isinstance(value, ast.Name) and value.id in self.param_keys:
+                function = self.param_of[value.id]
+                for by in self.param_keys[value.id]:
+                    self.facts.static_forwards[(function, by)].add((owner, key))
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
