@@ -358,7 +358,11 @@ def plan_dataclass(
         found.name,
         rule.name,
         rewrite_fields(ctx, fields, statics),
-        tuple_protocol=tuple(names) if rule.tuple_protocol else None,
+        tuple_protocol=(
+            tuple((f.name, ctx.code(f.stmt.annotation)) for f in fields)
+            if rule.tuple_protocol
+            else None
+        ),
         defined=frozenset(_defined(node)),
         notes=notes,
         declare_fields=False,

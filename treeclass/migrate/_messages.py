@@ -369,7 +369,9 @@ NOTE_NAMEDTUPLE: Final = (
     " _asdict, _make: methods written into the class), but instances are no longer tuples:"
     " isinstance(x, tuple) is False, == compares field by field with tc.tree_equal and never"
     " equals a tuple, + and * do not concatenate, hash() is by type and static fields, and"
-    " the repr is treeclass's (arrays summarised)"
+    " the repr is treeclass's (arrays summarised); the methods are annotated, but strict"
+    " pyright (reportPrivateUsage) flags `x._replace(...)`, `_asdict`, `_make` and `_fields`"
+    " outside the class, which it allowed on a NamedTuple: use `x.replace(...)` there"
 )
 NOTE_RETURNED_OUT: Final = (
     "a public function of the run is annotated to return it ({site}): code outside the run"
