@@ -1193,16 +1193,22 @@ _GIVEN = {  # a value given as the offset, and whether a static field can hold i
     "np.asarray([0.5])": False,
     "(0.0, 0.5)": True,
     "0.5": True,
+    "np.float32(0.5)": True,  # a NumPy scalar hashes
+    "jax.tree.structure((1, 2))": True,  # haiku's Box holds a treedef, which hashes
 }
 _ROUTES = {  # how the test builds the GridArray, `{v}` the offset
     "direct": "grids.GridArray(jnp.ones(3), {v})",
     "helper": "make(jnp.ones(3), {v})",
     "helper-keyword": "make(jnp.ones(3), offset={v})",
     "method": "Builder().make(jnp.ones(3), {v})",
+    "keyword-only": "make_kw(jnp.ones(3), offset={v})",
 }
 _HELPERS = """
     def make(data, offset):
         return grids.GridArray(data, offset)
+
+    def make_kw(data, *, offset):  # a keyword-only parameter handed on (the run crashed)
+        return grids.GridArray(data, offset=offset)
 
     class Builder:
         def make(self, data, offset):
@@ -1215,7 +1221,7 @@ def _cfd(given: str, route: str, module: str) -> dict[str, str]:
     return {
         "pkg/__init__.py": "",
         "pkg/grids.py": _GRIDS,
-        f"pkg/{module}.py": "import jax.numpy as jnp\nimport numpy as np\nfrom pkg import grids\n"
+        f"pkg/{module}.py": "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom pkg import grids\n"
         + textwrap.dedent(_HELPERS)
         + f"\ndef test_offset():\n    u = {build}\n    return u.data.shape, type(u.offset).__name__\n",
         "pkg/main.py": f"from pkg.{module} import test_offset\n\n"
@@ -1244,6 +1250,8 @@ def test_an_array_given_to_a_static_field_refuses_the_class(root: Path, route: s
     route=st.sampled_from(sorted(_ROUTES)),
     module=st.sampled_from(["grids_test", "use"]),
 )
+@example(given_value="jnp.zeros(3)", route="keyword-only", module="use")  # the run crashed
+@example(given_value="jax.tree.structure((1, 2))", route="direct", module="use")  # haiku's Box
 def test_what_a_static_field_is_given_decides_the_conversion(
     given_value: str, route: str, module: str
 ) -> None:

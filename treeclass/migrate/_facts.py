@@ -254,13 +254,33 @@ class Facts:
         return out
 
 
+# Calls that build an array: a static field cannot hold one (jax arrays do not hash,
+# NumPy's compare elementwise). NumPy's scalar types (`np.float32(1.0)`) hash; other
+# jax functions may return hashable values (`jax.tree.structure(x)`, a treedef).
+_ARRAY_MAKERS = ("jax.numpy.", "jax.random.", "numpy.")
+_NUMPY_SCALARS = frozenset(
+    f"numpy.{t}"
+    for t in (
+        *(f"float{n}" for n in (16, 32, 64)),
+        *(f"{u}int{n}" for u in ("", "u") for n in (8, 16, 32, 64)),
+        "bool_",
+        "complex64",
+        "complex128",
+        "str_",
+    )
+)
+
+
 def _unhashable(value: ast.expr, names: dict[str, str]) -> bool:
     """A value no static field can hold: a list, a dict or a set (a display, a
-    comprehension, a call), or an array built by jax or NumPy (`jnp.zeros(3)`)."""
+    comprehension, a call), or an array built by jax.numpy, jax.random or NumPy
+    (`jnp.zeros(3)`)."""
     if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
         return True
     qualified = (_names.dotted(value.func, names) or "") if isinstance(value, ast.Call) else ""
-    return qualified in ("dict", "list", "set") or qualified.split(".")[0] in ("jax", "numpy")
+    return qualified in ("dict", "list", "set") or (
+        qualified.startswith(_ARRAY_MAKERS) and qualified not in _NUMPY_SCALARS
+    )
 
 
 def _keys(
@@ -290,8 +310,9 @@ class _Scanner(Typing, ast.NodeVisitor):
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
         self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
-        # The parameters in scope, each with the keys a call gives it by (`_keys`).
-        self.param_keys: dict[str, list[str | int]] = {}
+        # The parameters in scope, each with its function and the keys a call gives it
+        # by (`_keys`): keyword-only ones too, which `param_of` leaves out.
+        self.param_keys: dict[str, tuple[str, list[str | int]]] = {}
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
@@ -335,7 +356,11 @@ class _Scanner(Typing, ast.NodeVisitor):
         outer_params, outer_param_of = self.params, self.param_of
         self.params = {**outer_params, **{a.arg: a.annotation for a in args}}
         self.param_of = {**outer_param_of, **{a.arg: node.name for a in args}}
-        outer_keys, self.param_keys = self.param_keys, {**self.param_keys, **_keys(node, self.cls)}
+        outer_keys = self.param_keys
+        self.param_keys = {
+            **outer_keys,
+            **{name: (node.name, keys) for name, keys in _keys(node, self.cls).items()},
+        }
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -456,8 +481,8 @@ class _Scanner(Typing, ast.NodeVisitor):
                 elif callee is not None:
                     self.facts.unhashable_given[(callee, key)].append(self.site(node))
             elif owner and isinstance(value, ast.Name) and value.id in self.param_keys:
-                function = self.param_of[value.id]
-                for by in self.param_keys[value.id]:
+                function, keys = self.param_keys[value.id]
+                for by in keys:
                     self.facts.static_forwards[(function, by)].add((owner, key))
 
     def visit_Call(self, node: ast.Call) -> None:
