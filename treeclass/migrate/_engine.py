@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import functools
 import io
+import re
 import tokenize
 import traceback
 import warnings
@@ -69,7 +70,7 @@ class File:
     @functools.cached_property
     def tc(self) -> str:
         """How the module will name treeclass (read only for modules with pytree classes)."""
-        return _tc_name(self.tree, self.names)
+        return _tc_name(self.tree, self.names, self.source)
 
 
 @dataclasses.dataclass
@@ -104,12 +105,14 @@ def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
-def _tc_name(tree: ast.Module, names: dict[str, str]) -> str:
-    """The name the module imports treeclass as, else `tc` where that name is free."""
+def _tc_name(tree: ast.Module, names: dict[str, str], source: str) -> str:
+    """The name the module imports treeclass as, else `tc` where that name is free (a
+    module whose text never writes the word `tc` does not bind it: no walk there)."""
     imported = sorted(local for local, qualified in names.items() if qualified == "treeclass")
     if imported:
         return imported[0]
-    return "tc" if "tc" not in names and not _binds(tree, "tc") else "treeclass"
+    free = "tc" not in names and not (re.search(r"\btc\b", source) and _binds(tree, "tc"))
+    return "tc" if free else "treeclass"
 
 
 def _binds(tree: ast.Module, name: str) -> bool:

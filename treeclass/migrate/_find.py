@@ -62,20 +62,29 @@ def _registers_parameter(
     params = fn.args.posonlyargs + fn.args.args
     if not params:
         return False
-    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    # One walk: the assignments in order, and the registering calls (most functions
+    # have none, and are done).
+    assigns: list[ast.Assign] = []
+    registering: list[ast.Call] = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and _mentions(node.value, made):
+        if isinstance(node, ast.Assign):
+            assigns.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
+                _names.dotted(node.func, names) in _REGISTERING
+                or (isinstance(node.func, ast.Name) and node.func.id in also)
+            )
+        ):
+            registering.append(node)
+    if not registering:
+        return False
+    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    for node in assigns:
+        if _mentions(node.value, made):
             made |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return any(
-        isinstance(n, ast.Call)
-        and (
-            _names.dotted(n.func, names) in _REGISTERING
-            or (isinstance(n.func, ast.Name) and n.func.id in also)
-        )
-        and n.args
-        and _mentions(n.args[0], made)
-        for n in ast.walk(fn)
-    )
+    return any(_mentions(n.args[0], made) for n in registering)
 
 
 def _mentions(value: ast.expr, made: set[str]) -> bool:
