@@ -1265,3 +1265,128 @@ def test_what_a_static_field_is_given_decides_the_conversion(
     assert status == ("converted" if _GIVEN[given_value] else "refused"), reports["GridArray"]
     assert before == after, (files, before, after)
     assert "raised" not in before, before
+
+
+# --- haiku, ott-jax: a pytree class below module level is reported, never silent -------------
+# haiku's layer_stack_test.py defines a `@register_pytree_node_class` class inside a test
+# function; ott-jax defines `State(NamedTuple)` in a class body. Both got no record at all.
+_CLASSES = {  # a pytree class of each family, its body at the left margin
+    "handwritten": "@jax.tree_util.register_pytree_node_class\n"
+    "class P:\n"
+    "    def __init__(self, w):\n        self.w = w\n\n"
+    "    def tree_flatten(self):\n        return (self.w,), None\n\n"
+    "    @classmethod\n    def tree_unflatten(cls, aux, children):\n        return cls(*children)\n",
+    "flax": "@struct.dataclass\nclass P:\n    w: jax.Array\n",
+    "namedtuple": "class P(NamedTuple):\n    w: jax.Array\n",
+}
+_PLACES = {  # where the class is defined, and how the program reaches it
+    "module": ("{cls}", "P"),
+    "function": ("def make():\n{cls}\n    return P\n", "make()"),
+    "class-body": ("class Holder:\n{cls}", "Holder.P"),
+    "if-block": ("if True:\n{cls}", "P"),
+}
+
+
+def _placed(family: str, place: str) -> dict[str, str]:
+    template, reach = _PLACES[place]
+    body = _CLASSES[family]
+    if place != "module":
+        body = textwrap.indent(body, "    ")
+    return {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "from typing import NamedTuple\n\nimport jax\nimport jax.numpy as jnp\n"
+        "from flax import struct\n\n" + template.format(cls=body) + "\n\n"
+        f"cls = {reach}\nprint(jax.tree.leaves(jax.jit(lambda p: p)(cls(jnp.ones(2))))[0].tolist())\n",
+        "pkg/main.py": "import pkg.m\n",
+    }
+
+
+@settings(max_examples=24, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    family=st.sampled_from(sorted(_CLASSES)),
+    place=st.sampled_from(sorted(_PLACES)),
+    namedtuples=st.booleans(),
+)
+@example(family="handwritten", place="function", namedtuples=False)  # haiku's test class
+@example(family="namedtuple", place="class-body", namedtuples=True)  # ott-jax's State
+def test_a_pytree_class_below_module_level_is_reported(
+    family: str, place: str, namedtuples: bool
+) -> None:
+    files = _placed(family, place)
+    extra = ("--namedtuples",) if namedtuples else ()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, *extra)
+            text = _text_run(Path(folder) / "before" / "pkg", *extra)
+    finally:
+        forget_pkg()
+    assert before == after == "[1.0, 1.0]\n", (before, after)
+    if family == "namedtuple" and not namedtuples:  # not found without the flag: counted
+        assert "P" not in reports, reports
+        assert "found 1 NamedTuple class(es) (P), not converted" in text, text
+    elif place == "module":
+        assert reports["P"]["status"] == "converted", reports["P"]
+    else:
+        reason = reports["P"]["reason"]
+        assert reports["P"]["status"] == "refused", reason
+        assert reason.startswith("P is a pytree class defined inside "), reason
+        assert "the tool rewrites module-level classes only" in reason, reason
+
+
+# --- torax 1.4.3: a base whose `__new__` registers each class it builds ------------------------
+TORAX_NEW = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": """
+        import jax
+
+        class BaseModelFrozen:
+            _dynamic = ()
+
+            def __new__(cls, *args, **kwargs):
+                try:
+                    registered = jax.tree_util.register_pytree_node_class(cls)
+                except ValueError:
+                    registered = cls  # already registered
+                return super().__new__(registered)
+
+            def tree_flatten(self):
+                return [getattr(self, n) for n in self._dynamic], None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                obj = object.__new__(cls)
+                for n, v in zip(cls._dynamic, children):
+                    object.__setattr__(obj, n, v)
+                return obj
+    """,
+    "pkg/config.py": """
+        from pkg.base import BaseModelFrozen
+
+        class Config(BaseModelFrozen):
+            _dynamic = ("x",)
+
+            def __init__(self, x):
+                self.x = x
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.config import Config
+
+        print(jax.tree.leaves(Config(3.0)), jax.tree.leaves(jax.tree.map(lambda v: v * 2, Config(1.0))))
+    """,
+}
+
+
+def test_a_base_registering_in_new_is_reported_with_its_subclasses(root: Path) -> None:
+    reports, before, after = differential(root, TORAX_NEW)
+    assert before == after == "[3.0] [2.0]\n", (before, after)
+    assert reports["BaseModelFrozen"]["status"] == "refused"
+    assert reports["BaseModelFrozen"]["reason"].startswith(
+        "BaseModelFrozen is a pytree class that the tool does not rewrite (registered by its own"
+        " `__new__` at line 7)"
+    ), reports["BaseModelFrozen"]["reason"]
+    assert reports["Config"]["status"] == "refused"
+    assert reports["Config"]["reason"].startswith(
+        "Config is a pytree class that the tool does not rewrite (registered by"
+        " `BaseModelFrozen.__new__` at line 7)"
+    ), reports["Config"]["reason"]

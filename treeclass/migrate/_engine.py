@@ -451,6 +451,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         the_run.settle()
     reports: list[Report] = []
     partial = _partial(paths)
+    nested_families = [(n, f) for n in facts.nested if (f := _nested_family(n)) is not None]
     for file in files:
         for found in file.found:
             decision = the_run.decided.get(id(found))
@@ -474,8 +475,24 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
                 reports.append(
                     Report(file.path, found.node.lineno, found.name, "refused", decision.reason)
                 )
-    hints = [] if namedtuples else _namedtuple_hint(sorted(facts.namedtuple_fields))
+        for nested, family in nested_families:  # below module level: reported, not rewritten
+            if nested.site.path == file.path and (namedtuples or family.option is None):
+                reason = _messages.NESTED.format(cls=nested.cls, where=nested.where)
+                reports.append(Report(file.path, nested.site.line, nested.cls, "refused", reason))
+    unconverted = [
+        *facts.namedtuple_fields,
+        *(n.cls for n, family in nested_families if family.option is not None),
+    ]
+    hints = [] if namedtuples else _namedtuple_hint(sorted(unconverted))
     return Result(files, reports, errors, hints)
+
+
+def _nested_family(nested: _facts.Nested) -> _families.Rule | None:
+    """The family of a class below module level, by its decorators or bases (NamedTuple
+    included, for the hint of a run without --namedtuples); None: not a pytree class."""
+    rules = [_families.by_decorator(d) for d in nested.decorators]
+    rules += [_families.by_base(b, frozenset({"namedtuples"})) for b in nested.bases]
+    return next((r for r in rules if r is not None), None)
 
 
 def _namedtuple_hint(names: list[str]) -> list[str]:

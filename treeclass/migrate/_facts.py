@@ -36,6 +36,7 @@ __all__ = [
     "Blocked",
     "Event",
     "Facts",
+    "Nested",
     "Site",
     "call_returns",
     "function_names",
@@ -90,6 +91,18 @@ class Blocked:
 
     def __str__(self) -> str:
         return f"{self.site}: {self.fix}{self.why}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Nested:
+    """A class defined below module level: a pytree class there is reported, never
+    rewritten."""
+
+    site: Site
+    cls: str
+    where: str  # "the function `make`", "the class `Initializer`"
+    decorators: tuple[str | None, ...]  # qualified, as `_names.dotted` reads them
+    bases: tuple[str | None, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +190,7 @@ class Facts:
         default_factory=lambda: defaultdict(list)
     )  # class -> public returns
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
+    nested: list[Nested] = dataclasses.field(default_factory=list)  # see _Scanner._nested
     jdc_mutate: list[Site] = dataclasses.field(
         default_factory=list
     )  # jax_dataclasses.copy_and_mutate calls
@@ -310,6 +324,7 @@ class _Scanner(Typing, ast.NodeVisitor):
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
         self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
+        self.top_level: set[int] = set()  # the module's own statements (by id)
         # The parameters in scope, each with its function and the keys a call gives it
         # by (`_keys`): keyword-only ones too, which `param_of` leaves out.
         self.param_keys: dict[str, tuple[str, list[str | int]]] = {}
@@ -318,7 +333,29 @@ class _Scanner(Typing, ast.NodeVisitor):
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
 
     # --- scopes ---------------------------------------------------------------------
+    def _nested(self, node: ast.ClassDef) -> None:
+        """A class not at module level (inside a function, a class body, an `if`), with
+        the qualified names of its decorators and bases: the engine reports the pytree
+        classes among them (the tool rewrites module-level classes only)."""
+        where = (
+            f"the function `{self.method}`"
+            if self.method is not None
+            else f"the class `{self.cls}`"
+            if self.cls is not None
+            else "a block of the module (`if`, `try`, `with`)"
+        )
+        self.facts.nested.append(
+            Nested(
+                self.site(node),
+                node.name,
+                where,
+                tuple(_names.dotted(d, self.names) for d in node.decorator_list),
+                tuple(_names.dotted(b, self.names) for b in node.bases),
+            )
+        )
+
     def visit_Module(self, node: ast.Module) -> None:
+        self.top_level = {id(stmt) for stmt in node.body}
         for stmt in node.body:
             if isinstance(stmt, ast.FunctionDef):  # defined twice: not followed
                 self.functions[stmt.name] = None if stmt.name in self.functions else stmt
@@ -337,6 +374,8 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if id(node) not in self.top_level:
+            self._nested(node)
         outer = self.cls, self.method, self.self_name
         self.cls, self.method, self.self_name = node.name, None, None
         self.generic_visit(node)

@@ -20,6 +20,10 @@ INDIRECT: Final = (
     + _DOCS
     + "other-refusals"
 )
+NESTED: Final = (
+    "{cls} is a pytree class defined inside {where}: the tool rewrites module-level classes only. "
+    "Move it to module level and run again, or convert it by hand. " + _DOCS + "other-refusals"
+)
 UNHANDLED: Final = (
     "{cls} is a pytree class that the tool does not rewrite ({how}): it is left as it is and "
     "keeps working beside treeclasses; to make it a treeclass, port it by hand ({recipe}). "
