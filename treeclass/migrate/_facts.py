@@ -584,6 +584,18 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.tuples.compare(node)
         self.generic_visit(node)
 
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        self.tuples.subscript(node)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.tuples.attribute(node)
+        self.generic_visit(node)
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.tuples.match(node)
+        self.generic_visit(node)
+
     def visit_BinOp(self, node: ast.BinOp) -> None:
         self.tuples.binop(node)
         self.generic_visit(node)
