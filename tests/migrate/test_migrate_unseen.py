@@ -1390,3 +1390,60 @@ def test_a_base_registering_in_new_is_reported_with_its_subclasses(root: Path) -
         "Config is a pytree class that the tool does not rewrite (registered by"
         " `BaseModelFrozen.__new__` at line 7)"
     ), reports["Config"]["reason"]
+
+
+# --- haiku 0.0.17: a field annotated with a class defined below ---------------------------------
+# `MethodContext(NamedTuple)` declares `module: "Module"` and `orig_class: type["Module"]`,
+# with `Module` defined further down the module. treeclass reads a field's annotation when
+# the class is created (static or dynamic?), so the converted module raised at import; a
+# field specifier (`tc.field()`) says which and is not read.
+_ANNOTATED = {  # an annotation, and whether it is bound when the class statement runs
+    "float": True,
+    "jax.Array": True,
+    '"jax.Array"': True,
+    '"Later"': False,  # a class defined below
+    'type["Later"]': False,
+    '"OrderedDict"': False,  # imported under `if TYPE_CHECKING:` only
+    '"P"': False,  # the class itself
+    "Optional[float]": True,
+}
+_FAMILIES = {
+    "namedtuple": ("", "class P(NamedTuple):\n"),
+    "flax": ("", "@struct.dataclass\nclass P:\n"),
+}
+
+
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    annotation=st.sampled_from(sorted(_ANNOTATED)),
+    family=st.sampled_from(sorted(_FAMILIES)),
+    default=st.booleans(),
+)
+@example(annotation='"Later"', family="namedtuple", default=False)  # haiku's MethodContext
+def test_a_field_annotated_with_a_name_bound_later_converts_and_imports(
+    annotation: str, family: str, default: bool
+) -> None:
+    value = " = None" if default else ""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "from typing import TYPE_CHECKING, NamedTuple, Optional\n\n"
+        "import jax\nimport jax.numpy as jnp\nfrom flax import struct\n\n"
+        "if TYPE_CHECKING:\n    from collections import OrderedDict\n\n\n"
+        + _FAMILIES[family][1]
+        + "    w: jax.Array\n"
+        + f"    other: {annotation}{value}\n\n\n"
+        "class Later:\n    pass\n",
+        "pkg/main.py": "import jax\nimport jax.numpy as jnp\nfrom pkg.m import P\n\n"
+        "p = P(jnp.ones(2), None)\n"
+        "print(jax.tree.leaves(p)[0].tolist(), p.other, len(jax.tree.leaves(p)))\n",
+    }
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+            text = (Path(folder) / "after" / "pkg" / "m.py").read_text(encoding="utf-8")
+    finally:
+        forget_pkg()
+    assert reports["P"]["status"] == "converted", reports["P"]
+    assert before == after == "[1.0, 1.0] None 1\n", (text, before, after)
+    specifier = f"    other: {annotation} = tc.field({'default=None' if default else ''})\n"
+    assert (specifier in text) == (not _ANNOTATED[annotation]), text

@@ -138,6 +138,11 @@ def fix_imports(
     return module.with_changes(body=body)
 
 
+def _isort(name: str) -> tuple[int, str]:
+    """isort's (and ruff's) order of imported names: constants, classes, the rest."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
 def _joined(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
     """The leading lines of a statement after the imports above it went (`carried`, their
     leading lines): their comments stay, above its own lines; blank lines alone do not
@@ -166,9 +171,10 @@ def _join(body: list[cst.BaseStatement], end: int, source: str, names: set[str])
             continue
         aliases = list(small.names)
         bound = [_bound(a, from_import=True) for a in aliases]
-        merged = aliases + [cst.ImportAlias(name=cst.Name(n)) for n in sorted(names - set(bound))]
-        if bound == sorted(bound):
-            merged.sort(key=lambda a: _bound(a, from_import=True))
+        added = sorted(names - set(bound), key=_isort)
+        merged = aliases + [cst.ImportAlias(name=cst.Name(n)) for n in added]
+        if bound == sorted(bound, key=_isort):
+            merged.sort(key=lambda a: _isort(_bound(a, from_import=True)))
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         merged = [a.with_changes(comma=comma) for a in merged[:-1]] + [
             merged[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
