@@ -1378,7 +1378,17 @@ TORAX_NEW = {
 
 
 def test_a_base_registering_in_new_is_reported_with_its_subclasses(root: Path) -> None:
-    reports, before, after = differential(root, TORAX_NEW)
+    files = {
+        **TORAX_NEW,
+        # torax_pydantic.py re-exports the base by an assignment, not an import.
+        "pkg/sub/__init__.py": "from pkg import base as model_base\n\n"
+        "BaseModelFrozen = model_base.BaseModelFrozen\n",
+        "pkg/mhd.py": "from pkg import sub as torax_pydantic\n\n\n"
+        "class MHD(torax_pydantic.BaseModelFrozen):\n    pass\n",
+    }
+    reports, before, after = differential(root, files)
+    assert reports["MHD"]["status"] == "refused", reports["MHD"]
+    assert "(registered by `BaseModelFrozen.__new__` at line 7)" in reports["MHD"]["reason"]
     assert before == after == "[3.0] [2.0]\n", (before, after)
     assert reports["BaseModelFrozen"]["status"] == "refused"
     assert reports["BaseModelFrozen"]["reason"].startswith(
@@ -1447,3 +1457,48 @@ def test_a_field_annotated_with_a_name_bound_later_converts_and_imports(
     assert before == after == "[1.0, 1.0] None 1\n", (text, before, after)
     specifier = f"    other: {annotation} = tc.field({'default=None' if default else ''})\n"
     assert (specifier in text) == (not _ANNOTATED[annotation]), text
+
+
+# --- torax: a class re-exported by an assignment (`Base = _base.Base`) is that class ----------
+ALIAS = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": """
+        import jax
+
+        @jax.tree_util.register_pytree_node_class
+        class Base:
+            def __init__(self, x):
+                self.x = x
+
+            def tree_flatten(self):
+                return (self.x,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+    """,
+    "pkg/sub/__init__.py": "from pkg import base as _base\n\nBase = _base.Base\n",
+    "pkg/child.py": """
+        import jax
+        from pkg import sub
+
+        @jax.tree_util.register_pytree_node_class
+        class Child(sub.Base):
+            pass
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.child import Child
+        from pkg.sub import Base
+
+        c = jax.tree.map(lambda v: v + 1.0, Child(1.0))
+        print(type(c).__name__, c.x, isinstance(c, Base), jax.tree.leaves(Base(2.0)))
+    """,
+}
+
+
+def test_a_base_re_exported_by_an_assignment_converts_with_its_subclass(root: Path) -> None:
+    reports, before, after = differential(root, ALIAS)
+    assert before == after == "Child 2.0 True [2.0]\n", (before, after)
+    for name in ("Base", "Child"):
+        assert reports[name]["status"] == "converted", reports[name]["reason"]
