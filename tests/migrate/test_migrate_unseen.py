@@ -1502,3 +1502,53 @@ def test_a_base_re_exported_by_an_assignment_converts_with_its_subclass(root: Pa
     assert before == after == "Child 2.0 True [2.0]\n", (before, after)
     for name in ("Base", "Child"):
         assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- haiku 0.0.17: hk.to_dot over a function returning `(out, state)` ---------------------------
+# Only `f.apply`s reach `to_dot` in haiku's own code, whose top-level result is a plain tuple
+# `(out, state)`; but `_graph_to_dot` labels its outputs by a structural flatten (dm-tree's
+# `flatten_with_path`, a tuple's items by position, a NamedTuple's by field), which reads a
+# treeclass as one leaf. Converting `LSTMState` made the real `hk.to_dot(apply)` raise
+# `KeyError` (checked on haiku 0.0.17), so the untyped site still refuses it.
+HAIKU_TO_DOT_APPLY = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/dot.py": """
+        def _paths(x, path=()):  # dm-tree's flatten_with_path, cut down
+            if isinstance(x, tuple):
+                return [p for i, v in enumerate(x) for p in _paths(v, (*path, i))]
+            return [path]
+
+        def _graph_to_dot(outputs):
+            return [f"output{list(p)}" for p in _paths(outputs)]
+
+        def to_graph(fun):
+            def wrapped_fun(*args):
+                return fun(*args)
+            return wrapped_fun
+
+        def to_dot(fun):
+            graph_fun = to_graph(fun)
+            return lambda *args: _graph_to_dot(graph_fun(*args))
+    """,
+    "pkg/main.py": """
+        import jax.numpy as jnp
+        from pkg.dot import to_dot
+        from pkg.state import initial_state
+
+        class Transformed:
+            def __init__(self, apply):
+                self.apply = apply
+
+        f = Transformed(lambda x: (x * 2, initial_state(2)))
+        print(to_dot(f.apply)(jnp.ones(2)))
+    """,
+}
+
+
+def test_to_dot_over_an_apply_returning_a_state_still_refuses_it(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_TO_DOT_APPLY, "--namedtuples")
+    assert before == after == "['output[0]', 'output[1, 0]', 'output[1, 1]']\n", (before, after)
+    reason = reports["LSTMState"]["reason"]
+    assert reports["LSTMState"]["status"] == "refused", reason
+    assert "`isinstance(x, tuple)` at " in reason, reason
