@@ -66,6 +66,7 @@ SPELLINGS = (
     ("from pkg.m{i} import {cls} as {cls}Alias", "{cls}Alias"),
     ("from . import m{i}", "m{i}.{cls}"),
     ("from .m{i} import {cls}", "{cls}"),
+    ("from pkg import m{i} as _m{i}\n{cls}Ref = _m{i}.{cls}", "{cls}Ref"),  # torax's re-export
 )
 USES = (
     "{o}",

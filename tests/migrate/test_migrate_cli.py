@@ -9,12 +9,15 @@ import json
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from migrate_corpus import load
 
 pytest.importorskip("libcst")
@@ -325,3 +328,131 @@ def test_code_left_alone_keeps_its_blank_lines_when_an_import_goes(tmp_path: Pat
         "class P(tc.TreeClass, eq=False):\n    w: float\n\n\n"
         "def   f( ): return P(1); x = 2\n"
     )
+
+
+# --- an import replaced above a class keeps the blank lines before it ----------------------
+_FLAX_AFTER = "import treeclass as tc\n\n\nclass S(tc.TreeClass):\n    x: float\n"
+_NAMEDTUPLE_AFTER = '''\
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+import treeclass as tc
+
+
+class S(tc.TreeClass):
+    x: float
+
+    # The NamedTuple's tuple protocol (unpacking, indexing, iteration, len, _replace,
+    # _fields, _asdict, _make), kept by treeclass.migrate: remove what no code uses.
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.x,))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return (self.x,)[index]
+
+    def __len__(self) -> int:
+        return 1
+
+    _fields: ClassVar[tuple[str, ...]] = ("x",)
+
+    def _replace(self, **changes: Any) -> "S":
+        return self.replace(**changes)
+
+    def _asdict(self) -> dict[str, Any]:
+        return {"x": self.x}
+
+    @classmethod
+    def _make(cls, iterable: Iterable[Any]) -> "S":
+        return cls(*iterable)
+'''
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(
+            "import flax.struct\n\n\n@flax.struct.dataclass\nclass S:\n    x: float\n",
+            _FLAX_AFTER,
+            id="import-flax.struct",
+        ),
+        pytest.param(
+            "from flax import struct\n\n\nclass S(struct.PyTreeNode):\n    x: float\n",
+            _FLAX_AFTER,
+            id="from-flax-import-struct",
+        ),
+        pytest.param(
+            "from typing import NamedTuple\n\n\nclass S(NamedTuple):\n    x: float\n",
+            _NAMEDTUPLE_AFTER,
+            id="from-typing-import-namedtuple",
+        ),
+    ],
+)
+def test_an_import_replaced_above_a_class_keeps_its_blank_lines(
+    tmp_path: Path, before: str, after: str
+):
+    # The only import went, and treeclass's came in its place: the class kept one of its
+    # two blank lines (the file must not start with one, which was stripped first).
+    path = tmp_path / "m.py"
+    path.write_text(before, encoding="utf-8")
+    assert run("--write", "--namedtuples", path)[0] == 0
+    assert path.read_text(encoding="utf-8") == after
+
+
+def test_an_import_added_above_its_group_takes_the_groups_place(tmp_path: Path):
+    # `from collections.abc import ...` sorts before `import os`: it takes the header
+    # comment and the blank line above, and the standard library's group stays together.
+    path = tmp_path / "m.py"
+    path.write_text(
+        '"""Doc."""\n\n# header\nimport os\nfrom typing import NamedTuple\n\nimport jax\n\n\n'
+        "class S(NamedTuple):\n    x: jax.Array\n\n\nSEP = os.sep\n",
+        encoding="utf-8",
+    )
+    assert run("--write", "--namedtuples", path)[0] == 0
+    assert path.read_text(encoding="utf-8").startswith(
+        '"""Doc."""\n\n# header\nfrom collections.abc import Iterable, Iterator\nimport os\n'
+        "from typing import Any, ClassVar\n\nimport jax\nimport treeclass as tc\n\n\n"
+        "class S(tc.TreeClass):\n    x: jax.Array\n\n    # The NamedTuple's"
+    )
+
+
+# The generator for the two cases above: a module head (an optional docstring, imports of
+# the standard library and of third parties, the family's import among them) and a class
+# of each family after one or two blank lines. Converted, the class keeps its blank lines,
+# the file starts with no blank line, and no blank line splits a group of imports.
+_HEADS = {
+    "flax": ("import flax.struct", "@flax.struct.dataclass\nclass S:\n    x: float\n"),
+    "namedtuple": ("from typing import NamedTuple", "class S(NamedTuple):\n    x: float\n"),
+}
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    family=st.sampled_from(sorted(_HEADS)),
+    docstring=st.booleans(),
+    stdlib=st.lists(st.sampled_from(["import os", "import sys", "from typing import cast"]), unique=True, max_size=2),
+    third=st.lists(st.sampled_from(["import jax", "import numpy as np"]), unique=True, max_size=2),
+    blank=st.integers(1, 2),
+)
+def test_a_converted_module_keeps_its_layout(
+    family: str, docstring: bool, stdlib: list[str], third: list[str], blank: int
+) -> None:
+    family_import, cls = _HEADS[family]
+    groups = [sorted([*stdlib, *([family_import] if family == "namedtuple" else [])]),
+              sorted([*third, *([family_import] if family == "flax" else [])])]
+    head = "\n\n".join("\n".join(g) for g in groups if g)
+    source = ('"""Doc."""\n\n' if docstring else "") + head + "\n" * (blank + 1) + cls
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.py"
+        path.write_text(source, encoding="utf-8")
+        assert run("--write", "--namedtuples", path)[0] == 0
+        text = path.read_text(encoding="utf-8")
+    assert not text.startswith("\n"), text
+    assert "class S(tc.TreeClass):" in text, text
+    above = text.split("class S(tc.TreeClass):")[0]
+    assert above.endswith("\n" * (blank + 1)), (source, text)
+    assert not above.endswith("\n" * (blank + 2)), (source, text)
+    imports = above.rstrip("\n").split("\n\n")[1 if docstring else 0:]
+    for group in imports:  # each group one kind: the standard library's, or the others'
+        kinds = {line.split()[1].split(".")[0] in sys.stdlib_module_names for line in group.split("\n")}
+        assert len(kinds) == 1, (source, text)
+    assert len(imports) == len({frozenset(g.split("\n")) for g in imports}), text

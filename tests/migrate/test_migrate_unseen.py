@@ -962,3 +962,593 @@ def test_every_class_defining_the_flatten_of_a_registered_class_is_reported(
             assert f"C{i}" in reports, (levels, reports)
     for report in reports.values():
         assert "is not a pytree class converted in this run" not in report["reason"], report
+
+
+# --- haiku 0.0.17: a sum of an unannotated function's results --------------------------------
+# integration/descriptors.py:351 adds a tuple display to `RECURRENT_MODULES`, the sum of two
+# calls of `unroll_descriptors`, which returns `tuple(out)`: no NamedTuple can be there, and
+# LSTMState used to be refused for it.
+HAIKU_DESCRIPTORS = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/descriptors.py": """
+        from typing import NamedTuple
+
+        class ModuleDescriptor(NamedTuple):
+            name: str
+            shape: tuple
+
+        def unroll_descriptors(descriptors, unroller):
+            out = []
+            for name, shape in descriptors:
+                out.append(ModuleDescriptor(name=f"{name}({unroller})", shape=shape))
+            return tuple(out)
+
+        RNN_CORES = (ModuleDescriptor("LSTM", (8, 2)),)
+        RECURRENT_MODULES = (
+            unroll_descriptors(RNN_CORES, "dynamic") + unroll_descriptors(RNN_CORES, "static")
+        )
+        NO_NEXT_RNG_KEY_MODULES = (ModuleDescriptor("Flatten", (8, 3)),) + RECURRENT_MODULES
+        LOCAL_ONES = unroll_descriptors(RNN_CORES, "local")
+        PAIRS = LOCAL_ONES == (1, 2), isinstance(LOCAL_ONES, tuple), LOCAL_ONES + (0,)
+    """,
+    "pkg/main.py": """
+        from pkg.descriptors import NO_NEXT_RNG_KEY_MODULES, PAIRS
+        from pkg.state import initial_state
+
+        h, c = initial_state(2)
+        print([d.name for d in NO_NEXT_RNG_KEY_MODULES], PAIRS[:2], len(PAIRS[2]))
+        print(h.tolist(), c.tolist(), [len(s) for s in [initial_state(1)]])
+    """,
+}
+
+
+def test_a_sum_of_what_an_unannotated_function_returns_blocks_nothing(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_DESCRIPTORS, "--namedtuples")
+    assert before == after, (before, after)
+    assert "raised" not in before, before
+    for name in ("LSTMState", "ModuleDescriptor"):
+        assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- haiku 0.0.17: a test module's guess does not block the package's classes -----------------
+# transform_test.py:129 tests `f.init(None)` with `isinstance(args, tuple)`: the run cannot
+# type `args`, and LSTMState, which reaches untyped code, was refused for it.
+_TRANSFORM = """
+    class Transformed:
+        def __init__(self, init):
+            self.init = init
+
+    def transform(f):
+        return Transformed(lambda rng: {})
+
+    def transform_with_state(f):
+        return Transformed(lambda rng: ({}, {}))
+"""
+_TRANSFORM_TEST = """
+    from pkg.state import initial_state
+    from pkg.transform import transform, transform_with_state
+
+    def invalid_rng_none_ignored(transform_fn):
+        f = transform_fn(lambda: None)
+        args = f.init(None)
+        if not isinstance(args, tuple):
+            args = (args,)
+        return len(args)
+"""
+_TYPED_TEST = """
+    def state_is_a_tuple():  # typed: an LSTMState for sure, and a test that would fail
+        return isinstance(initial_state(1), tuple)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "typed", "converts"),
+    [
+        pytest.param("transform_test", False, True, id="a-test-module-guess"),
+        pytest.param("test_transform", False, True, id="a-test-module-guess-test-first"),
+        pytest.param("conftest", False, True, id="a-conftest-guess"),
+        pytest.param("transform_helpers", False, False, id="the-same-use-in-the-package"),
+        pytest.param("transform_test", True, False, id="a-test-module-typed-use"),
+    ],
+)
+def test_a_test_modules_guess_is_listed_not_blocking(
+    root: Path, module: str, typed: bool, converts: bool
+) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/state.py": _STATE,
+        "pkg/transform.py": _TRANSFORM,
+        f"pkg/{module}.py": _TRANSFORM_TEST + (_TYPED_TEST if typed else ""),
+        "pkg/main.py": f"""
+            from pkg import {module}
+            from pkg.state import initial_state
+            from pkg.transform import transform, transform_with_state
+
+            print({module}.invalid_rng_none_ignored(transform))
+            print({module}.invalid_rng_none_ignored(transform_with_state))
+            print([len(s) for s in [initial_state(1)]])
+        """,
+    }
+    reports, before, after = differential(root, files, "--namedtuples")
+    assert "raised" not in before, before
+    reason = reports["LSTMState"]["reason"]
+    site = "`isinstance(args, tuple)` at "
+    if converts:
+        assert before == after, (before, after)
+        assert reports["LSTMState"]["status"] == "converted", reason
+        assert (
+            "a test uses a value the run cannot type as a tuple, where an instance may be (1 site(s)): (1) "
+            + site
+            in reason
+        ), reason
+        assert "these do not block the conversion" in reason, reason
+    else:
+        assert reports["LSTMState"]["status"] == "refused", reason
+        typed_site = "`isinstance(initial_state(1), tuple)` at "
+        assert (typed_site if typed else site) in reason, reason
+
+
+# The generator for the two cases above: a helper without annotations returns one or two
+# of these (under a branch), its result is bound (or added to another call's) and used as
+# a tuple in a way a treeclass cannot keep, in a package module or a test module, in a run
+# that may define `__add__` on a class (then `a + b` may be anything). LSTMState, which
+# reaches untyped code, is refused exactly when the value can be an instance and the use
+# is the package's; each program prints the same before and after.
+_RETURNS = {  # the helper's `return`, and whether it is plain (no instance) without __add__
+    "tuple(out)": True,
+    "list(out)": True,
+    "(len(out), 2)": True,
+    "tuple(out) + tuple(out)": True,
+    "tuple(out) * 2": True,
+    "out * 2": False,  # a local of the helper: not followed (it may hold anything)
+    "xs": False,  # its parameter: what it is given (an LSTMState, below)
+    "LSTMState(jnp.zeros(1), jnp.ones(1))": False,
+}
+_SUMS = ("tuple(out) + tuple(out)", "tuple(out) * 2")  # plain where no class defines + or *
+_USES = ("isinstance(value, tuple)", "value == (1, 2)", "len(value + (0,))")
+
+
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    results=st.lists(st.sampled_from(sorted(_RETURNS)), min_size=1, max_size=2, unique=True),
+    summed=st.booleans(),
+    use=st.sampled_from(_USES),
+    module=st.sampled_from(["site", "site_test", "test_site"]),
+    operator=st.booleans(),
+)
+@example(  # the haiku repro: a sum of two `tuple(out)` results, beside a tuple display
+    results=["tuple(out)"], summed=True, use="len(value + (0,))", module="site", operator=False
+)
+def test_what_an_unannotated_helper_returns_decides_a_blocking_use(
+    results: list[str], summed: bool, use: str, module: str, operator: bool
+) -> None:
+    body = "".join(
+        f"    if len(out) == {i}:\n        return {r}\n" for i, r in enumerate(results[:-1])
+    )
+    helper = "def helper(xs):\n    out = [1, 2]\n" + body + f"    return {results[-1]}\n"
+    value = "helper(s) + helper(s)" if summed else "helper(s)"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/state.py": _STATE,
+        "pkg/ops.py": "class Vec:\n    def __add__(self, other):\n        return self\n\n"
+        "    def __rmul__(self, other):\n        return self\n"
+        if operator
+        else "",
+        f"pkg/{module}.py": "import jax.numpy as jnp\n"
+        "from pkg.state import LSTMState, initial_state\n\n"
+        f"{helper}\n"
+        "def run(s):\n"
+        f"    value = {value}\n"
+        "    try:\n"
+        f"        return {use}\n"
+        "    except TypeError as e:\n"
+        "        return type(e).__name__\n",
+        "pkg/main.py": f"from pkg.{module} import run\nfrom pkg.state import initial_state\n\n"
+        "print(run(initial_state(1)), [len(s) for s in [initial_state(1)]])\n",
+    }
+    # A sum of two plain results is plain too, unless a class of the run defines `+`.
+    plain = all(_RETURNS[r] and not (operator and r in _SUMS) for r in results)
+    plain = plain and not (summed and operator)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+    finally:
+        forget_pkg()
+    status = reports["LSTMState"]["status"]
+    converts = plain or module != "site"  # a test module's guess is listed, not blocking
+    assert status == ("converted" if converts else "refused"), (files, reports["LSTMState"])
+    if plain or not converts:  # a test that would now fail is what the note warns of
+        assert before == after, (files, before, after)
+
+
+# --- jax-cfd 0.2.1: an array given to a static field, directly or through a helper -----------
+# `GridArray` keeps `offset` in its aux data (a static field once converted); the package's
+# interpolation_test builds one with `jnp.zeros(shape)` as the offset, through a helper
+# `periodic_grid_variable(data, offset, grid)`. The old class took the array; a treeclass
+# raises at construction, so the test broke after `--write`.
+_GRIDS = """
+    import dataclasses
+    from typing import Tuple
+
+    import jax.numpy as jnp
+    from jax.tree_util import register_pytree_node_class
+
+    @register_pytree_node_class
+    @dataclasses.dataclass
+    class GridArray:
+        data: jnp.ndarray
+        offset: Tuple[float, ...]
+
+        def tree_flatten(self):
+            return (self.data,), (self.offset,)
+
+        @classmethod
+        def tree_unflatten(cls, aux_data, children):
+            return cls(*children, *aux_data)
+"""
+_GIVEN = {  # a value given as the offset, and whether a static field can hold it
+    "jnp.zeros(3)": False,
+    "[0.0, 0.5]": False,
+    "np.asarray([0.5])": False,
+    "(0.0, 0.5)": True,
+    "0.5": True,
+    "np.float32(0.5)": True,  # a NumPy scalar hashes
+    "jax.tree.structure((1, 2))": True,  # haiku's Box holds a treedef, which hashes
+}
+_ROUTES = {  # how the test builds the GridArray, `{v}` the offset
+    "direct": "grids.GridArray(jnp.ones(3), {v})",
+    "helper": "make(jnp.ones(3), {v})",
+    "helper-keyword": "make(jnp.ones(3), offset={v})",
+    "method": "Builder().make(jnp.ones(3), {v})",
+    "keyword-only": "make_kw(jnp.ones(3), offset={v})",
+}
+_HELPERS = """
+    def make(data, offset):
+        return grids.GridArray(data, offset)
+
+    def make_kw(data, *, offset):  # a keyword-only parameter handed on (the run crashed)
+        return grids.GridArray(data, offset=offset)
+
+    class Builder:
+        def make(self, data, offset):
+            return grids.GridArray(data, offset)
+"""
+
+
+def _cfd(given: str, route: str, module: str) -> dict[str, str]:
+    build = _ROUTES[route].format(v=given)
+    return {
+        "pkg/__init__.py": "",
+        "pkg/grids.py": _GRIDS,
+        f"pkg/{module}.py": "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom pkg import grids\n"
+        + textwrap.dedent(_HELPERS)
+        + f"\ndef test_offset():\n    u = {build}\n    return u.data.shape, type(u.offset).__name__\n",
+        "pkg/main.py": f"from pkg.{module} import test_offset\n\n"
+        "try:\n    print(test_offset())\nexcept TypeError as e:\n    print('raised', type(e).__name__)\n",
+    }
+
+
+@pytest.mark.parametrize("route", sorted(_ROUTES))
+def test_an_array_given_to_a_static_field_refuses_the_class(root: Path, route: str) -> None:
+    reports, before, after = differential(root, _cfd("jnp.zeros(3)", route, "grids_test"))
+    assert before == after == "((3,), 'ArrayImpl')\n", (before, after)
+    reason = reports["GridArray"]["reason"]
+    assert reports["GridArray"]["status"] == "refused", reason
+    assert reason.startswith("its static field `offset` is given an unhashable value at `"), reason
+    assert "jnp.zeros(3))` at " in reason, reason
+    assert "grids_test.py:" in reason, reason
+
+
+# The generator for the case above: a value given as the offset (arrays, lists, tuples,
+# floats), directly or through a helper's parameter (by position, by keyword, a method's),
+# in a test module or the package. The class is refused exactly when a static field
+# cannot hold the value, and the program prints the same before and after.
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    given_value=st.sampled_from(sorted(_GIVEN)),
+    route=st.sampled_from(sorted(_ROUTES)),
+    module=st.sampled_from(["grids_test", "use"]),
+)
+@example(given_value="jnp.zeros(3)", route="keyword-only", module="use")  # the run crashed
+@example(given_value="jax.tree.structure((1, 2))", route="direct", module="use")  # haiku's Box
+def test_what_a_static_field_is_given_decides_the_conversion(
+    given_value: str, route: str, module: str
+) -> None:
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            files = _cfd(given_value, route, module)
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+    finally:
+        forget_pkg()
+    status = reports["GridArray"]["status"]
+    assert status == ("converted" if _GIVEN[given_value] else "refused"), reports["GridArray"]
+    assert before == after, (files, before, after)
+    assert "raised" not in before, before
+
+
+# --- haiku, ott-jax: a pytree class below module level is reported, never silent -------------
+# haiku's layer_stack_test.py defines a `@register_pytree_node_class` class inside a test
+# function; ott-jax defines `State(NamedTuple)` in a class body. Both got no record at all.
+_CLASSES = {  # a pytree class of each family, its body at the left margin
+    "handwritten": "@jax.tree_util.register_pytree_node_class\n"
+    "class P:\n"
+    "    def __init__(self, w):\n        self.w = w\n\n"
+    "    def tree_flatten(self):\n        return (self.w,), None\n\n"
+    "    @classmethod\n    def tree_unflatten(cls, aux, children):\n        return cls(*children)\n",
+    "flax": "@struct.dataclass\nclass P:\n    w: jax.Array\n",
+    "namedtuple": "class P(NamedTuple):\n    w: jax.Array\n",
+}
+_PLACES = {  # where the class is defined, and how the program reaches it
+    "module": ("{cls}", "P"),
+    "function": ("def make():\n{cls}\n    return P\n", "make()"),
+    "class-body": ("class Holder:\n{cls}", "Holder.P"),
+    "if-block": ("if True:\n{cls}", "P"),
+}
+
+
+def _placed(family: str, place: str) -> dict[str, str]:
+    template, reach = _PLACES[place]
+    body = _CLASSES[family]
+    if place != "module":
+        body = textwrap.indent(body, "    ")
+    return {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "from typing import NamedTuple\n\nimport jax\nimport jax.numpy as jnp\n"
+        "from flax import struct\n\n" + template.format(cls=body) + "\n\n"
+        f"cls = {reach}\nprint(jax.tree.leaves(jax.jit(lambda p: p)(cls(jnp.ones(2))))[0].tolist())\n",
+        "pkg/main.py": "import pkg.m\n",
+    }
+
+
+@settings(max_examples=24, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    family=st.sampled_from(sorted(_CLASSES)),
+    place=st.sampled_from(sorted(_PLACES)),
+    namedtuples=st.booleans(),
+)
+@example(family="handwritten", place="function", namedtuples=False)  # haiku's test class
+@example(family="namedtuple", place="class-body", namedtuples=True)  # ott-jax's State
+def test_a_pytree_class_below_module_level_is_reported(
+    family: str, place: str, namedtuples: bool
+) -> None:
+    files = _placed(family, place)
+    extra = ("--namedtuples",) if namedtuples else ()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, *extra)
+            text = _text_run(Path(folder) / "before" / "pkg", *extra)
+    finally:
+        forget_pkg()
+    assert before == after == "[1.0, 1.0]\n", (before, after)
+    if family == "namedtuple" and not namedtuples:  # not found without the flag: counted
+        assert "P" not in reports, reports
+        assert "found 1 NamedTuple class(es) (P), not converted" in text, text
+    elif place == "module":
+        assert reports["P"]["status"] == "converted", reports["P"]
+    else:
+        reason = reports["P"]["reason"]
+        assert reports["P"]["status"] == "refused", reason
+        assert reason.startswith("P is a pytree class defined inside "), reason
+        assert "the tool rewrites module-level classes only" in reason, reason
+
+
+# --- torax 1.4.3: a base whose `__new__` registers each class it builds ------------------------
+TORAX_NEW = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": """
+        import jax
+
+        class BaseModelFrozen:
+            _dynamic = ()
+
+            def __new__(cls, *args, **kwargs):
+                try:
+                    registered = jax.tree_util.register_pytree_node_class(cls)
+                except ValueError:
+                    registered = cls  # already registered
+                return super().__new__(registered)
+
+            def tree_flatten(self):
+                return [getattr(self, n) for n in self._dynamic], None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                obj = object.__new__(cls)
+                for n, v in zip(cls._dynamic, children):
+                    object.__setattr__(obj, n, v)
+                return obj
+    """,
+    "pkg/config.py": """
+        from pkg.base import BaseModelFrozen
+
+        class Config(BaseModelFrozen):
+            _dynamic = ("x",)
+
+            def __init__(self, x):
+                self.x = x
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.config import Config
+
+        print(jax.tree.leaves(Config(3.0)), jax.tree.leaves(jax.tree.map(lambda v: v * 2, Config(1.0))))
+    """,
+}
+
+
+def test_a_base_registering_in_new_is_reported_with_its_subclasses(root: Path) -> None:
+    files = {
+        **TORAX_NEW,
+        # torax_pydantic.py re-exports the base by an assignment, not an import.
+        "pkg/sub/__init__.py": "from pkg import base as model_base\n\n"
+        "BaseModelFrozen = model_base.BaseModelFrozen\n",
+        "pkg/mhd.py": "from pkg import sub as torax_pydantic\n\n\n"
+        "class MHD(torax_pydantic.BaseModelFrozen):\n    pass\n",
+    }
+    reports, before, after = differential(root, files)
+    assert reports["MHD"]["status"] == "refused", reports["MHD"]
+    assert "(registered by `BaseModelFrozen.__new__` at line 7)" in reports["MHD"]["reason"]
+    assert before == after == "[3.0] [2.0]\n", (before, after)
+    assert reports["BaseModelFrozen"]["status"] == "refused"
+    assert reports["BaseModelFrozen"]["reason"].startswith(
+        "BaseModelFrozen is a pytree class that the tool does not rewrite (registered by its own"
+        " `__new__` at line 7)"
+    ), reports["BaseModelFrozen"]["reason"]
+    assert reports["Config"]["status"] == "refused"
+    assert reports["Config"]["reason"].startswith(
+        "Config is a pytree class that the tool does not rewrite (registered by"
+        " `BaseModelFrozen.__new__` at line 7)"
+    ), reports["Config"]["reason"]
+
+
+# --- haiku 0.0.17: a field annotated with a class defined below ---------------------------------
+# `MethodContext(NamedTuple)` declares `module: "Module"` and `orig_class: type["Module"]`,
+# with `Module` defined further down the module. treeclass reads a field's annotation when
+# the class is created (static or dynamic?), so the converted module raised at import; a
+# field specifier (`tc.field()`) says which and is not read.
+_ANNOTATED = {  # an annotation, and whether it is bound when the class statement runs
+    "float": True,
+    "jax.Array": True,
+    '"jax.Array"': True,
+    '"Later"': False,  # a class defined below
+    'type["Later"]': False,
+    '"OrderedDict"': False,  # imported under `if TYPE_CHECKING:` only
+    '"P"': False,  # the class itself
+    "Optional[float]": True,
+}
+_FAMILIES = {
+    "namedtuple": ("", "class P(NamedTuple):\n"),
+    "flax": ("", "@struct.dataclass\nclass P:\n"),
+}
+
+
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    annotation=st.sampled_from(sorted(_ANNOTATED)),
+    family=st.sampled_from(sorted(_FAMILIES)),
+    default=st.booleans(),
+)
+@example(annotation='"Later"', family="namedtuple", default=False)  # haiku's MethodContext
+def test_a_field_annotated_with_a_name_bound_later_converts_and_imports(
+    annotation: str, family: str, default: bool
+) -> None:
+    value = " = None" if default else ""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "from typing import TYPE_CHECKING, NamedTuple, Optional\n\n"
+        "import jax\nimport jax.numpy as jnp\nfrom flax import struct\n\n"
+        "if TYPE_CHECKING:\n    from collections import OrderedDict\n\n\n"
+        + _FAMILIES[family][1]
+        + "    w: jax.Array\n"
+        + f"    other: {annotation}{value}\n\n\n"
+        "class Later:\n    pass\n",
+        "pkg/main.py": "import jax\nimport jax.numpy as jnp\nfrom pkg.m import P\n\n"
+        "p = P(jnp.ones(2), None)\n"
+        "print(jax.tree.leaves(p)[0].tolist(), p.other, len(jax.tree.leaves(p)))\n",
+    }
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            reports, before, after = differential(Path(folder), files, "--namedtuples")
+            text = (Path(folder) / "after" / "pkg" / "m.py").read_text(encoding="utf-8")
+    finally:
+        forget_pkg()
+    assert reports["P"]["status"] == "converted", reports["P"]
+    assert before == after == "[1.0, 1.0] None 1\n", (text, before, after)
+    specifier = f"    other: {annotation} = tc.field({'default=None' if default else ''})\n"
+    assert (specifier in text) == (not _ANNOTATED[annotation]), text
+
+
+# --- torax: a class re-exported by an assignment (`Base = _base.Base`) is that class ----------
+ALIAS = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": """
+        import jax
+
+        @jax.tree_util.register_pytree_node_class
+        class Base:
+            def __init__(self, x):
+                self.x = x
+
+            def tree_flatten(self):
+                return (self.x,), None
+
+            @classmethod
+            def tree_unflatten(cls, aux, children):
+                return cls(*children)
+    """,
+    "pkg/sub/__init__.py": "from pkg import base as _base\n\nBase = _base.Base\n",
+    "pkg/child.py": """
+        import jax
+        from pkg import sub
+
+        @jax.tree_util.register_pytree_node_class
+        class Child(sub.Base):
+            pass
+    """,
+    "pkg/main.py": """
+        import jax
+        from pkg.child import Child
+        from pkg.sub import Base
+
+        c = jax.tree.map(lambda v: v + 1.0, Child(1.0))
+        print(type(c).__name__, c.x, isinstance(c, Base), jax.tree.leaves(Base(2.0)))
+    """,
+}
+
+
+def test_a_base_re_exported_by_an_assignment_converts_with_its_subclass(root: Path) -> None:
+    reports, before, after = differential(root, ALIAS)
+    assert before == after == "Child 2.0 True [2.0]\n", (before, after)
+    for name in ("Base", "Child"):
+        assert reports[name]["status"] == "converted", reports[name]["reason"]
+
+
+# --- haiku 0.0.17: hk.to_dot over a function returning `(out, state)` ---------------------------
+# Only `f.apply`s reach `to_dot` in haiku's own code, whose top-level result is a plain tuple
+# `(out, state)`; but `_graph_to_dot` labels its outputs by a structural flatten (dm-tree's
+# `flatten_with_path`, a tuple's items by position, a NamedTuple's by field), which reads a
+# treeclass as one leaf. Converting `LSTMState` made the real `hk.to_dot(apply)` raise
+# `KeyError` (checked on haiku 0.0.17), so the untyped site still refuses it.
+HAIKU_TO_DOT_APPLY = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": _STATE,
+    "pkg/dot.py": """
+        def _paths(x, path=()):  # dm-tree's flatten_with_path, cut down
+            if isinstance(x, tuple):
+                return [p for i, v in enumerate(x) for p in _paths(v, (*path, i))]
+            return [path]
+
+        def _graph_to_dot(outputs):
+            return [f"output{list(p)}" for p in _paths(outputs)]
+
+        def to_graph(fun):
+            def wrapped_fun(*args):
+                return fun(*args)
+            return wrapped_fun
+
+        def to_dot(fun):
+            graph_fun = to_graph(fun)
+            return lambda *args: _graph_to_dot(graph_fun(*args))
+    """,
+    "pkg/main.py": """
+        import jax.numpy as jnp
+        from pkg.dot import to_dot
+        from pkg.state import initial_state
+
+        class Transformed:
+            def __init__(self, apply):
+                self.apply = apply
+
+        f = Transformed(lambda x: (x * 2, initial_state(2)))
+        print(to_dot(f.apply)(jnp.ones(2)))
+    """,
+}
+
+
+def test_to_dot_over_an_apply_returning_a_state_still_refuses_it(root: Path) -> None:
+    reports, before, after = differential(root, HAIKU_TO_DOT_APPLY, "--namedtuples")
+    assert before == after == "['output[0]', 'output[1, 0]', 'output[1, 1]']\n", (before, after)
+    reason = reports["LSTMState"]["reason"]
+    assert reports["LSTMState"]["status"] == "refused", reason
+    assert "`isinstance(x, tuple)` at " in reason, reason

@@ -11,6 +11,7 @@ must already be the declaration order (chex sorts by name: refused unless sorted
 from __future__ import annotations
 
 import ast
+import builtins
 
 from treeclass.migrate import _messages, _names
 from treeclass.migrate._context import Context
@@ -140,6 +141,14 @@ def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str])
     for f in fields:
         static = f.name in statics
         inner = _jdc_static(ctx, f.stmt.annotation)
+        if f.call is None and not _resolvable(ctx, f.stmt.annotation):
+            # haiku's `module: "Module"`, a class defined below: treeclass reads a field's
+            # annotation when the class is created, to tell static from dynamic, and
+            # that name is not bound yet. A specifier says which, and it is not read.
+            given = f"default={ctx.code(f.stmt.value)}" if f.stmt.value is not None else ""
+            value = f"{ctx.tc}.{'static' if static else 'field'}({given})"
+            out.append(Field(f.name, static, None, value))
+            continue
         if f.call is None:
             annotation = (
                 f"{ctx.tc}.Static[{ctx.code(inner or f.stmt.annotation)}]" if static else None
@@ -161,6 +170,54 @@ def rewrite_fields(ctx: Context, fields: list[DeclaredField], statics: set[str])
             raise Refused(_messages.FIELD_SPEC.format(code=ctx.code(f.call), attr=f.name))
         value = f"{ctx.tc}.{'static' if static else 'field'}({', '.join(kept)})"
         out.append(Field(f.name, static, None if inner is None else ctx.code(inner), value))
+    return out
+
+
+def _resolvable(ctx: Context, annotation: ast.expr) -> bool:
+    """Every name `annotation` reads (in a string annotation too) is bound when the class
+    statement runs: a builtin, or bound by a module-level statement above the class (an
+    import not under `if TYPE_CHECKING:`, a class, a function, an assignment)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
+    read = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)}
+    strings = [
+        n.value
+        for n in ast.walk(annotation)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+    for text in strings:  # `list["Module"]`
+        try:
+            read |= {
+                n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)
+            }
+        except SyntaxError:
+            return False
+    read -= set(dir(builtins))
+    return not read or read <= _bound_above(ctx.tree, ctx.found.node.lineno)
+
+
+def _bound_above(tree: ast.Module, line: int) -> set[str]:
+    """The names module-level statements above `line` bind (imports in a `try` or an
+    `if` too, unless the `if` tests TYPE_CHECKING: those run for type checkers only)."""
+    out: set[str] = set()
+    todo: list[ast.stmt] = [s for s in tree.body if s.lineno < line]
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            out |= {(a.asname or a.name).split(".")[0] for a in stmt.names}
+        elif isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, ast.Try):
+            todo += [*stmt.body, *stmt.orelse, *stmt.finalbody]
+            todo += [s for h in stmt.handlers for s in h.body]
+        elif isinstance(stmt, ast.If) and "TYPE_CHECKING" not in ast.unparse(stmt.test):
+            todo += [*stmt.body, *stmt.orelse]
     return out
 
 
@@ -358,7 +415,11 @@ def plan_dataclass(
         found.name,
         rule.name,
         rewrite_fields(ctx, fields, statics),
-        tuple_protocol=tuple(names) if rule.tuple_protocol else None,
+        tuple_protocol=(
+            tuple((f.name, ctx.code(f.stmt.annotation)) for f in fields)
+            if rule.tuple_protocol
+            else None
+        ),
         defined=frozenset(_defined(node)),
         notes=notes,
         declare_fields=False,

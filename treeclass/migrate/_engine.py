@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import functools
 import io
+import re
 import tokenize
 import traceback
 import warnings
@@ -69,7 +70,7 @@ class File:
     @functools.cached_property
     def tc(self) -> str:
         """How the module will name treeclass (read only for modules with pytree classes)."""
-        return _tc_name(self.tree, self.names)
+        return _tc_name(self.tree, self.names, self.source)
 
 
 @dataclasses.dataclass
@@ -104,12 +105,14 @@ def source_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
-def _tc_name(tree: ast.Module, names: dict[str, str]) -> str:
-    """The name the module imports treeclass as, else `tc` where that name is free."""
+def _tc_name(tree: ast.Module, names: dict[str, str], source: str) -> str:
+    """The name the module imports treeclass as, else `tc` where that name is free (a
+    module whose text never writes the word `tc` does not bind it: no walk there)."""
     imported = sorted(local for local, qualified in names.items() if qualified == "treeclass")
     if imported:
         return imported[0]
-    return "tc" if "tc" not in names and not _binds(tree, "tc") else "treeclass"
+    free = "tc" not in names and not (re.search(r"\btc\b", source) and _binds(tree, "tc"))
+    return "tc" if free else "treeclass"
 
 
 def _binds(tree: ast.Module, name: str) -> bool:
@@ -307,6 +310,9 @@ class _Run:
                 returned = self.facts.returned_out.get(found.name, [])
                 if rule.tuple_protocol and returned:  # its users outside the run get it
                     plan.notes.append(_messages.NOTE_RETURNED_OUT.format(site=returned[0]))
+                in_tests = self.facts.test_use.get(found.name, [])
+                if rule.tuple_protocol and in_tests:  # guesses in tests: listed, not blocking
+                    plan.notes.append(_messages.tests_use(in_tests))
             if found.root_of is not None:
                 raise Refused(
                     _messages.ROOT_NOT_REGISTERED.format(cls=found.name, sub=found.root_of)
@@ -419,6 +425,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
             if name
         ),
     )
+    facts.operators = frozenset().union(*(_types.operator_methods(f.source) for f in files))
     returns = {file.path: _types.returns(file.tree, file.names, facts.classes) for file in files}
     for file in files:
         _facts.namedtuple_fields(file.tree, file.names, facts.namedtuple_fields)
@@ -433,6 +440,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
     for file in files:
         _facts.scan(facts, file.tree, file.path, file.text, file.names, returns[file.path])
     facts.narrow()
+    facts.forward_unhashable()
     the_run = _Run(files, facts)
     the_run.mark_roots()
     for file in files:
@@ -443,6 +451,7 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
         the_run.settle()
     reports: list[Report] = []
     partial = _partial(paths)
+    nested_families = [(n, f) for n in facts.nested if (f := _nested_family(n)) is not None]
     for file in files:
         for found in file.found:
             decision = the_run.decided.get(id(found))
@@ -466,8 +475,24 @@ def run(paths: list[Path], *, form: str = "base", namedtuples: bool = False) -> 
                 reports.append(
                     Report(file.path, found.node.lineno, found.name, "refused", decision.reason)
                 )
-    hints = [] if namedtuples else _namedtuple_hint(sorted(facts.namedtuple_fields))
+        for nested, family in nested_families:  # below module level: reported, not rewritten
+            if nested.site.path == file.path and (namedtuples or family.option is None):
+                reason = _messages.NESTED.format(cls=nested.cls, where=nested.where)
+                reports.append(Report(file.path, nested.site.line, nested.cls, "refused", reason))
+    unconverted = [
+        *facts.namedtuple_fields,
+        *(n.cls for n, family in nested_families if family.option is not None),
+    ]
+    hints = [] if namedtuples else _namedtuple_hint(sorted(unconverted))
     return Result(files, reports, errors, hints)
+
+
+def _nested_family(nested: _facts.Nested) -> _families.Rule | None:
+    """The family of a class below module level, by its decorators or bases (NamedTuple
+    included, for the hint of a run without --namedtuples); None: not a pytree class."""
+    rules = [_families.by_decorator(d) for d in nested.decorators]
+    rules += [_families.by_base(b, frozenset({"namedtuples"})) for b in nested.bases]
+    return next((r for r in rules if r is not None), None)
 
 
 def _namedtuple_hint(names: list[str]) -> list[str]:

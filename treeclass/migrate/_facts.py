@@ -36,9 +36,11 @@ __all__ = [
     "Blocked",
     "Event",
     "Facts",
+    "Nested",
     "Site",
     "call_returns",
     "function_names",
+    "is_test_file",
     "namedtuple_fields",
     "own_first",
     "scan",
@@ -92,12 +94,32 @@ class Blocked:
 
 
 @dataclasses.dataclass(frozen=True)
+class Nested:
+    """A class defined below module level: a pytree class there is reported, never
+    rewritten."""
+
+    site: Site
+    cls: str
+    where: str  # "the function `make`", "the class `Initializer`"
+    decorators: tuple[str | None, ...]  # qualified, as `_names.dotted` reads them
+    bases: tuple[str | None, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Event:
     """An attribute written to: on an instance of `owner` (a class name), or on an
     object of unknown type (None)."""
 
     owner: str | None
     site: Site
+
+
+def is_test_file(path: str) -> bool:
+    """A test module, by the names pytest and unittest collect: `test_*.py`, `*_test.py`,
+    `conftest.py`. A helper module in a tests folder is not one (its uses block, as a
+    package's), nor is a file under a folder named so (the path may be absolute)."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
 def own_first(events: list[Event], name: str) -> list[Event]:
@@ -128,6 +150,11 @@ class Facts:
     tuple_use: dict[str, list[Blocked]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )  # class -> the sites that block it
+    # class -> the sites of a test file where a value the run cannot type, which may be an
+    # instance, is used as a tuple: a converted class's notes list them (`narrow`).
+    test_use: dict[str, list[Blocked]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
     call_returns: dict[str, set[str]] = dataclasses.field(
         default_factory=dict
     )  # see call_returns()
@@ -144,6 +171,9 @@ class Facts:
         default_factory=list
     )
     functions: set[str] = dataclasses.field(default_factory=set)  # every function's name
+    # The dunder methods the run defines (`__add__`): `a + b` gives an instance of a class
+    # of the run only through one (None: not read).
+    operators: frozenset[str] | None = None
     # function name -> the classes of the run given to its calls (or to the calls it is
     # a callback of); `untyped_arguments`: the functions also given values of unknown type.
     arguments: dict[str, set[str]] = dataclasses.field(default_factory=dict)
@@ -160,6 +190,7 @@ class Facts:
         default_factory=lambda: defaultdict(list)
     )  # class -> public returns
     flax_serialization: list[Site] = dataclasses.field(default_factory=list)
+    nested: list[Nested] = dataclasses.field(default_factory=list)  # see _Scanner._nested
     jdc_mutate: list[Site] = dataclasses.field(
         default_factory=list
     )  # jax_dataclasses.copy_and_mutate calls
@@ -168,12 +199,25 @@ class Facts:
     unhashable_args: dict[tuple[str, str | int], list[Site]] = dataclasses.field(
         default_factory=lambda: defaultdict(list)
     )
+    # (function name, keyword or argument index) -> sites that give a function (any, by
+    # its last name) an unhashable value; (function, key) -> the (class, key) of the call
+    # of a class it hands that parameter on to (`forward_unhashable` joins them).
+    unhashable_given: dict[tuple[str, str | int], list[Site]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
+    static_forwards: dict[tuple[str, str | int], set[tuple[str, str | int]]] = dataclasses.field(
+        default_factory=lambda: defaultdict(set)
+    )
 
     blocked = Blocked
 
     def narrow(self) -> None:
         """Counts the untyped blocking uses, once the whole run is scanned, against the
-        NamedTuples that can flow there (`reaching`)."""
+        NamedTuples that can flow there (`reaching`). One in a test file blocks nothing:
+        it is a guess about a value the run cannot type, and a test that a conversion
+        breaks fails when the tests run after `--write`, where a package's use would
+        change its behaviour in silence; the conversion's notes list it (`test_use`).
+        A test's use of a value the run can type still blocks (`_tuples._blocks`)."""
         for (fewest, most), function, read, blocked in self.untyped_use:
             fits = {
                 cls
@@ -190,7 +234,16 @@ class Facts:
                     if function is None
                     else _messages.UNTYPED_PARAMETER.format(cls=cls, function=function)
                 )
-                self.tuple_use[cls].append(dataclasses.replace(blocked, why=why))
+                table = self.test_use if is_test_file(blocked.site.path) else self.tuple_use
+                table[cls].append(dataclasses.replace(blocked, why=why))
+
+    def forward_unhashable(self) -> None:
+        """Once the run is scanned: an unhashable value given to a helper's parameter that
+        the helper hands to a class (jax-cfd's tests: `make(data, jnp.zeros(3))` with
+        `def make(data, offset): return GridArray(data, offset)`) is given to the class."""
+        for given, targets in self.static_forwards.items():
+            for target in targets:
+                self.unhashable_args[target] += self.unhashable_given.get(given, [])
 
     def reaching(self, function: str, fits: set[str]) -> set[str]:
         """The NamedTuples that can be a parameter of `function`: those its calls in the
@@ -215,22 +268,97 @@ class Facts:
         return out
 
 
+# Calls that build an array: a static field cannot hold one (jax arrays do not hash,
+# NumPy's compare elementwise). NumPy's scalar types (`np.float32(1.0)`) hash; other
+# jax functions may return hashable values (`jax.tree.structure(x)`, a treedef).
+_ARRAY_MAKERS = ("jax.numpy.", "jax.random.", "numpy.")
+_NUMPY_SCALARS = frozenset(
+    f"numpy.{t}"
+    for t in (
+        *(f"float{n}" for n in (16, 32, 64)),
+        *(f"{u}int{n}" for u in ("", "u") for n in (8, 16, 32, 64)),
+        "bool_",
+        "complex64",
+        "complex128",
+        "str_",
+    )
+)
+
+
+def _unhashable(value: ast.expr, names: dict[str, str]) -> bool:
+    """A value no static field can hold: a list, a dict or a set (a display, a
+    comprehension, a call), or an array built by jax.numpy, jax.random or NumPy
+    (`jnp.zeros(3)`)."""
+    if isinstance(value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+        return True
+    qualified = (_names.dotted(value.func, names) or "") if isinstance(value, ast.Call) else ""
+    return qualified in ("dict", "list", "set") or (
+        qualified.startswith(_ARRAY_MAKERS) and qualified not in _NUMPY_SCALARS
+    )
+
+
+def _keys(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None
+) -> dict[str, list[str | int]]:
+    """The keys a call gives each parameter of `node` by: its name, and its position
+    among the arguments a call writes (a method's first parameter is not written, unless
+    it is a `@staticmethod`; `cls`: the class `node` is defined in, if any)."""
+    args = node.args.posonlyargs + node.args.args
+    static = any(_names.dotted(d, {}) == "staticmethod" for d in node.decorator_list)
+    skip = 1 if cls is not None and not static else 0
+    out: dict[str, list[str | int]] = {
+        a.arg: ([a.arg, i - skip] if i >= skip else []) for i, a in enumerate(args)
+    }
+    out.update({a.arg: [a.arg] for a in node.args.kwonlyargs})
+    return out
+
+
 class _Scanner(Typing, ast.NodeVisitor):
     def __init__(
         self, facts: Facts, path: str, text: Text, names: dict[str, str], modules: set[str]
     ) -> None:
         super().__init__(names, facts.classes, facts.packages, facts.attr_types, modules)
         self.facts, self.path, self.text = facts, path, text
+        self.operators = facts.operators
         self.unflattens: set[str] = set(
             FLATTEN_METHODS
         )  # and the module's functions given to register_pytree_node
         self.tuples = TupleScan(facts, self, self.site)  # NamedTuple uses: _tuples
+        self.top_level: set[int] = set()  # the module's own statements (by id)
+        # The parameters in scope, each with its function and the keys a call gives it
+        # by (`_keys`): keyword-only ones too, which `param_of` leaves out.
+        self.param_keys: dict[str, tuple[str, list[str | int]]] = {}
 
     def site(self, node: ast.AST) -> Site:
         return Site(self.path, getattr(node, "lineno", 0), self.text.short(node))
 
     # --- scopes ---------------------------------------------------------------------
+    def _nested(self, node: ast.ClassDef) -> None:
+        """A class not at module level (inside a function, a class body, an `if`), with
+        the qualified names of its decorators and bases: the engine reports the pytree
+        classes among them (the tool rewrites module-level classes only)."""
+        where = (
+            f"the function `{self.method}`"
+            if self.method is not None
+            else f"the class `{self.cls}`"
+            if self.cls is not None
+            else "a block of the module (`if`, `try`, `with`)"
+        )
+        self.facts.nested.append(
+            Nested(
+                self.site(node),
+                node.name,
+                where,
+                tuple(_names.dotted(d, self.names) for d in node.decorator_list),
+                tuple(_names.dotted(b, self.names) for b in node.bases),
+            )
+        )
+
     def visit_Module(self, node: ast.Module) -> None:
+        self.top_level = {id(stmt) for stmt in node.body}
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):  # defined twice: not followed
+                self.functions[stmt.name] = None if stmt.name in self.functions else stmt
         self._bindings(node.body, self.globals)
         for stmt in node.body:
             call = stmt.value if isinstance(stmt, ast.Expr) else None
@@ -246,6 +374,8 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if id(node) not in self.top_level:
+            self._nested(node)
         outer = self.cls, self.method, self.self_name
         self.cls, self.method, self.self_name = node.name, None, None
         self.generic_visit(node)
@@ -265,6 +395,11 @@ class _Scanner(Typing, ast.NodeVisitor):
         outer_params, outer_param_of = self.params, self.param_of
         self.params = {**outer_params, **{a.arg: a.annotation for a in args}}
         self.param_of = {**outer_param_of, **{a.arg: node.name for a in args}}
+        outer_keys = self.param_keys
+        self.param_keys = {
+            **outer_keys,
+            **{name: (node.name, keys) for name, keys in _keys(node, self.cls).items()},
+        }
         outer_returning, self.returning = (
             self.returning,
             annotation_name(node.returns, self.names) if node.returns else None,
@@ -280,6 +415,7 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.cls, self.method, self.self_name = outer
         self.new_objects, self.types, self.returning = outer_new, outer_types, outer_returning
         self.params, self.param_of = outer_params, outer_param_of
+        self.param_keys = outer_keys
 
     visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast's visitor naming
 
@@ -362,30 +498,31 @@ class _Scanner(Typing, ast.NodeVisitor):
         self.generic_visit(node)
 
     def _unhashable_args(self, node: ast.Call) -> None:
+        """What a call gives a class of the run (`Cls(meta={...})`, `obj.replace(...)`)
+        that a static field cannot hold (`_unhashable`); and, for a helper that hands its
+        parameter to one (`def make(d, offset): return Grid(d, offset)`), what the calls
+        of the helper give it (`Facts.forward_unhashable` joins the two)."""
         func = node.func
+        replace = False
         if isinstance(func, ast.Attribute) and func.attr == "replace":
-            owner = self.receiver(func.value)
+            owner, replace = self.receiver(func.value), True
         else:
             owner = self._named_type(func) if isinstance(func, ast.Name | ast.Attribute) else None
-        if not owner:
-            return
         given: list[tuple[str | int, ast.expr]] = [
             (kw.arg, kw.value) for kw in node.keywords if kw.arg
         ]
-        given += (
-            []
-            if isinstance(func, ast.Attribute) and func.attr == "replace"
-            else list(enumerate(node.args))
-        )
+        given += [] if replace else list(enumerate(node.args))
+        callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         for key, value in given:
-            unhashable = isinstance(
-                value, ast.List | ast.Dict | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp
-            )
-            if unhashable or (
-                isinstance(value, ast.Call)
-                and _names.dotted(value.func, self.names) in ("dict", "list", "set")
-            ):
-                self.facts.unhashable_args[(owner, key)].append(self.site(node))
+            if _unhashable(value, self.names):
+                if owner:
+                    self.facts.unhashable_args[(owner, key)].append(self.site(node))
+                elif callee is not None:
+                    self.facts.unhashable_given[(callee, key)].append(self.site(node))
+            elif owner and isinstance(value, ast.Name) and value.id in self.param_keys:
+                function, keys = self.param_keys[value.id]
+                for by in keys:
+                    self.facts.static_forwards[(function, by)].add((owner, key))
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -445,6 +582,18 @@ class _Scanner(Typing, ast.NodeVisitor):
     # --- NamedTuple uses and where instances go (_tuples.TupleScan) -----------------------
     def visit_Compare(self, node: ast.Compare) -> None:
         self.tuples.compare(node)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        self.tuples.subscript(node)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.tuples.attribute(node)
+        self.generic_visit(node)
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.tuples.match(node)
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:

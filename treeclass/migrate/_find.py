@@ -10,8 +10,9 @@ subclasses registered by a base's `__init_subclass__` (directly or through a fun
 of its module), a `namedtuple(...)` given to a registration, and the families the tool
 reports but does not rewrite (equinox.Module).
 
-Classes defined inside functions or under `if` are not found: the tool rewrites
-module-level code only.
+Classes defined inside functions, class bodies or under `if` are not found here: the
+tool rewrites module-level code only (`_facts`'s scan lists them, and the run reports the
+pytree classes among them).
 """
 
 from __future__ import annotations
@@ -62,20 +63,29 @@ def _registers_parameter(
     params = fn.args.posonlyargs + fn.args.args
     if not params:
         return False
-    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    # One walk: the assignments in order, and the registering calls (most functions
+    # have none, and are done).
+    assigns: list[ast.Assign] = []
+    registering: list[ast.Call] = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and _mentions(node.value, made):
+        if isinstance(node, ast.Assign):
+            assigns.append(node)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
+                _names.dotted(node.func, names) in _REGISTERING
+                or (isinstance(node.func, ast.Name) and node.func.id in also)
+            )
+        ):
+            registering.append(node)
+    if not registering:
+        return False
+    made = {params[0].arg}  # the parameter, and the local names assigned from it
+    for node in assigns:
+        if _mentions(node.value, made):
             made |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return any(
-        isinstance(n, ast.Call)
-        and (
-            _names.dotted(n.func, names) in _REGISTERING
-            or (isinstance(n.func, ast.Name) and n.func.id in also)
-        )
-        and n.args
-        and _mentions(n.args[0], made)
-        for n in ast.walk(fn)
-    )
+    return any(_mentions(n.args[0], made) for n in registering)
 
 
 def _mentions(value: ast.expr, made: set[str]) -> bool:
@@ -130,18 +140,19 @@ _RECIPES = {r.reported: r.recipe for r in _families.RULES if r.reported and r.re
 def _registers_subclasses(
     node: ast.ClassDef, names: dict[str, str], helpers: set[str]
 ) -> str | None:
-    """How `node` makes its subclasses pytrees: an `__init_subclass__` that registers
-    `cls` (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a
-    function of this module that registers its first parameter, `helpers`, applied to
-    it: a copy of flax.struct.dataclass, mujoco-mjx's `_register(cls)`), or an unhandled
-    base; None if it does not."""
+    """How `node` makes its subclasses pytrees: an `__init_subclass__` (or a `__new__`,
+    torax's pydantic base: at the first instance) that registers `cls`
+    (`register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)`, or a function of
+    this module that registers its first parameter, `helpers`, applied to it: a copy of
+    flax.struct.dataclass, mujoco-mjx's `_register(cls)`), or an unhandled base; None if
+    it does not."""
     for stmt in node.body:
         if (
             isinstance(stmt, ast.FunctionDef)
-            and stmt.name == "__init_subclass__"
+            and stmt.name in ("__init_subclass__", "__new__")
             and _registers_parameter(stmt, names, helpers)
         ):
-            return f"registered by `{node.name}.__init_subclass__` at line {stmt.lineno}"
+            return f"registered by `{node.name}.{stmt.name}` at line {stmt.lineno}"
     kinds = [
         _UNHANDLED_BASES[b]
         for b in map(str, [_names.dotted(b, names) for b in node.bases])
@@ -200,6 +211,14 @@ def find(tree: ast.Module, names: dict[str, str], *, namedtuples: bool) -> list[
                 and any(b in _UNHANDLED_BASES for b in bases)
             ):
                 unhandled(found, found.registers_subclasses)
+            new = next(
+                (s for s in stmt.body if isinstance(s, ast.FunctionDef) and s.name == "__new__"),
+                None,
+            )
+            if found.family is None and new and _registers_parameter(new, names, helpers):
+                # torax's pydantic base: its `__new__` registers whatever class it builds,
+                # the base itself too (the subclasses are reported through their base).
+                unhandled(found, f"registered by its own `__new__` at line {new.lineno}")
             classes[stmt.name] = found
         for name, how in _indirect(stmt, names, helpers):
             if name in classes and classes[name].family is None:

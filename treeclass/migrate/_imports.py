@@ -1,5 +1,6 @@
 """The imports of a rewritten module: remove those that only the removed code used,
-add `import treeclass as tc` (and `from typing import Any` where a field needs it).
+add `import treeclass as tc` (and `from typing import Any` where a field or a converted
+NamedTuple's methods need it).
 
 Why not libcst's RemoveImportsVisitor / AddImportsVisitor: they compute scope metadata
 over the whole module, about 0.7 s per module, which made a 10,000-line package take
@@ -85,12 +86,14 @@ def fix_imports(
     *,
     tc: str,
     has_tc: bool,
-    needs_any: bool,
+    added: dict[str, set[str]],
     also_used: frozenset[str] | set[str] = frozenset(),
     own: str = "",
 ) -> cst.Module:
-    """`module` with the imports of `removed` names pruned and treeclass's added (`own`:
-    the module's top-level package, whose imports come after the third-party ones)."""
+    """`module` with the imports of `removed` names pruned and treeclass's added, and the
+    standard library's names the new code reads (`added`: module -> names, as `from
+    typing import Any, ClassVar`); `own`: the module's top-level package, whose imports
+    come after the third-party ones."""
     used = _names_used(module.code) | set(also_used) if removed else set()
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []  # the comments above an import that went
@@ -102,33 +105,83 @@ def fix_imports(
                 continue
             stmt = pruned
         if carry:
-            stmt = stmt.with_changes(leading_lines=[*carry, *stmt.leading_lines])
+            stmt = stmt.with_changes(leading_lines=_joined(carry, list(stmt.leading_lines)))
             carry = []
         body.append(stmt)
-    if (
-        body
-        and module.body
-        and body[0] is not module.body[0]
-        and isinstance(body[0], cst.SimpleStatementLine | cst.BaseCompoundStatement)
-    ):
-        # The first statement went: the next one must not start the file with a blank line.
-        kept = list(body[0].leading_lines)
-        while kept and kept[0].comment is None:
-            kept.pop(0)
-        body[0] = body[0].with_changes(leading_lines=kept)
+    # The statement now first, if the first went (an import): it must not start the file
+    # with a blank line, unless an import is added above it (then it keeps its own).
+    first = body[0] if body and module.body and body[0] is not module.body[0] else None
     # After the leading docstring and imports (before any code that uses the names), each
     # in its group: treeclass among the third-party imports, in name order, typing after
-    # the standard library's.
+    # the standard library's; a name from a module the file imports from already joins
+    # that import (`from typing import Any, NamedTuple`).
     end = 0
     while end < len(body) and (_is_import(body[end]) or (end == 0 and is_docstring(body[end]))):
         end += 1
-    if needs_any:
-        _insert(body, end, "typing", "from typing import Any\n", third_party=False, own=own)
-        end += 1
+    for source, names in sorted(added.items()):
+        if not _join(body, end, source, names):
+            line = f"from {source} import {', '.join(sorted(names))}\n"
+            _insert(body, end, source, line, third_party=False, own=own)
+            end += 1
     if not has_tc:
         line = "import treeclass\n" if tc == "treeclass" else f"import treeclass as {tc}\n"
         _insert(body, end, "treeclass", line, third_party=True, own=own)
+    if (
+        first is not None
+        and body[0] is first
+        and isinstance(first, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    ):
+        kept = list(first.leading_lines)
+        while kept and kept[0].comment is None:
+            kept.pop(0)
+        body[0] = first.with_changes(leading_lines=kept)
     return module.with_changes(body=body)
+
+
+def _isort(name: str) -> tuple[int, str]:
+    """isort's (and ruff's) order of imported names: constants, classes, the rest."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def _joined(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The leading lines of a statement after the imports above it went (`carried`, their
+    leading lines): their comments stay, above its own lines; blank lines alone do not
+    add up (two before a class and one before the import that went stay two), but the
+    longer run is kept (one that separated two groups of imports still does)."""
+    if any(line.comment is not None for line in carried):
+        return [*carried, *own]
+    return carried[: max(0, len(carried) - len(own))] + own
+
+
+def _join(body: list[cst.BaseStatement], end: int, source: str, names: set[str]) -> bool:
+    """Adds `names` to the file's `from source import ...` among its leading imports
+    `body[:end]` (its names sorted if they were); False if it has none."""
+    for i in range(end):
+        stmt = body[i]
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        small = stmt.body[0]
+        if (
+            not isinstance(small, cst.ImportFrom)
+            or small.relative
+            or small.module is None
+            or isinstance(small.names, cst.ImportStar)
+            or cst.Module([]).code_for_node(small.module) != source
+        ):
+            continue
+        aliases = list(small.names)
+        bound = [_bound(a, from_import=True) for a in aliases]
+        added = sorted(names - set(bound), key=_isort)
+        merged = aliases + [cst.ImportAlias(name=cst.Name(n)) for n in added]
+        if bound == sorted(bound, key=_isort):
+            merged.sort(key=lambda a: _isort(_bound(a, from_import=True)))
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        merged = [a.with_changes(comma=comma) for a in merged[:-1]] + [
+            merged[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        ]
+        body[i] = stmt.with_changes(body=[small.with_changes(names=merged)])
+        return True
+    return False
 
 
 def _group(top: str | None, own: str) -> int | None:
@@ -154,7 +207,12 @@ def _insert(
     if at == 0 or _group(_top(body[at - 1]), own) != mine:  # the first of its group
         stmt = stmt.with_changes(leading_lines=blank)
         following = body[at] if at < len(body) else None
-        if (
+        if isinstance(following, cst.SimpleStatementLine) and _group(_top(following), own) == mine:
+            # Above an import of its group: it takes that one's blank lines and comments
+            # (a header comment stays on top), and the group stays together.
+            stmt = stmt.with_changes(leading_lines=following.leading_lines)
+            body[at] = following.with_changes(leading_lines=[])
+        elif (
             isinstance(following, cst.SimpleStatementLine | cst.BaseCompoundStatement)
             and not following.leading_lines
         ):

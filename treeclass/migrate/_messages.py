@@ -20,6 +20,10 @@ INDIRECT: Final = (
     + _DOCS
     + "other-refusals"
 )
+NESTED: Final = (
+    "{cls} is a pytree class defined inside {where}: the tool rewrites module-level classes only. "
+    "Move it to module level and run again, or convert it by hand. " + _DOCS + "other-refusals"
+)
 UNHANDLED: Final = (
     "{cls} is a pytree class that the tool does not rewrite ({how}): it is left as it is and "
     "keeps working beside treeclasses; to make it a treeclass, port it by hand ({recipe}). "
@@ -295,6 +299,19 @@ def tuple_use(blocked: Sequence[object]) -> str:
     )
 
 
+NOTE_TESTS_USE: Final = (
+    "a test uses a value the run cannot type as a tuple, where an instance may be ({count}"
+    " site(s)): {sites}; these do not block the conversion (a test that it breaks fails when"
+    " the tests run after --write): run them, and fix a test that fails as the site says"
+)
+
+
+def tests_use(blocked: Sequence[object]) -> str:
+    """The note of a converted NamedTuple on the test sites that may use it as a tuple."""
+    sites = "; ".join(f"({i}) {b}" for i, b in enumerate(dict.fromkeys(blocked), 1))
+    return NOTE_TESTS_USE.format(count=len(dict.fromkeys(blocked)), sites=sites)
+
+
 STATIC_UNPROVEN: Final = (
     "its static field `{attr}` is annotated `{annotation}`, but {why}: a treeclass hashes statics "
     "at construction, where the old class never did, so a value built with a list inside would "
@@ -356,7 +373,9 @@ NOTE_NAMEDTUPLE: Final = (
     " _asdict, _make: methods written into the class), but instances are no longer tuples:"
     " isinstance(x, tuple) is False, == compares field by field with tc.tree_equal and never"
     " equals a tuple, + and * do not concatenate, hash() is by type and static fields, and"
-    " the repr is treeclass's (arrays summarised)"
+    " the repr is treeclass's (arrays summarised); the methods are annotated, but strict"
+    " pyright (reportPrivateUsage) flags `x._replace(...)`, `_asdict`, `_make` and `_fields`"
+    " outside the class, which it allowed on a NamedTuple: use `x.replace(...)` there"
 )
 NOTE_RETURNED_OUT: Final = (
     "a public function of the run is annotated to return it ({site}): code outside the run"

@@ -54,9 +54,10 @@ class Plan:
     remove_registration: bool = False  # a module-level register_*(Cls, ...) statement
     # Class-body annotations of fields moved into the declaration block.
     moved_annotations: tuple[str, ...] = ()
-    # A converted NamedTuple: its fields in order, for the tuple protocol written into
-    # it (_namedtuple.py), and the names of that protocol its body defines already.
-    tuple_protocol: tuple[str, ...] | None = None
+    # A converted NamedTuple: its fields in order with their annotations' source text,
+    # for the tuple protocol written into it (_namedtuple.py), and the names of that
+    # protocol its body defines already.
+    tuple_protocol: tuple[tuple[str, str], ...] | None = None
     defined: frozenset[str] = frozenset()
     # What changes for users (frozen, statics checked, ...): the `reason` of a conversion.
     notes: list[str] = dataclasses.field(default_factory=list[str])

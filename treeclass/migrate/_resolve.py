@@ -124,6 +124,9 @@ class Program:
         local = [f for f in file.found if f.name == qualified]
         if local:
             return file, local[-1]
+        assigned = _assigned_aliases(file).get(qualified)
+        if assigned is not None:  # `Ref = m0.Base` in this module, then `class C(Ref)`
+            return self.resolve(file, assigned, depth + 1)
         name = self.absolute(file, qualified)
         parts = name.split(".")
         for k in range(len(parts) - 1, 0, -1):
@@ -137,6 +140,9 @@ class Program:
                     return module, classes[-1]
             if rest[0] in module.names:  # re-exported, or a submodule imported there
                 return self.resolve(module, ".".join([module.names[rest[0]], *rest[1:]]), depth + 1)
+            assigned = _assigned_aliases(module).get(rest[0])
+            if assigned is not None:  # `Base = model_base.Base`: a re-export by assignment
+                return self.resolve(module, ".".join([assigned, *rest[1:]]), depth + 1)
             if ".".join([module.module, rest[0]]) in self.modules:
                 continue  # a submodule: the longer prefix was tried first
             break  # a folder without __init__.py between (a namespace package): by path suffix
@@ -212,6 +218,32 @@ class Program:
                     out.add(base[1].name)
                     todo.append(base)
         return out
+
+
+def _assigned_aliases(file: _File) -> dict[str, str]:
+    """The module-level names `file` binds once, to another name (torax's
+    `BaseModelFrozen = model_base.BaseModelFrozen`): each with that name as its imports
+    spell it. A name bound more than once, or to anything else, is left out."""
+    out: dict[str, str] = {}
+    bound: dict[str, int] = {}
+    for stmt in file.tree.body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for target in stmt.targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    bound[n.id] = bound.get(n.id, 0) + 1
+        (target, *more) = stmt.targets
+        if not more and isinstance(target, ast.Name):
+            value = stmt.value
+            qualified = (
+                _names.dotted(value, file.names)
+                if isinstance(value, ast.Name | ast.Attribute)
+                else None
+            )
+            if qualified is not None:
+                out[target.id] = qualified
+    return {k: v for k, v in out.items() if bound.get(k) == 1 and k not in file.names}
 
 
 def _abstract(stmt: ast.stmt) -> bool:

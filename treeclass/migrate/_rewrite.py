@@ -19,7 +19,7 @@ import libcst as cst
 
 from treeclass.migrate import _names
 from treeclass.migrate._imports import fix_imports, is_docstring
-from treeclass.migrate._namedtuple import HEAD, tuple_protocol
+from treeclass.migrate._namedtuple import HEAD, imports, tuple_protocol
 from treeclass.migrate._plan import Field, Plan
 
 __all__ = ["rewrite"]
@@ -213,7 +213,8 @@ def _tuple_protocol(plan: Plan, indent: str) -> list[cst.BaseStatement]:
     prints as the module's."""
     config = cst.PartialParserConfig(default_indent=indent)
     added: list[cst.BaseStatement] = []
-    for code in tuple_protocol(list(plan.tuple_protocol or ()), set(plan.defined), indent):
+    fields = list(plan.tuple_protocol or ())
+    for code in tuple_protocol(plan.cls, fields, set(plan.defined), indent):
         (stmt,) = cst.parse_module(code, config=config).body
         lines = [cst.EmptyLine(indent=False)]
         if not added:
@@ -287,6 +288,13 @@ def _is_registration(
     return _names.dotted(func, names) in registering
 
 
+# Where each name the new code may import is already imported from, under that name.
+_SAME = {
+    name: (f"typing.{name}", f"typing_extensions.{name}", f"collections.abc.{name}")
+    for name in ("Any", "ClassVar", "Iterator", "Iterable")
+}
+
+
 def rewrite(
     module: cst.Module,
     plans: list[Plan],
@@ -315,8 +323,17 @@ def rewrite(
             removed.append(stmt)
         else:
             body.append(stmt)
-    needs_any = any(f.annotation in ("Any", f"{tc}.Static[Any]") for p in plans for f in p.fields)
-    needs_any = needs_any and names.get("Any") not in ("typing.Any", "typing_extensions.Any")
+    added: dict[str, set[str]] = {}  # module -> the names the new code reads from it
+    if any(f.annotation in ("Any", f"{tc}.Static[Any]") for p in plans for f in p.fields):
+        added["typing"] = {"Any"}
+    for p in plans:
+        if p.tuple_protocol is not None:
+            for source, wanted in imports(list(p.tuple_protocol), set(p.defined)).items():
+                added.setdefault(source, set()).update(wanted)
+    added = {  # less those the module imports already
+        source: {n for n in wanted if names.get(n) not in _SAME[n]}
+        for source, wanted in added.items()
+    }
     # `import treeclass as tc` only where the new code names it (a subclass of a class
     # converted in another module may need nothing).
     uses_tc = form == "decorator" or any(p.add_base for p in plans)
@@ -330,7 +347,7 @@ def rewrite(
         _names_in(removed),
         tc=tc,
         has_tc=has_tc,
-        needs_any=needs_any,
+        added={source: wanted for source, wanted in added.items() if wanted},
         also_used=also_used,
         own=own,
     )

@@ -37,8 +37,14 @@ def _touched(stmt: ast.stmt, plans: dict[str, Plan], functions: set[str], first:
     return False
 
 
-def _names_read(stmts: list[ast.stmt]) -> set[str]:
-    """The names code reads, those in string annotations included (see _imports)."""
+def _names_read(stmts: list[ast.stmt], text: str, among: set[str]) -> set[str]:
+    """The names of `among` (what the module's imports bind: all that the import pruning
+    asks about) that code reads, those in string annotations included (see _imports).
+    `text` is the code's source: a name it never writes as a word is not read, so the
+    walk runs only where one of them is written."""
+    among = {n for n in among if re.search(rf"\b{re.escape(n)}\b", text)}
+    if not among:
+        return set()
     used: set[str] = set()
     for stmt in stmts:
         for node in ast.walk(stmt):
@@ -50,7 +56,16 @@ def _names_read(stmts: list[ast.stmt]) -> set[str]:
                 and len(node.value) < 200
             ):
                 used |= set(re.findall(r"[A-Za-z_]\w*", node.value))
-    return used
+    return used & among
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The names the module's top-level imports bind (`import a.b` binds `a`)."""
+    out: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            out |= {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    return out
 
 
 def rewrite_source(
@@ -104,7 +119,13 @@ def rewrite_source(
     skeleton.append("".join(lines[at:]))
     module = cst.parse_module("".join(skeleton))
     new = _rewrite.rewrite(
-        module, plans, names, tc=tc, form=form, also_used=_names_read(skipped), own=own
+        module,
+        plans,
+        names,
+        tc=tc,
+        form=form,
+        also_used=_names_read(skipped, "".join(kept.values()), _imported(tree)),
+        own=own,
     ).code
     out: list[str] = LINE.findall(new)
     return "".join(kept.get(line, line) for line in out)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,18 @@ FIXES = {
     "concat": "+ and * do not concatenate a treeclass: write `(*x, ...)` or `tuple(x) * n`",
     "hash": "a treeclass hashes by type and static fields, not by its values: hash or key "
     "on `tuple(x)`",
+    "order": "a treeclass has no order (`<`, `sorted`, `min` of several): compare `tuple(x)`",
+    "tuple_method": "a treeclass has no tuple method `{attr}`: call it on `tuple(x)`",
+    "match": "a `case` sequence pattern never matches a treeclass: match `tuple(x)`",
+    "foreign": "{function} takes a tuple as a list and knows no treeclass: pass `tuple(x)`",
 }
+# Tuple methods and class attributes of a NamedTuple that a converted class does not keep
+# (`_namedtuple.KEPT` lists those it keeps).
+_NOT_KEPT = frozenset({"count", "index", "_field_defaults"})
+# Calls that order their arguments' items, and other libraries' functions that read a
+# NamedTuple as a tuple (a list in JSON).
+_ORDERING = frozenset({"sorted", "min", "max"})
+_AS_TUPLE = frozenset({"json.dumps", "json.dump"})
 
 
 def _tuple_like(node: ast.expr, names: dict[str, str]) -> bool:
@@ -228,9 +240,26 @@ class TupleScan:
         return bound and getattr(value, "id", None) != "self"
 
     # --- the uses a treeclass cannot keep ----------------------------------------------
+    def _blocks_typed(self, value: ast.expr, node: ast.AST, use: str, **detail: str) -> None:
+        """`value`, an instance of a NamedTuple of the run the run can type, used as a
+        tuple where a treeclass cannot be one (`use`: a key of FIXES, `detail` its
+        fields). Not counted on a value it cannot type: these uses (an index, an order,
+        `x.count`) are everywhere on other values."""
+        kind = self._typed(value)
+        if kind in self.facts.namedtuple_fields:
+            fix = FIXES[use].format(**detail)
+            self.facts.tuple_use[kind].append(self.facts.blocked(self.site(node), fix))
+
     def compare(self, node: ast.Compare) -> None:
-        """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves."""
+        """`p == (x, y)`: a NamedTuple compares as a tuple, a treeclass by its leaves;
+        `p in d` hashes it (or compares it), `p < q` orders it as a tuple."""
         sides = [node.left, *node.comparators]
+        for op, (left, right) in zip(node.ops, itertools.pairwise(sides), strict=True):
+            if isinstance(op, ast.In | ast.NotIn):
+                self._blocks_typed(left, node, "hash")
+            elif isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+                self._blocks_typed(left, node, "order")
+                self._blocks_typed(right, node, "order")
         if any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops):
             literals = [s for s in sides if _tuple_like(s, self.typing.names)]
             for side in sides if literals else []:
@@ -260,10 +289,51 @@ class TupleScan:
             if self._typed(element) not in (None, OTHER):
                 self._blocks(element, node, "hash")
 
+    def subscript(self, node: ast.Subscript) -> None:
+        """`d[p]` (read, written or deleted): a key hashed, or an index, as a tuple."""
+        if self.facts.namedtuple_fields:
+            self._blocks_typed(node.slice, node, "hash")
+
+    def attribute(self, node: ast.Attribute) -> None:
+        """`p.count(v)`, `p.index(v)`, `P._field_defaults`: what a converted class lacks
+        (unless a field has that name)."""
+        if self.facts.namedtuple_fields and node.attr in _NOT_KEPT:
+            kind = self._typed(node.value) or (
+                node.value.id
+                if isinstance(node.value, ast.Name) and self.typing.is_class(node.value)
+                else None
+            )
+            fields = self.facts.namedtuple_fields.get(kind) if kind else None
+            if kind and fields is not None and node.attr not in fields:
+                fix = FIXES["tuple_method"].format(attr=node.attr)
+                self.facts.tuple_use[kind].append(self.facts.blocked(self.site(node), fix))
+
+    def match(self, node: ast.Match) -> None:
+        """`match p:` with a `case (x, y):` sequence pattern: a NamedTuple matches it."""
+        if self.facts.namedtuple_fields and any(
+            isinstance(c.pattern, ast.MatchSequence)
+            or (
+                isinstance(c.pattern, ast.MatchOr)
+                and any(isinstance(p, ast.MatchSequence) for p in c.pattern.patterns)
+            )
+            for c in node.cases
+        ):
+            self._blocks_typed(node.subject, node, "match")
+
     def calls(self, node: ast.Call, qualified: str | None) -> None:
-        """`hash(p)`, `isinstance(p, tuple)`; and where a call takes its arguments."""
+        """`hash(p)`, `isinstance(p, tuple)`, `sorted([p, q])`, `json.dumps(p)`; and
+        where a call takes its arguments."""
         if not self.facts.namedtuple_fields:
             return
+        if qualified in _ORDERING and len(node.args) == 1 and not node.keywords:
+            items = node.args[0]
+            for item in items.elts if isinstance(items, ast.List | ast.Tuple | ast.Set) else []:
+                self._blocks_typed(item, node, "order")
+        if qualified in _ORDERING and len(node.args) > 1 and not node.keywords:
+            for item in node.args:  # `min(p, q)`
+                self._blocks_typed(item, node, "order")
+        if qualified in _AS_TUPLE and node.args:
+            self._blocks_typed(node.args[0], node, "foreign", function=qualified)
         if qualified == "hash" and len(node.args) == 1:
             self._blocks(node.args[0], node, "hash")
         if (

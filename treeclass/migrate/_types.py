@@ -15,6 +15,7 @@ returns is OTHER (the run's own packages, imported absolutely, are not another l
 from __future__ import annotations
 
 import ast
+import re
 
 from treeclass.migrate import _names
 
@@ -24,6 +25,7 @@ __all__ = [
     "annotation_name",
     "attribute_types",
     "names_none_of",
+    "operator_methods",
     "returns",
 ]
 
@@ -93,6 +95,13 @@ class Typing:
         self.attr_types = attr_types
         self.modules = modules  # local names bound by `import x` / `import x as y`
         self.returns: dict[str, str] = {}  # the module's functions annotated to return a class
+        # The module's top-level functions by name (None: defined twice), and which of
+        # them return only plain values (`_returns_plain`, read when a call asks).
+        self.functions: dict[str, ast.FunctionDef | None] = {}
+        self.plain_returns: dict[str, bool] = {}
+        # The operator methods the run defines (`__add__`; None: not known): `a + b` is an
+        # instance of a class of the run only through one of them.
+        self.operators: frozenset[str] | None = None
         # The scope: where the scanner is, and what names hold there.
         self.cls: str | None = None  # the enclosing class, for methods
         self.method: str | None = None  # the enclosing function's name
@@ -182,14 +191,13 @@ class Typing:
                 and func.value.id in self.classes
             ):
                 return func.value.id  # State.create(...): a classmethod of the class
-            if (
-                isinstance(func, ast.Name)
-                and func.id in self.returns
-                and not (func.id in self.types or func.id in self.globals or func.id in self.names)
+            if isinstance(func, ast.Name) and not (
+                func.id in self.types or func.id in self.globals or func.id in self.names
             ):
-                return self.returns[
-                    func.id
-                ]  # `step(...)` with `def step(...) -> State` in the module
+                if func.id in self.returns:  # `step(...)` with `def step(...) -> State`
+                    return self.returns[func.id]
+                if self._returns_plain(func.id):  # `unroll(...)` returning `tuple(out)`
+                    return OTHER
             if (
                 _names.dotted(func, self.names) in _COPIES
                 and len(value.args) == 1
@@ -206,25 +214,78 @@ class Typing:
                     receiver, f"{func.attr}()"
                 ]  # `t.as_rpy()`, `def as_rpy(self) -> RollPitchYaw`
             return self._named_type(func)
-        if (
-            isinstance(value, ast.BinOp)
-            and isinstance(value.op, ast.Add | ast.Mult)
-            and any(isinstance(side, ast.Tuple | ast.List) for side in (value.left, value.right))
-        ):
-            return OTHER  # `(16,) * n`, `dims + (4,)`: a plain tuple (or list), or an error
+        return OTHER if self._plain(value, scoped=True) else None
+
+    def _plain(self, value: ast.expr, *, scoped: bool) -> bool:
+        """`value` is never an instance of a class of the run: a literal or a display (a
+        tuple display is a plain tuple, never a NamedTuple instance), a call of a builtin
+        (`tuple(out)`) or of a function of the module that returns only such values, or
+        `a + b` of such values (adding two NamedTuples gives a plain tuple, though the `+`
+        itself is a use `_tuples` judges). `scoped`: a name is what the current scope
+        says; without (a `return` read for its callers, in another scope), not known."""
         if isinstance(
             value,
             ast.Constant
-            | ast.Tuple  # a tuple display is a plain tuple, never a NamedTuple instance
+            | ast.Tuple
             | ast.List
             | ast.Dict
             | ast.Set
             | ast.JoinedStr
             | ast.ListComp
-            | ast.DictComp,
+            | ast.DictComp
+            | ast.SetComp,
         ):
-            return OTHER
-        return None
+            return True
+        if isinstance(value, ast.BinOp):
+            return self._plain_operation(value, scoped=scoped)
+        if scoped:
+            if isinstance(value, ast.Name | ast.Attribute):
+                return self.receiver(value) == OTHER
+            return isinstance(value, ast.Call) and self.value_type(value) == OTHER
+        func = value.func if isinstance(value, ast.Call) else None
+        if not isinstance(func, ast.Name) or func.id in self.names or func.id in self.globals:
+            return False
+        builtin = func.id in _OTHER_BUILTINS and func.id not in self.functions
+        return builtin or self._returns_plain(func.id)
+
+    def _plain_operation(self, value: ast.BinOp, *, scoped: bool) -> bool:
+        """`a + b` that gives no instance of a class of the run: no class of the run
+        defines the operator (`operators`), and beside a display (`(16,) * n`,
+        `dims + (4,)`: a tuple, a list or an error) or between plain values."""
+        method = _OPERATOR_METHODS.get(type(value.op))
+        defined = {f"__{method}__", f"__r{method}__", f"__i{method}__"}
+        if method is None or (self.operators is not None and self.operators & defined):
+            return False
+        if isinstance(value.op, ast.Add | ast.Mult) and any(
+            isinstance(side, ast.Tuple | ast.List) for side in (value.left, value.right)
+        ):
+            return True
+        return (
+            self.operators is not None
+            and self._plain(value.left, scoped=scoped)
+            and self._plain(value.right, scoped=scoped)
+        )
+
+    def _returns_plain(self, name: str) -> bool:
+        """`name` is a function of the module, defined once, without a decorator or a
+        return annotation, whose every `return` gives a plain value (`_plain`): a call of
+        it gives no instance of a class of the run, whatever it is given. What it returns
+        is followed rather than guessed (haiku's `unroll_descriptors` returns
+        `tuple(out)`). A generator, or a function that returns through itself, is not."""
+        if name not in self.plain_returns:
+            self.plain_returns[name] = False  # while it is read: recursion is not plain
+            fn = self.functions.get(name)
+            self.plain_returns[name] = (
+                fn is not None
+                and fn.returns is None
+                and not fn.decorator_list
+                and all(
+                    isinstance(r, ast.Return)
+                    and (r.value is None or self._plain(r.value, scoped=False))
+                    for r in _results(fn)
+                )
+            )
+        return self.plain_returns[name]
 
     def _foreign_call(self, node: ast.expr) -> bool:
         """Another library's function given only constants (`pygame.event.get()`)."""
@@ -411,6 +472,47 @@ class Typing:
             for target, source in copies:
                 self._bind(scope, target, self.receiver(ast.Name(source, ast.Load())))
             changed = before != [(t in scope, scope.get(t)) for t, _ in copies]
+
+
+# The methods through which `a <op> b` may give an instance of a class of the run.
+_OPERATOR_METHODS: dict[type[ast.operator], str] = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.MatMult: "matmul",
+    ast.Div: "truediv",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "mod",
+    ast.Pow: "pow",
+    ast.LShift: "lshift",
+    ast.RShift: "rshift",
+    ast.BitOr: "or",
+    ast.BitXor: "xor",
+    ast.BitAnd: "and",
+}
+_DEFINED_METHOD = re.compile(r"\bdef\s+(__\w+__)\s*\(")
+
+
+def operator_methods(source: str) -> frozenset[str]:
+    """The dunder methods a module defines (`__add__`, `__rmul__`), read from its text: a
+    `def` in a string or a comment counts too, which only keeps `a + b` unknown."""
+    return frozenset(_DEFINED_METHOD.findall(source))
+
+
+def _results(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> list[ast.Return | ast.Yield | ast.YieldFrom | ast.Await]:
+    """The `return`s (and `yield`s, `await`s) of `fn` itself, not of the functions,
+    lambdas and classes inside it."""
+    out: list[ast.Return | ast.Yield | ast.YieldFrom | ast.Await] = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom | ast.Await):
+            out.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _copied(value: ast.expr) -> str | None:

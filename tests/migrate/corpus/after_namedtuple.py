@@ -1,7 +1,8 @@
 """NamedTuple states, converted only with --namedtuples (the migration corpus,
 tests/migrate/test_migrate_corpus.py)."""
 
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,25 +17,25 @@ class LoopState(tc.TreeClass):
 
     # The NamedTuple's tuple protocol (unpacking, indexing, iteration, len, _replace,
     # _fields, _asdict, _make), kept by treeclass.migrate: remove what no code uses.
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter((self.x, self.i, self.scale))
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:
         return (self.x, self.i, self.scale)[index]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return 3
 
-    _fields = ("x", "i", "scale")
+    _fields: ClassVar[tuple[str, ...]] = ("x", "i", "scale")
 
-    def _replace(self, **changes):
+    def _replace(self, **changes: Any) -> "LoopState":
         return self.replace(**changes)
 
-    def _asdict(self):
+    def _asdict(self) -> dict[str, Any]:
         return {"x": self.x, "i": self.i, "scale": self.scale}
 
     @classmethod
-    def _make(cls, iterable):
+    def _make(cls, iterable: Iterable[Any]) -> "LoopState":
         return cls(*iterable)
 
 
