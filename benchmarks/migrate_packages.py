@@ -1109,10 +1109,11 @@ def tables(results: Sequence[dict[str, object]]) -> list[Table]:
 
 
 def tool_commit(tool: pathlib.Path) -> str:
-    """The checkout the run used: its commit, its branch, and whether treeclass/ has
-    changes not committed (then the commit alone does not say what ran)."""
+    """The checkout the run used: the last commit that changed its treeclass/ (a
+    commit of the benchmarks alone does not change what ran), its branch, and whether
+    treeclass/ has changes not committed."""
     git = ["git", "-C", str(tool)]
-    head = _sh([*git, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    head = _sh([*git, "log", "-1", "--format=%h", "--", "treeclass"]).stdout.strip()
     branch = _sh([*git, "rev-parse", "--abbrev-ref", "HEAD"]).stdout.strip()
     dirty = _sh([*git, "status", "--porcelain", "--", "treeclass"]).stdout.strip()
     if not head:
