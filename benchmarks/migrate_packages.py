@@ -384,9 +384,13 @@ PACKAGES: tuple[Package, ...] = (
         ("scikit-learn", "pytest-assume"),
         (
             "tests/core_test/containers_test",
+            "tests/core_test/neuroevolution_test",
+            "tests/core_test/emitters_test",
+            "tests/utils_test/metrics_test.py",
             "tests/default_tasks_test/standard_functions_test.py",
+            "tests/default_tasks_test/qd_suite_test.py",
         ),
-        note="the repertoires (MAP-Elites, MELS, archive, unstructured: flax.struct classes filled and carried through jax.lax loops) and the standard functions; pytest-assume is what its tests import; every test that needs brax, jumanji or tensorflow-probability (the RL baselines, the brax tasks, AURORA, DADS, sampling) left out (brax pulls mujoco and a jax of its own), and MOME, CMA-ES, the GA and arm too: with those the run took over 10 min here",
+        note="the repertoires (MAP-Elites, MELS, archive, unstructured: flax.struct classes filled and carried through jax.lax loops), the replay and trajectory buffers, the multi-emitter, the metrics, the standard functions and the QD suite; pytest-assume is what its tests import; every test that needs brax, jumanji or tensorflow-probability (the RL baselines, the brax tasks, AURORA, DADS, sampling) left out (brax pulls mujoco and a jax of its own), and MOME, CMA-ES, the GA and arm too: with those the run took over 10 min here",
     ),
     Package(
         "navix",
