@@ -257,7 +257,7 @@ PACKAGES: tuple[Package, ...] = (
             "tests/solvers/quadratic/gw_test.py",
         ),
         path="src",
-        note="the repository's tests at tag 0.6.0 marked fast, of k-means, the univariate solver, the discrete barycenter, Sinkhorn and Gromov-Wasserstein (where the NamedTuple states and outputs that convert, SinkhornState, GWState, KMeansState..., are carried through the solvers' loops; the fast tests of solvers/linear, tools and problems together take over 13 min here)",
+        note="the repository's tests at tag 0.6.0 marked fast, of k-means, the univariate solver, the discrete barycenter, Sinkhorn and Gromov-Wasserstein (where the NamedTuple states and outputs that convert, SinkhornState, GWState, KMeansState..., are carried through the solvers' loops; the fast tests of solvers/linear, tools and problems together take over 13 min here); two of Sinkhorn's online tests fail before too (jax 0.12 has no `batching.is_vmappable`)",
         tests_repo=("ott-jax/ott", "5aa6da0fbd8fe9c255b749ac5fb49f3092860cc4", "tests"),
     ),
     Package("flax", "0.12.8", "flax", (), note="for size: the sdist ships no tests"),
