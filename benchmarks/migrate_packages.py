@@ -701,7 +701,8 @@ def reason_key(reason: str) -> str:
     text = re.sub(
         r"^[A-Za-z_]\w* is ", "the class is ", text
     )  # `Beta is a pytree class ...`: one row for all
-    text = re.sub(r"\([^()]*\)", "", text)
+    while re.search(r"\([^()]*\)", text):  # nested ones too: `(3 site(s); ...)`
+        text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
     text = re.sub(r"(; `…`)+", "", text)  # every blocking site listed: one row for all
     text = re.sub(r"\s+", " ", text).strip()
@@ -1145,13 +1146,23 @@ def _tests_cell(r: dict[str, object]) -> str:
     return cell
 
 
+def short_reason(key: str) -> str:
+    """A refusal's reason key (`reason_key`) cut to its first clause, for the packages
+    table: a parenthesis and the advice after `;` go."""
+    text = re.split(r" \(|;", key)[0].strip()
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
 def _main_reasons(r: dict[str, object], most: int = 3) -> str:
     """The refused count, then the commonest reasons with their counts (a class refused
-    for several reasons counts under each)."""
+    for several reasons counts under each; reasons that share their first clause are one)."""
     status = dict(r["status"])  # type: ignore[call-overload]
     refused = sum(n for s, n in status.items() if s != "converted")
-    reasons = list(dict(r["refused"]).items())  # type: ignore[call-overload]
-    parts = [f"{v['count']}: {key}" for key, v in reasons[:most]]
+    classes: dict[str, set[str]] = {}
+    for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+        classes.setdefault(short_reason(key), set()).update(v["classes"])
+    reasons = sorted(classes.items(), key=lambda kv: -len(kv[1]))
+    parts = [f"{len(names)}: {key}" for key, names in reasons[:most]]
     more = f"; {len(reasons) - most} more reasons" if len(reasons) > most else ""
     return f"{refused}" + (f" ({'; '.join(parts)}{more})" if parts else "")
 

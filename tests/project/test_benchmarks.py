@@ -184,8 +184,8 @@ def one_result(**changes: object) -> dict[str, object]:
         "found": 5,
         "status": {"converted": 2, "refused": 3},
         "refused": {
-            "code uses an instance as a tuple": {"count": 2, "example": "a.py:1 A"},
-            "`…` is mutated in place at `…`": {"count": 1, "example": "b.py:2 B"},
+            "code uses an instance as a tuple": {"count": 2, "classes": ["a.py:1 A", "a.py:5 C"]},
+            "`…` is mutated in place at `…`": {"count": 1, "classes": ["b.py:2 B"]},
         },
         "tests": ("tests",),
         "tests_note": "every test",
@@ -248,3 +248,14 @@ def test_a_probe_that_failed_before_judges_nothing(packages: types.ModuleType):
     assert packages.probe_verdict("a 1\n", "a 1\n") == "same output"
     assert packages.probe_verdict("a 1\n", "a 2\n").startswith("DIFFERENT")
     assert packages.probe_verdict(None, None) == "not run"
+
+
+def test_reasons_that_share_their_first_clause_are_one(packages: types.ModuleType):
+    tuple_use = "code uses an instance as a tuple where a treeclass cannot be one"
+    refused = {
+        f"{tuple_use} (3 site; the converted class keeps": {"count": 1, "classes": ["a.py:1 A"]},
+        f"{tuple_use} (6 site; the converted class keeps": {"count": 1, "classes": ["b.py:2 B"]},
+    }
+    result = one_result(status={"refused": 2}, refused=refused)
+    assert packages.packages_table([result]).rows[0][4] == f"2 (2: {tuple_use})"
+    assert packages.reason_key(f"{tuple_use} (3 site(s); keeps these): (1) `x`") == tuple_use
