@@ -706,7 +706,7 @@ def reason_key(reason: str) -> str:
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
     text = re.sub(r"(; `…`)+", "", text)  # every blocking site listed: one row for all
     text = re.sub(r"\s+", " ", text).strip()
-    return text.split(": ")[0].split(". ")[0][:120]
+    return text.split(": ")[0].split(". ")[0][:120].strip()
 
 
 def split_reasons(reason: str) -> list[str]:
