@@ -710,10 +710,18 @@ def reason_key(reason: str) -> str:
 
 
 def split_reasons(reason: str) -> list[str]:
-    """One refusal's reasons: the tool gives several as `N reasons: (1) ... (2) ...`."""
-    if re.match(r"\d+ reasons: \(1\) ", reason):
-        return [p.strip() for p in re.split(r"(?:^\d+ reasons: |\s)\(\d+\) ", reason) if p.strip()]
-    return [reason]
+    """One refusal's reasons: the tool gives several as `N reasons: (1) ... (2) ...`.
+    A reason may number its own sites `(1) ... (2) ...` inside, so the reasons are cut
+    where one ends with its docs link; where that does not give N, at every number."""
+    header = re.match(r"(\d+) reasons: \(1\) ", reason)
+    if header is None:
+        return [reason]
+    pieces = re.split(r"(docs/migration\.md#[\w-]+) \(\d+\) ", reason[header.end() :])
+    # re.split keeps each link as its own piece: join it back to the reason it ends
+    parts = [a + b for a, b in zip(pieces[0::2], [*pieces[1::2], ""], strict=True)]
+    if len(parts) == int(header.group(1)):
+        return [p.strip() for p in parts]
+    return [p.strip() for p in re.split(r"(?:^\d+ reasons: |\s)\(\d+\) ", reason) if p.strip()]
 
 
 def parses(folder: pathlib.Path) -> list[str]:

@@ -259,3 +259,19 @@ def test_reasons_that_share_their_first_clause_are_one(packages: types.ModuleTyp
     result = one_result(status={"refused": 2}, refused=refused)
     assert packages.packages_table([result]).rows[0][4] == f"2 (2: {tuple_use})"
     assert packages.reason_key(f"{tuple_use} (3 site(s); keeps these): (1) `x`") == tuple_use
+
+
+def test_split_reasons_keeps_a_reasons_own_numbered_sites(packages: types.ModuleType):
+    reason = (
+        "2 reasons: (1) code uses an instance as a tuple (2 site(s)): (1) `a` at m.py:1;"
+        " (2) `b` at m.py:2. docs/migration.md#namedtuple (2) `nodes` is mutated in place"
+        " at `g.nodes.append(n)`. docs/migration.md#derived-attributes-and-caches"
+    )
+    assert packages.split_reasons(reason) == [
+        "code uses an instance as a tuple (2 site(s)): (1) `a` at m.py:1;"
+        " (2) `b` at m.py:2. docs/migration.md#namedtuple",
+        "`nodes` is mutated in place at `g.nodes.append(n)`."
+        " docs/migration.md#derived-attributes-and-caches",
+    ]
+    assert packages.split_reasons("2 reasons: (1) a (2) b") == ["a", "b"]
+    assert packages.split_reasons("one reason") == ["one reason"]
