@@ -17,7 +17,13 @@ the version installed here) plus the package's own dependencies from PyPI.
 
 `--tool` is the checkout whose treeclass runs (default: this one); `--out` keeps, per
 package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
-report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
+report.md, and packages.md: the packages table of RESULTS.md, one row per package, under
+the commands that made its rows); `--append` keeps the packages of --out's report.json
+that this run does not run, so one package at a time builds one table:
+
+    python -m benchmarks.migrate_packages --only navix --out /tmp/run --append --mirrors DIR
+
+`--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
 tests only their repository ships. The tests run only where the migration changes a
 file, and a package's run before is kept in the cache for the next run. A package PyPI
 does not have (parsmooth) is judged the same way from a folder of this repository
