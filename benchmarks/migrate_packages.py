@@ -435,7 +435,7 @@ PACKAGES: tuple[Package, ...] = (
             "haiku/_src/recurrent_test.py",
             "haiku/_src/data_structures_test.py",
         ),
-        note="multi_transform (MultiTransformedWithState and Box, the classes that convert), recurrent (LSTMState, a NamedTuple carried through the unrolls) and data_structures (FlatMap, frozendict); transform_test imports tensorflow (2 GB, not installed), the rest left out for time",
+        note="multi_transform (MultiTransformedWithState and Box, which the tool finds), recurrent (LSTMState, a NamedTuple carried through the unrolls) and data_structures (FlatMap, frozendict); transform_test imports tensorflow (2 GB, not installed), the rest left out for time",
     ),
     Package(
         "craftax",
