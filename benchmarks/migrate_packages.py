@@ -17,7 +17,13 @@ the version installed here) plus the package's own dependencies from PyPI.
 
 `--tool` is the checkout whose treeclass runs (default: this one); `--out` keeps, per
 package, the JSON lines of the run, the diff, the test logs and a summary (report.json,
-report.md); `--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
+report.md, and packages.md: the packages table of RESULTS.md, one row per package, under
+the commands that made its rows); `--append` keeps the packages of --out's report.json
+that this run does not run, so one package at a time builds one table:
+
+    python -m benchmarks.migrate_packages --only navix --out /tmp/run --append --mirrors DIR
+
+`--mirrors DIR` holds git clones (DIR/owner+name/repo) for the packages whose
 tests only their repository ships. The tests run only where the migration changes a
 file, and a package's run before is kept in the cache for the next run. A package PyPI
 does not have (parsmooth) is judged the same way from a folder of this repository
@@ -168,6 +174,24 @@ for name, value in run_all().items():
 """
 )
 
+_TORAX_PROBE = (
+    _DIGEST
+    + """
+import numpy as np
+import torax
+from torax.examples.basic_config import CONFIG
+
+# Eight steps of the basic configuration: its runtime params, geometry, profiles and
+# solver states are among the classes that convert; every output variable digested.
+config = torax.ToraxConfig.from_dict(CONFIG)
+data_tree, history = torax.run_simulation(config, progress_bar=False, max_steps=8)
+for node in data_tree.subtree:
+    for name, var in sorted(node.data_vars.items()):
+        print(node.path, name, digest(np.asarray(var.values)))
+print("sim_error", history.sim_error)
+"""
+)
+
 PACKAGES: tuple[Package, ...] = (
     Package(
         "flashbax",
@@ -235,9 +259,11 @@ PACKAGES: tuple[Package, ...] = (
             "tests/tools/k_means_test.py",
             "tests/solvers/linear/univariate_test.py",
             "tests/solvers/linear/discrete_barycenter_test.py",
+            "tests/solvers/linear/sinkhorn_test.py",
+            "tests/solvers/quadratic/gw_test.py",
         ),
         path="src",
-        note="the repository's tests at tag 0.6.0 marked fast, of k-means, the univariate solver and the discrete barycenter (where NamedTuples that convert are used; the fast tests of solvers/linear, tools and problems together take over 13 min here)",
+        note="the repository's tests at tag 0.6.0 marked fast, of k-means, the univariate solver, the discrete barycenter, Sinkhorn and Gromov-Wasserstein (where the NamedTuple states and outputs that convert, SinkhornState, GWState, KMeansState..., are carried through the solvers' loops; the fast tests of solvers/linear, tools and problems together take over 13 min here); two of Sinkhorn's online tests fail before too (jax 0.12 has no `batching.is_vmappable`)",
         tests_repo=("ott-jax/ott", "5aa6da0fbd8fe9c255b749ac5fb49f3092860cc4", "tests"),
     ),
     Package("flax", "0.12.8", "flax", (), note="for size: the sdist ships no tests"),
@@ -251,6 +277,30 @@ PACKAGES: tuple[Package, ...] = (
         (),
         note="the sdist ships no tests: a probe runs LBFGS, BFGS, GradientDescent, NonlinearCG, ScipyMinimize and the backtracking line search, leaves digested",
         probe=_JAXOPT_PROBE,
+    ),
+    Package(
+        "torax",
+        "1.4.3",
+        "torax",
+        (
+            "jaxopt",
+            "fusion_surrogates[tglfnnukaea]==0.4.6",
+            "imas-python==2.1.0",
+            "typeguard==2.13.3",
+            "immutabledict",
+            "xarray",
+            "netcdf4",
+            "h5netcdf",
+            "h5py<3.15.0",
+            "eqdsk",
+            "pydantic",
+            "treelib",
+            "plotly",
+            "jaxtyping",
+            "matplotlib",
+        ),
+        note="the sdist's one test file (plotruns_lib_test) errors at collection before the migration (its parameters come from test data the sdist leaves out) and the repository's tests (900 MB with their data) are not mirrored here: a probe instead, eight steps of its basic configuration, its 191 output variables digested",
+        probe=_TORAX_PROBE,
     ),
     Package(
         "jaxlie",
@@ -303,25 +353,11 @@ PACKAGES: tuple[Package, ...] = (
         note="the tool's run only (tests not run yet): a `namedtuple(...)` given to register_pytree_node, once a silent miss",
     ),
     Package(
-        "dm-haiku",
-        "0.0.17",
-        "haiku",
-        (),
-        note="the tool's run only (tests not run yet): LSTMState and the transform results are NamedTuples (--namedtuples)",
-    ),
-    Package(
         "mujoco-mjx",
         "3.17.0",
         "mujoco/mjx",
         (),
         note="the tool's run only (tests not run yet: they need mujoco): 25 subclasses registered by PyTreeNode.__init_subclass__ through a helper, once a silent miss",
-    ),
-    Package(
-        "navix",
-        "4.0.0",
-        "navix",
-        (),
-        note="the tool's run only (tests not run yet): static defaults read on the class (`Entities.PLAYER`)",
     ),
     Package(
         "jaxsim",
@@ -353,9 +389,13 @@ PACKAGES: tuple[Package, ...] = (
         ("scikit-learn", "pytest-assume"),
         (
             "tests/core_test/containers_test",
+            "tests/core_test/neuroevolution_test",
+            "tests/core_test/emitters_test",
+            "tests/utils_test/metrics_test.py",
             "tests/default_tasks_test/standard_functions_test.py",
+            "tests/default_tasks_test/qd_suite_test.py",
         ),
-        note="the repertoires (MAP-Elites, MELS, archive, unstructured: flax.struct classes filled and carried through jax.lax loops) and the standard functions; pytest-assume is what its tests import; every test that needs brax, jumanji or tensorflow-probability (the RL baselines, the brax tasks, AURORA, DADS, sampling) left out (brax pulls mujoco and a jax of its own), and MOME, CMA-ES, the GA and arm too: with those the run took over 10 min here",
+        note="the repertoires (MAP-Elites, MELS, archive, unstructured: flax.struct classes filled and carried through jax.lax loops), the replay and trajectory buffers, the multi-emitter, the metrics, the standard functions and the QD suite; pytest-assume is what its tests import; every test that needs brax, jumanji or tensorflow-probability (the RL baselines, the brax tasks, AURORA, DADS, sampling) left out (brax pulls mujoco and a jax of its own), and MOME, CMA-ES, the GA and arm too: with those the run took over 10 min here",
     ),
     Package(
         "navix",
@@ -395,7 +435,7 @@ PACKAGES: tuple[Package, ...] = (
             "haiku/_src/recurrent_test.py",
             "haiku/_src/data_structures_test.py",
         ),
-        note="multi_transform (MultiTransformedWithState and Box, the classes that convert), recurrent (LSTMState, a NamedTuple carried through the unrolls) and data_structures (FlatMap, frozendict); transform_test imports tensorflow (2 GB, not installed), the rest left out for time",
+        note="multi_transform (MultiTransformedWithState and Box, which the tool finds), recurrent (LSTMState, a NamedTuple carried through the unrolls) and data_structures (FlatMap, frozendict); transform_test imports tensorflow (2 GB, not installed), the rest left out for time",
     ),
     Package(
         "craftax",
@@ -456,7 +496,8 @@ def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
     packages at their versions, plus the package's dependencies."""
     venv = cache / "venv" / package.name
     python = venv / "bin" / "python"
-    if (venv / "ready").exists():
+    ready = venv / "ready"  # holds the dependencies it was built with: a change rebuilds it
+    if ready.exists() and ready.read_text() in ("", json.dumps(package.deps)):
         return python
     shutil.rmtree(venv, ignore_errors=True)
     base = (
@@ -487,7 +528,7 @@ def environment(package: Package, cache: pathlib.Path) -> pathlib.Path:
     if done is not None and done.returncode:
         what = f"pip install {' '.join(package.deps)} for {package.name}"
         raise _failed(what, done.stderr)
-    (venv / "ready").touch()
+    ready.write_text(json.dumps(package.deps))
     return python
 
 
@@ -666,18 +707,27 @@ def reason_key(reason: str) -> str:
     text = re.sub(
         r"^[A-Za-z_]\w* is ", "the class is ", text
     )  # `Beta is a pytree class ...`: one row for all
-    text = re.sub(r"\([^()]*\)", "", text)
+    while re.search(r"\([^()]*\)", text):  # nested ones too: `(3 site(s); ...)`
+        text = re.sub(r"\([^()]*\)", "", text)
     text = re.sub(r" at [\w./-]+\.py:\d+", "", text)
     text = re.sub(r"(; `…`)+", "", text)  # every blocking site listed: one row for all
     text = re.sub(r"\s+", " ", text).strip()
-    return text.split(": ")[0].split(". ")[0][:120]
+    return text.split(": ")[0].split(". ")[0][:120].strip()
 
 
 def split_reasons(reason: str) -> list[str]:
-    """One refusal's reasons: the tool gives several as `N reasons: (1) ... (2) ...`."""
-    if re.match(r"\d+ reasons: \(1\) ", reason):
-        return [p.strip() for p in re.split(r"(?:^\d+ reasons: |\s)\(\d+\) ", reason) if p.strip()]
-    return [reason]
+    """One refusal's reasons: the tool gives several as `N reasons: (1) ... (2) ...`.
+    A reason may number its own sites `(1) ... (2) ...` inside, so the reasons are cut
+    where one ends with its docs link; where that does not give N, at every number."""
+    header = re.match(r"(\d+) reasons: \(1\) ", reason)
+    if header is None:
+        return [reason]
+    pieces = re.split(r"(docs/migration\.md#[\w-]+) \(\d+\) ", reason[header.end() :])
+    # re.split keeps each link as its own piece: join it back to the reason it ends
+    parts = [a + b for a, b in zip(pieces[0::2], [*pieces[1::2], ""], strict=True)]
+    if len(parts) == int(header.group(1)):
+        return [p.strip() for p in parts]
+    return [p.strip() for p in re.split(r"(?:^\d+ reasons: |\s)\(\d+\) ", reason) if p.strip()]
 
 
 def parses(folder: pathlib.Path) -> list[str]:
@@ -940,6 +990,11 @@ def measure(
     slowest = max(dict(first["files"]).items(), key=lambda kv: kv[1][1], default=("", (0.0, 0.0)))  # type: ignore[arg-type]
     return {
         "package": f"{package.name} {package.version}",
+        "name": package.name,
+        "version": package.version,
+        "tool": tool_commit(tool),
+        "flags": list(flags),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "folder": package.folder,
         "lines": lines,
         "files": files,
@@ -993,12 +1048,20 @@ def measure(
         "tests_after": after.counts() if after else "not run",
         "tests_seconds": [before.seconds if before else None, after.seconds if after else None],
         "passed_before_failed_after": changed,
-        "probe": "not run"
-        if probe_before is None
-        else "same output"
-        if probe_before == probe_after
-        else f"DIFFERENT: before {probe_before!r}, after {probe_after!r}",
+        "probe": probe_verdict(probe_before, probe_after),
     }
+
+
+def probe_verdict(before: str | None, after: str | None) -> str:
+    """The probe's outputs compared: a probe that failed before judges nothing, even
+    when it fails the same way after."""
+    if before is None:
+        return "not run"
+    if before.startswith(("failed (", "timed out after ")):
+        return f"FAILED BEFORE the migration: {before}"
+    if before == after:
+        return "same output"
+    return f"DIFFERENT: before {before!r}, after {after!r}"
 
 
 def _in(folder: pathlib.Path, fn):  # type: ignore[no-untyped-def]
@@ -1065,6 +1128,108 @@ def tables(results: Sequence[dict[str, object]]) -> list[Table]:
             tuple(reasons),
         ),
     ]
+
+
+def tool_commit(tool: pathlib.Path) -> str:
+    """The checkout the run used: the last commit that changed its treeclass/ (a
+    commit of the benchmarks alone does not change what ran), its branch, and whether
+    treeclass/ has changes not committed."""
+    git = ["git", "-C", str(tool)]
+    head = _sh([*git, "log", "-1", "--format=%h", "--", "treeclass"]).stdout.strip()
+    branch = _sh([*git, "rev-parse", "--abbrev-ref", "HEAD"]).stdout.strip()
+    dirty = _sh([*git, "status", "--porcelain", "--", "treeclass"]).stdout.strip()
+    if not head:
+        return str(tool)
+    return f"{head} ({branch}{', treeclass/ modified' if dirty else ''})"
+
+
+def _tests_cell(r: dict[str, object]) -> str:
+    """Tests before -> after, and the probe's verdict, as the packages table shows them."""
+    if not r["tests"] and r["probe"] == "not run":
+        return "no tests"
+    cell = (
+        f"{r['tests_before']} → {r['tests_after']}"
+        if r["tests_after"] != "not run"
+        else str(r["tests_before"])
+        if r["tests"]
+        else ""
+    )
+    if r["probe"] != "not run":
+        verdict = "same output" if r["probe"] == "same output" else str(r["probe"])[:300]
+        cell += ("; " if cell else "") + f"probe: {verdict}"
+    return cell
+
+
+def short_reason(key: str) -> str:
+    """A refusal's reason key (`reason_key`) cut to its first clause, for the packages
+    table: a parenthesis and the advice after `;` go."""
+    text = re.split(r" \(|;", key)[0].strip()
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def _main_reasons(r: dict[str, object], most: int = 3) -> str:
+    """The refused count, then the commonest reasons with their counts (a class refused
+    for several reasons counts under each; reasons that share their first clause are one)."""
+    status = dict(r["status"])  # type: ignore[call-overload]
+    refused = sum(n for s, n in status.items() if s != "converted")
+    classes: dict[str, set[str]] = {}
+    for key, v in dict(r["refused"]).items():  # type: ignore[call-overload]
+        classes.setdefault(short_reason(key), set()).update(v["classes"])
+    reasons = sorted(classes.items(), key=lambda kv: -len(kv[1]))
+    parts = [f"{len(names)}: {key}" for key, names in reasons[:most]]
+    more = f"; {len(reasons) - most} more reasons" if len(reasons) > most else ""
+    return f"{refused}" + (f" ({'; '.join(parts)}{more})" if parts else "")
+
+
+def _run_note(r: dict[str, object]) -> str:
+    """What the run found wrong, first, then which tests were chosen and why."""
+    found = []
+    broke = list(r["passed_before_failed_after"])  # type: ignore[call-overload]
+    if broke:
+        shown = ", ".join(str(t).rsplit(".", 1)[-1] for t in broke[:4])
+        found.append(
+            f"**{len(broke)} passed before, fail after** ({shown}{', …' if len(broke) > 4 else ''})"
+        )
+    if r["unparsable_after"]:
+        found.append(f"**{len(r['unparsable_after'])} files do not parse after**")  # type: ignore[arg-type]
+    if r["second_run_changes"]:
+        found.append("**a second run changes files**")
+    if r["errors"]:
+        found.append(f"**tool errors**: {'; '.join(r['errors'])[:200]}")  # type: ignore[arg-type]
+    if r["flags"] != ["--namedtuples"]:
+        found.append(f"flags: {' '.join(r['flags']) or 'none'}")  # type: ignore[arg-type]
+    return " ".join(f"{f}." for f in found) + (" " if found else "") + str(r["tests_note"])
+
+
+def packages_table(results: Sequence[dict[str, object]]) -> Table:
+    """One row per package: what the tool found, converted and refused (the main
+    reasons), the package's own tests (and probe) before and after --write, and a note:
+    what the run found wrong, and which tests ran."""
+    header = (
+        "package",
+        "version",
+        "found",
+        "converted",
+        "refused (main reasons)",
+        "tests before → after",
+        "note",
+    )
+    rows = tuple(
+        (
+            str(r["name"]),
+            str(r["version"]),
+            str(r["found"]),
+            str(dict(r["status"]).get("converted", 0)),  # type: ignore[call-overload]
+            _main_reasons(r),
+            _tests_cell(r),
+            _run_note(r),
+        )
+        for r in results
+    )
+    tools = sorted({str(r["tool"]) for r in results})
+    dates = sorted(str(r["date"]) for r in results)
+    note = f"tool: {', '.join(tools)}; run {dates[0]} to {dates[-1]}" if dates else "no package ran"
+    return Table("treeclass.migrate judged by the packages' own tests", header, rows, note=note)
 
 
 def report_md(results: Sequence[dict[str, object]], tool: str) -> str:
@@ -1174,9 +1339,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=pathlib.Path,
         help="DIR/owner+name/repo: git clones, for tests that only the repository ships",
     )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the packages of --out's report.json that this run does not run (one"
+        " package per run, one table for all)",
+    )
     args = parser.parse_args(argv)
+    if args.append and not args.out:
+        parser.error("--append needs --out (the report.json it adds to)")
     flags = [] if args.no_namedtuples else ["--namedtuples"]
-    results = []
+    command = "python -m benchmarks.migrate_packages " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    kept: list[dict[str, object]] = []
+    if args.append and (args.out / "report.json").exists():
+        kept = json.loads((args.out / "report.json").read_text())
+    results: list[dict[str, object]] = []
     for package in (p for p in PACKAGES if not args.only or p.name in args.only):
         print(f"# {package.name} {package.version}", file=sys.stderr, flush=True)
         start = time.perf_counter()
@@ -1199,12 +1378,40 @@ def main(argv: Sequence[str] | None = None) -> None:
             file=sys.stderr,
             flush=True,
         )
+        r["command"] = command
         if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "report.json").write_text(json.dumps(results, indent=1))
-            (args.out / "report.md").write_text(report_md(results, str(args.tool)))
+            write_reports(args.out, _merged(kept, results), str(args.tool))
+    every = _merged(kept, results)
     for table in tables(results):
         print(f"\n{table.text()}")
+    print(f"\n{packages_md(every)}")
+
+
+def _merged(
+    kept: Sequence[dict[str, object]], results: Sequence[dict[str, object]]
+) -> list[dict[str, object]]:
+    """The packages kept from an earlier report, in the order of PACKAGES, each replaced
+    by this run's result where this run ran it."""
+    by_name = {str(r.get("name", r["package"])): r for r in [*kept, *results]}
+    order = [p.name for p in PACKAGES]
+    return sorted(by_name.values(), key=lambda r: order.index(str(r["name"])))
+
+
+def write_reports(out: pathlib.Path, results: Sequence[dict[str, object]], tool: str) -> None:
+    """report.json (every figure), report.md (the tables and every class) and
+    packages.md (the packages table with the commands that made it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(list(results), indent=1))
+    (out / "report.md").write_text(report_md(results, tool))
+    (out / "packages.md").write_text(packages_md(results))
+
+
+def packages_md(results: Sequence[dict[str, object]]) -> str:
+    """The packages table in Markdown, under the commands that produced its rows."""
+    commands = sorted({str(r.get("command", "")) for r in results} - {""})
+    lines = [packages_table(results).markdown(), "", "Produced by:", ""]
+    lines += [f"    {c}" for c in commands]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

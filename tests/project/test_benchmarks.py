@@ -185,3 +185,120 @@ def test_targets_are_checked_against_the_rows_of_the_same_run(bench: types.Modul
     assert by_name["unflatten"][2:] == ("<= 1.20", "1.30", "no")  # 3.9 / 3 against NamedTuple
     assert by_name["jit dispatch"][2:] == ("<= 1.05", "1.04", "yes")
     assert targets.targets_table(measured[2:]) is None
+
+
+@pytest.fixture
+def packages(bench: types.ModuleType) -> types.ModuleType:
+    """`benchmarks.migrate_packages` (its own command line; nothing here downloads)."""
+    return importlib.import_module("benchmarks.migrate_packages")
+
+
+def test_every_package_has_one_entry(packages: types.ModuleType):
+    """`--only NAME` picks by name: a second entry of a name would run twice."""
+    names = [p.name for p in packages.PACKAGES]
+    assert len(names) == len(set(names))
+
+
+def one_result(**changes: object) -> dict[str, object]:
+    """A package's result as `measure` returns it, the figures made up."""
+    result: dict[str, object] = {
+        "package": "pkg 1.0",
+        "name": "pkg",
+        "version": "1.0",
+        "tool": "abc1234 (main)",
+        "flags": ["--namedtuples"],
+        "date": "2026-12-08 01:00 UTC",
+        "found": 5,
+        "status": {"converted": 2, "refused": 3},
+        "refused": {
+            "code uses an instance as a tuple": {"count": 2, "classes": ["a.py:1 A", "a.py:5 C"]},
+            "`…` is mutated in place at `…`": {"count": 1, "classes": ["b.py:2 B"]},
+        },
+        "tests": ("tests",),
+        "tests_note": "every test",
+        "tests_before": "4 passed",
+        "tests_after": "3 passed, 1 failed",
+        "passed_before_failed_after": ["tests.test_a::test_one"],
+        "probe": "not run",
+        "unparsable_after": [],
+        "second_run_changes": False,
+        "errors": [],
+        "command": "python -m benchmarks.migrate_packages --only pkg",
+    }
+    return {**result, **changes}
+
+
+def test_packages_table_reports_a_package_that_broke(packages: types.ModuleType):
+    table = packages.packages_table([one_result()])
+    assert table.header[:4] == ("package", "version", "found", "converted")
+    ((name, version, found, converted, refused, tests, note),) = table.rows
+    assert (name, version, found, converted) == ("pkg", "1.0", "5", "2")
+    assert refused == ("3 (2: code uses an instance as a tuple; 1: `…` is mutated in place at `…`)")
+    assert tests == "4 passed → 3 passed, 1 failed"
+    assert note.startswith("**1 passed before, fail after** (test_a::test_one).")
+    assert note.endswith("every test")
+    assert "abc1234 (main)" in table.note
+
+
+def test_packages_table_says_a_probe_differs_and_no_tests(packages: types.ModuleType):
+    probe = one_result(
+        tests=(), tests_before="not run", tests_after="not run", probe="DIFFERENT: a, b"
+    )
+    assert packages.packages_table([probe]).rows[0][5] == "probe: DIFFERENT: a, b"
+    none = one_result(tests=(), tests_before="not run", tests_after="not run")
+    assert packages.packages_table([none]).rows[0][5] == "no tests"
+
+
+def test_packages_md_names_the_commands(packages: types.ModuleType):
+    md = packages.packages_md([one_result(), one_result(name="jaxlie", command="cmd two")])
+    assert "| pkg | 1.0 | 5 | 2 |" in md
+    assert md.endswith(
+        "Produced by:\n\n    cmd two\n    python -m benchmarks.migrate_packages --only pkg\n"
+    )
+
+
+def test_append_keeps_the_other_packages_in_the_order_of_packages(packages: types.ModuleType):
+    kept = [one_result(name="jaxlie", found=1), one_result(name="navix", found=2)]
+    merged = packages._merged(kept, [one_result(name="jaxlie", found=3)])
+    assert [(r["name"], r["found"]) for r in merged] == [("jaxlie", 3), ("navix", 2)]
+
+
+def test_append_needs_out(packages: types.ModuleType, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        packages.main(["--append", "--only", "jaxlie"])
+    assert "--append needs --out" in capsys.readouterr().err
+
+
+def test_a_probe_that_failed_before_judges_nothing(packages: types.ModuleType):
+    failed = "failed (ModuleNotFoundError: No module named 'x')"
+    assert packages.probe_verdict(failed, failed).startswith("FAILED BEFORE the migration")
+    assert packages.probe_verdict("a 1\n", "a 1\n") == "same output"
+    assert packages.probe_verdict("a 1\n", "a 2\n").startswith("DIFFERENT")
+    assert packages.probe_verdict(None, None) == "not run"
+
+
+def test_reasons_that_share_their_first_clause_are_one(packages: types.ModuleType):
+    tuple_use = "code uses an instance as a tuple where a treeclass cannot be one"
+    refused = {
+        f"{tuple_use} (3 site; the converted class keeps": {"count": 1, "classes": ["a.py:1 A"]},
+        f"{tuple_use} (6 site; the converted class keeps": {"count": 1, "classes": ["b.py:2 B"]},
+    }
+    result = one_result(status={"refused": 2}, refused=refused)
+    assert packages.packages_table([result]).rows[0][4] == f"2 (2: {tuple_use})"
+    assert packages.reason_key(f"{tuple_use} (3 site(s); keeps these): (1) `x`") == tuple_use
+
+
+def test_split_reasons_keeps_a_reasons_own_numbered_sites(packages: types.ModuleType):
+    reason = (
+        "2 reasons: (1) code uses an instance as a tuple (2 site(s)): (1) `a` at m.py:1;"
+        " (2) `b` at m.py:2. docs/migration.md#namedtuple (2) `nodes` is mutated in place"
+        " at `g.nodes.append(n)`. docs/migration.md#derived-attributes-and-caches"
+    )
+    assert packages.split_reasons(reason) == [
+        "code uses an instance as a tuple (2 site(s)): (1) `a` at m.py:1;"
+        " (2) `b` at m.py:2. docs/migration.md#namedtuple",
+        "`nodes` is mutated in place at `g.nodes.append(n)`."
+        " docs/migration.md#derived-attributes-and-caches",
+    ]
+    assert packages.split_reasons("2 reasons: (1) a (2) b") == ["a", "b"]
+    assert packages.split_reasons("one reason") == ["one reason"]
