@@ -91,8 +91,10 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     layout = instance_layout(self)
     assert layout is not None  # installed on treeclasses only
     if missing := [n for n in layout.names if n not in state]:
-        msg = f"{layout.cls.__name__}.{missing[0]} is missing from the pickled state: "
-        msg += "the class has a field the pickled instance has not."
+        msg = (
+            f"{layout.cls.__name__}.{missing[0]} is missing from the pickled state: "
+            "the class has a field the pickled instance has not."
+        )
         raise TypeError(msg)
     # The fields, then what is no field, such as `__orig_class__`.
     object.__setattr__(self, "__dict__", {n: state[n] for n in layout.names} | state)

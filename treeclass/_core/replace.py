@@ -146,8 +146,10 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     Valid fields: count, step.
     """
     if instance_layout(obj) is None:
-        msg = f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
-        msg += "For another dataclass use dataclasses.replace()."
+        msg = (
+            f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
+            "For another dataclass use dataclasses.replace()."
+        )
         raise TypeError(msg)
     # The class's own generated method (checkers cannot see it on `_T`).
     new: _T = vars(type(obj))["replace"](obj, **changes)
