@@ -38,9 +38,11 @@ def unflatten_source(layout: Layout) -> str:
     # `object.__setattr__` (benchmarks/RESULTS.md, "Design measurements"). It does not pickle,
     # so only this function, which the record compiles again when unpickled, calls it.
     # Declaration order, as `__init__` stores them: `vars(obj)` reads the same either way.
-    lines.append("    _tc_self = _tc_new(_tc_cls)")
-    lines.append(f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})")
-    lines.append("    return _tc_self")
+    lines += [
+        "    _tc_self = _tc_new(_tc_cls)",
+        f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})",
+        "    return _tc_self",
+    ]
     return "".join(f"{line}\n" for line in lines)
 
 
