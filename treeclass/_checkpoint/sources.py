@@ -87,10 +87,12 @@ class Source:
         """`saved` as a mismatch names it (`a jax.Array`)."""
         return describe(saved, shape=False)
 
-    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+    def mismatch(
+        self, path: KeyPath, template: Any, saved: Any, fix: str = _MSG_FIX
+    ) -> CheckpointError:
         """The error for a saved value of another kind than the template's at `path`."""
         theirs = f"{self.show(saved)} in the {self.name}"
-        return self.error(path, f"{describe(template, shape=False)} in the template, {theirs}")
+        return self.error(path, f"{describe(template, shape=False)} in the template, {theirs}", fix)
 
     def compare(self, path: KeyPath, saved: ShapeDtype, template: ShapeDtype) -> None:
         """Raises where the saved array's shape or dtype is not the template's, naming a
@@ -172,16 +174,15 @@ class FileSource(Source):
             return "an array" if "leaf" in entry else f"a {entry.get('type', 'container')}"
         return describe(saved, shape=False)
 
-    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+    def mismatch(
+        self, path: KeyPath, template: Any, saved: Any, fix: str = _MSG_FIX
+    ) -> CheckpointError:
         """As `Source.mismatch`; configuration saved where `jax.eval_shape` made the template
         abstract gets the template that keeps it as its fix."""
         abstracted = isinstance(template, jax.ShapeDtypeStruct)
         if abstracted and isinstance(saved, dict) and "config" in saved:
-            what = (
-                f"{describe(template, shape=False)} in the template, {self.show(saved)} in the file"
-            )
-            return self.error(path, what, fix=_MSG_CONFIG_FIX)
-        return super().mismatch(path, template, saved)
+            fix = _MSG_CONFIG_FIX
+        return super().mismatch(path, template, saved, fix)
 
     def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
         """The template's configuration leaf, once equal to the file's."""
