@@ -31,9 +31,11 @@ def flatten_source(layout: Layout) -> str:
 
 def unflatten_source(layout: Layout) -> str:
     lines = ["def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):"]
-    for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
-        if names:
-            lines.append(f"    {''.join(f'{n}, ' for n in names)}= {value}")
+    lines += [
+        f"    {''.join(f'{n}, ' for n in names)}= {value}"
+        for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux"))
+        if names
+    ]
     # The `__dict__` descriptor's own setter: 60 ns less per node than `codegen.store()`'s
     # `object.__setattr__` (benchmarks/RESULTS.md, "Design measurements"). It does not pickle,
     # so only this function, which the record compiles again when unpickled, calls it.

@@ -56,8 +56,11 @@ def source(layout: Layout) -> str:
         else:
             msg = _MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name)
             body.append(f"if {f.name} is _tc_UNCHANGED: raise _tc_ValueError({msg!r})")
-    body += ["_tc_new = _tc_object_new(_tc_cls)", store("_tc_new", layout.names)]
-    body += finish(layout, "_tc_new", read_back=False)
+    body += [
+        "_tc_new = _tc_object_new(_tc_cls)",
+        store("_tc_new", layout.names),
+        *finish(layout, "_tc_new", read_back=False),
+    ]
     for name in derived:
         msg = _MSG_OVERWRITTEN.format(cls=layout.cls.__name__, name=name)
         overwritten = f"_tc_passed_{name} and {name} is not _tc_given_{name}"
