@@ -253,8 +253,9 @@ class FileSource(Source):
         # Raw bits for ml_dtypes, key data for keys: viewed or converted as the template's.
         array = self.archive.read(member, stored, where, crc)
         if not is_key(template) and type(template) not in PYTHON_SCALARS:
-            if array.dtype.kind == np.dtype(template.dtype).kind:  # else ml_dtypes' raw bits
-                array = array.astype(template.dtype, copy=False)
-            else:
-                array = array.view(template.dtype)
+            array = (
+                array.astype(template.dtype, copy=False)
+                if array.dtype.kind == np.dtype(template.dtype).kind
+                else array.view(template.dtype)  # ml_dtypes' raw bits
+            )
         return as_template(template, array)
