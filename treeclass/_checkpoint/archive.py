@@ -93,9 +93,11 @@ class Archive:
         if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
         # At most the bytes this member may hold, whatever its header claims (a zip bomb).
-        bound = self.size + 2**20  # the manifest, stored uncompressed
-        if expect is not None:
-            bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        bound = (
+            self.size + 2**20  # the manifest, stored uncompressed
+            if expect is None
+            else _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        )
         try:
             with self.zf.open(info) as member_fp:
                 fp = _Capped(member_fp, bound)
