@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).parents[2] / "treeclass"
-CEILING = 3300  # issue #38
+CEILING = 3300
 
 _HOW = """\
 treeclass/ outside migrate/ holds {count} statements; the ceiling is {ceiling}.
