@@ -3,8 +3,6 @@ members), its manifest read and checked to be one, and each member checked again
 dtype, shape and CRC-32 expected of it before its bytes are read. Nothing is unpickled, and
 nothing is allocated past what the template holds; every failure is a `CheckpointError`."""
 
-from __future__ import annotations
-
 import json
 import math
 import os

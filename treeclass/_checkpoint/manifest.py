@@ -7,8 +7,6 @@ such as bfloat16, key data for typed PRNG keys, Python numbers at 64 bits.
 manifest with its template through the same functions (`leaf_record()`, `encode_static()`),
 so both sides of a checkpoint agree by construction."""
 
-from __future__ import annotations
-
 import dataclasses
 import enum
 import json

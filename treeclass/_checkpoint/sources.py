@@ -3,8 +3,6 @@
 dtypes compared, numbers that must fit the template's dtype); `FileSource` for a file, whose
 manifest entries are compared with the template before a member of the `Archive` is read."""
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Mapping
 from typing import Any, Final, NoReturn, cast

@@ -1,8 +1,6 @@
 """`@treeclass` and `TreeClass`: both run `process()` on the class itself (no metaclass,
 no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect

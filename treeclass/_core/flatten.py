@@ -4,8 +4,6 @@ unflatten gives a new instance its store in one step (`codegen.store`), so no us
 Not `register_dataclass`: its `cls(**fields)` runs `__post_init__` and the converters on
 tracers, and is slow (docs/how-it-works.md)."""
 
-from __future__ import annotations
-
 import weakref
 from typing import Any, TypeVar
 

@@ -2,8 +2,6 @@
 No "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`: catching the keyword slowed every
 construction (benchmarks/RESULTS.md, "Design measurements"); Python 3.13 adds the hint."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect

@@ -1,8 +1,6 @@
 """The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased, also as
 strings) become static fields, static fields' options and defaults are checked."""
 
-from __future__ import annotations
-
 import builtins
 import collections
 import copy

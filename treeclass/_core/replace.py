@@ -2,8 +2,6 @@
 values only; a hand-written `__init__` is not run again (it may take other arguments). A dict
 merge was measured slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect

@@ -3,8 +3,6 @@ None))`), rules chosen per run map them to mesh axes, one spec per leaf. The rul
 `{"batch": "data"}` or pairs `[("batch", "data")]` (the first naming an axis wins), read by
 `rule_table`; `AxisMap.spec` gives one array's `PartitionSpec`."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias, cast

@@ -2,8 +2,6 @@
 `where` selects (a selector as in `tc.replace_at`, never guessed a predicate by running it:
 guessing selected BatchNorm statistics in silence), accepted by `filter`."""
 
-from __future__ import annotations
-
 import functools
 import warnings
 from collections.abc import Callable
