@@ -550,6 +550,17 @@ def test_a_mutable_default_is_refused_naming_the_field_and_default_factory(
     assert "tc.field(default_factory=lambda: ...)" in str(info.value)
 
 
+def test_of_two_mistakes_in_a_class_the_first_declared_is_reported(form: Form):
+    # One pass over the fields, in declaration order: a mutable default declared first is
+    # reported before a static option refused on a later field, and the other way round.
+    first = "    w: Any = []\n    n: int = tc.static(default=1, trainable=False)\n"
+    with pytest.raises(ValueError, match=r"^Bad\.w has a mutable default \(a list\)"):
+        exec(f"{form.class_source('Bad')}\n{first}", {"tc": tc, "Any": Any})
+    second = "    n: int = tc.static(default=1, trainable=False)\n    w: Any = []\n"
+    with pytest.raises(TypeError, match=r"^Bad\.n is static and declared trainable=False\."):
+        exec(f"{form.class_source('Bad')}\n{second}", {"tc": tc, "Any": Any})
+
+
 def test_an_initvar_the_hand_written_init_assigns_goes_to_post_init(form: Form):
     @form.decorate
     class Shifted(*form.bases):

@@ -34,5 +34,5 @@ def test_a_class_cloudpickle_rebuilds_by_value_is_not_processed_again(processed:
 
     processed.clear()
     again: Any = cloudpickle.loads(cloudpickle.dumps(Local))
-    assert processed == [], "update treeclass/_core/decorator.py:_rebuilt_by_cloudpickle"
+    assert processed == [], "update TreeClass.__init_subclass__ (treeclass/_core/decorator.py)"
     assert again(jnp.ones(2)).w.tolist() == [1.0, 1.0]

@@ -9,10 +9,8 @@ logic written once: no duplicated branches, no dead code, no helper that only wr
 import ast
 import pathlib
 
-import pytest
-
 PACKAGE = pathlib.Path(__file__).parents[2] / "treeclass"
-CEILING = 3300  # issue #38
+CEILING = 3300
 
 _HOW = """\
 treeclass/ outside migrate/ holds {count} statements; the ceiling is {ceiling}.
@@ -55,11 +53,6 @@ def test_the_count_covers_the_core_and_leaves_migrate_out():
     assert core_statements() == total - migrate
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core holds 3,335 statements on branch lean, above the ceiling: remove this "
-    "marker once the count is at or under it (strict: the test fails the day it passes)",
-)
 def test_the_core_stays_under_its_statement_ceiling():
     count = core_statements()
     assert count <= CEILING, _HOW.format(count=f"{count:,}", ceiling=f"{CEILING:,}")

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from treeclass._sharding.shardings import AxisMap, partition_spec, rule_table
+from treeclass._sharding.shardings import AxisMap, rule_table
 
 
 def test_rule_table_normalises_mappings_and_pairs():
@@ -71,8 +71,3 @@ def test_spec_errors_say_where():
         match=r"^M\.x: field\(axes=\('batch',\)\) names array dimensions, but this leaf is a str",
     ):
         axis_map.spec("s", ("batch",), "M.x", "M.x")
-
-
-def test_partition_spec_is_jaxs():
-    assert partition_spec("data", None) == P("data", None)
-    assert partition_spec() == P()

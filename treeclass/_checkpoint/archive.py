@@ -3,8 +3,6 @@ members), its manifest read and checked to be one, and each member checked again
 dtype, shape and CRC-32 expected of it before its bytes are read. Nothing is unpickled, and
 nothing is allocated past what the template holds; every failure is a `CheckpointError`."""
 
-from __future__ import annotations
-
 import json
 import math
 import os
@@ -93,9 +91,11 @@ class Archive:
         if crc is not None and crc != info.CRC:
             self.fail(f"{where}: {name} is not the array the manifest records (another CRC-32)")
         # At most the bytes this member may hold, whatever its header claims (a zip bomb).
-        bound = self.size + 2**20  # the manifest, stored uncompressed
-        if expect is not None:
-            bound = _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        bound = (
+            self.size + 2**20  # the manifest, stored uncompressed
+            if expect is None
+            else _HEADER + math.prod(expect[1]) * expect[0].itemsize
+        )
         try:
             with self.zf.open(info) as member_fp:
                 fp = _Capped(member_fp, bound)

@@ -11,8 +11,6 @@ flax, which finds serializers by exact type, is never imported (slow): a class c
 is registered at once; those created before it when `flax.serialization` has been executed, by a
 loader wrapped around its own (`_OnImport`), as the import system's documentation shows."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import importlib.abc

@@ -7,8 +7,6 @@ such as bfloat16, key data for typed PRNG keys, Python numbers at 64 bits.
 manifest with its template through the same functions (`leaf_record()`, `encode_static()`),
 so both sides of a checkpoint agree by construction."""
 
-from __future__ import annotations
-
 import dataclasses
 import enum
 import json
@@ -92,10 +90,11 @@ def leaf_record(x: Any, where: str, field: str) -> tuple[str, tuple[int, ...], b
     if stored is not None:
         weak = bool(getattr(x, "weak_type", False))
         return dtype_str(x.dtype), tuple(x.shape), weak, (stored, tuple(x.shape))
-    if arraylike(x):
-        what = f"an array of dtype {np.dtype(x.dtype)}"
-    else:
-        what = f"a {type(x).__name__} ({short_repr(x)})"
+    what = (
+        f"an array of dtype {np.dtype(x.dtype)}"
+        if arraylike(x)
+        else f"a {type(x).__name__} ({short_repr(x)})"
+    )
     msg = _MSG_UNSTORABLE.format(where=where, what=what, field=field, type=type(x).__name__)
     raise TypeError(msg)
 

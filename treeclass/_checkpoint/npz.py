@@ -4,8 +4,6 @@ an `Archive` and restores the template from it through `restore()`, its saved si
 `FileSource`: each member is checked before it is read, nothing is unpickled, nothing is
 allocated past what the template holds."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os

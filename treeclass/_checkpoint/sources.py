@@ -3,8 +3,6 @@
 dtypes compared, numbers that must fit the template's dtype); `FileSource` for a file, whose
 manifest entries are compared with the template before a member of the `Archive` is read."""
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Mapping
 from typing import Any, Final, NoReturn, cast
@@ -87,10 +85,12 @@ class Source:
         """`saved` as a mismatch names it (`a jax.Array`)."""
         return describe(saved, shape=False)
 
-    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+    def mismatch(
+        self, path: KeyPath, template: Any, saved: Any, fix: str = _MSG_FIX
+    ) -> CheckpointError:
         """The error for a saved value of another kind than the template's at `path`."""
         theirs = f"{self.show(saved)} in the {self.name}"
-        return self.error(path, f"{describe(template, shape=False)} in the template, {theirs}")
+        return self.error(path, f"{describe(template, shape=False)} in the template, {theirs}", fix)
 
     def compare(self, path: KeyPath, saved: ShapeDtype, template: ShapeDtype) -> None:
         """Raises where the saved array's shape or dtype is not the template's, naming a
@@ -172,16 +172,15 @@ class FileSource(Source):
             return "an array" if "leaf" in entry else f"a {entry.get('type', 'container')}"
         return describe(saved, shape=False)
 
-    def mismatch(self, path: KeyPath, template: Any, saved: Any) -> CheckpointError:
+    def mismatch(
+        self, path: KeyPath, template: Any, saved: Any, fix: str = _MSG_FIX
+    ) -> CheckpointError:
         """As `Source.mismatch`; configuration saved where `jax.eval_shape` made the template
         abstract gets the template that keeps it as its fix."""
         abstracted = isinstance(template, jax.ShapeDtypeStruct)
         if abstracted and isinstance(saved, dict) and "config" in saved:
-            what = (
-                f"{describe(template, shape=False)} in the template, {self.show(saved)} in the file"
-            )
-            return self.error(path, what, fix=_MSG_CONFIG_FIX)
-        return super().mismatch(path, template, saved)
+            fix = _MSG_CONFIG_FIX
+        return super().mismatch(path, template, saved, fix)
 
     def config(self, path: KeyPath, template: Any, saved: Any) -> Any:
         """The template's configuration leaf, once equal to the file's."""
@@ -252,8 +251,9 @@ class FileSource(Source):
         # Raw bits for ml_dtypes, key data for keys: viewed or converted as the template's.
         array = self.archive.read(member, stored, where, crc)
         if not is_key(template) and type(template) not in PYTHON_SCALARS:
-            if array.dtype.kind == np.dtype(template.dtype).kind:  # else ml_dtypes' raw bits
-                array = array.astype(template.dtype, copy=False)
-            else:
-                array = array.view(template.dtype)
+            array = (
+                array.astype(template.dtype, copy=False)
+                if array.dtype.kind == np.dtype(template.dtype).kind
+                else array.view(template.dtype)  # ml_dtypes' raw bits
+            )
         return as_template(template, array)

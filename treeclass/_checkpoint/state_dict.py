@@ -5,8 +5,6 @@ a state dict or (for `load()`) a file's manifest, reporting each mismatch at its
 `restore()` walks the template and asks the saved side, a `sources.Source`, for each node's
 children and each leaf; the checks of a state dict and of a file live there."""
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 

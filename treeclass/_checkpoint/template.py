@@ -6,8 +6,6 @@ restored value made the template's kind of leaf (what `from_state_dict()` and `l
 return). And the errors: `CheckpointError` (a checkpoint that does not fit its template, a
 damaged file), the `TypeError` of a public function given the wrong kind of argument."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, Final
 

@@ -1,8 +1,6 @@
 """Construction-time checks and their messages: each runs where the mistake is made,
 never when JAX rebuilds an instance, and names `Class.field`, what was found and the fix."""
 
-from __future__ import annotations
-
 import difflib
 import enum
 import functools

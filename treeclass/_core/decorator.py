@@ -1,8 +1,6 @@
 """`@treeclass` and `TreeClass`: both run `process()` on the class itself (no metaclass,
 no wrapper): prepare, `dataclasses.dataclass`, layout, generate, install, register."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect
@@ -133,12 +131,6 @@ def _mark_abstract(cls: type) -> None:
         init(self, *args, **kwargs)
 
     _install(cls, __init__=__init__)
-
-
-def _rebuilt_by_cloudpickle() -> bool:
-    """True while cloudpickle creates a class empty, to set the processed one's attributes."""
-    frame = sys._getframe(2)  # the caller of `__init_subclass__`: types.new_class
-    return frame.f_back is not None and frame.f_back.f_code.co_name == "_make_skeleton_class"
 
 
 def process(cls: type, *, kw_only: bool, repr: bool, eq: bool) -> type:  # noqa: A002
@@ -297,8 +289,11 @@ class TreeClass:
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
-        if _rebuilt_by_cloudpickle():
-            return  # its attributes follow; its record, unpickled, registers it
+        # cloudpickle creates the class empty, then sets the processed one's attributes (its
+        # record, unpickled, registers it): not processed here.
+        caller = sys._getframe(1).f_back  # the caller of types.new_class, which calls this
+        if caller is not None and caller.f_code.co_name == "_make_skeleton_class":
+            return
         process(cls, kw_only=kw_only, repr=repr, eq=eq)
 
     if TYPE_CHECKING:

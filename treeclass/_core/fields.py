@@ -1,8 +1,6 @@
 """Field specifiers: `field()`, `static()`, `Static[T]`. A field is a plain `dataclasses.Field`
 whose `metadata` holds what treeclass adds, so every tool reading it sees what we do."""
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload

@@ -4,8 +4,6 @@ unflatten gives a new instance its store in one step (`codegen.store`), so no us
 Not `register_dataclass`: its `cls(**fields)` runs `__post_init__` and the converters on
 tracers, and is slow (docs/how-it-works.md)."""
 
-from __future__ import annotations
-
 import weakref
 from typing import Any, TypeVar
 
@@ -31,16 +29,20 @@ def flatten_source(layout: Layout) -> str:
 
 def unflatten_source(layout: Layout) -> str:
     lines = ["def _tc_unflatten(_tc_aux, _tc_children, _tc_new=_tc_object_new, _tc_cls=_tc_cls):"]
-    for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux")):
-        if names:
-            lines.append(f"    {''.join(f'{n}, ' for n in names)}= {value}")
+    lines += [
+        f"    {''.join(f'{n}, ' for n in names)}= {value}"
+        for names, value in ((layout.dynamic, "_tc_children"), (layout.static, "_tc_aux"))
+        if names
+    ]
     # The `__dict__` descriptor's own setter: 60 ns less per node than `codegen.store()`'s
     # `object.__setattr__` (benchmarks/RESULTS.md, "Design measurements"). It does not pickle,
     # so only this function, which the record compiles again when unpickled, calls it.
     # Declaration order, as `__init__` stores them: `vars(obj)` reads the same either way.
-    lines.append("    _tc_self = _tc_new(_tc_cls)")
-    lines.append(f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})")
-    lines.append("    return _tc_self")
+    lines += [
+        "    _tc_self = _tc_new(_tc_cls)",
+        f"    _tc_setdict(_tc_self, {codegen.fields_dict(layout.names)})",
+        "    return _tc_self",
+    ]
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -91,8 +93,10 @@ def setstate(self: object, state: dict[str, Any]) -> None:
     layout = instance_layout(self)
     assert layout is not None  # installed on treeclasses only
     if missing := [n for n in layout.names if n not in state]:
-        msg = f"{layout.cls.__name__}.{missing[0]} is missing from the pickled state: "
-        msg += "the class has a field the pickled instance has not."
+        msg = (
+            f"{layout.cls.__name__}.{missing[0]} is missing from the pickled state: "
+            "the class has a field the pickled instance has not."
+        )
         raise TypeError(msg)
     # The fields, then what is no field, such as `__orig_class__`.
     object.__setattr__(self, "__dict__", {n: state[n] for n in layout.names} | state)

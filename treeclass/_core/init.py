@@ -2,8 +2,6 @@
 No "Did you mean 'tau'?" for `Neuron(v, taux=1.0)`: catching the keyword slowed every
 construction (benchmarks/RESULTS.md, "Design measurements"); Python 3.13 adds the hint."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect
@@ -30,13 +28,13 @@ def finalize_source(layout: Layout) -> str:
         else:  # __post_init__ may set it yet; finish() reads every field back
             unset = "pass" if layout.post_init else f"_tc_not_set({n!r})"
         lines += [f"try: _tc_d[{n!r}] = _tc_od[{n!r}]", f"except _tc_KeyError: {unset}"]
-    for n in layout.converters:
-        lines.append(f"if {n!r} in _tc_d: _tc_d[{n!r}] = _tc_conv_{n}(_tc_d[{n!r}])")
+    lines += [
+        f"if {n!r} in _tc_d: _tc_d[{n!r}] = _tc_conv_{n}(_tc_d[{n!r}])" for n in layout.converters
+    ]
     # An InitVar the __init__ assigned (`self.scale = ...`) goes to __post_init__, else its
     # default; the new store drops it.
     lines += [f"{f.name} = _tc_od.get({f.name!r}, _tc_dflt_{f.name})" for f in layout.initvars]
-    lines.append("_tc_set(_tc_self, '__dict__', _tc_d)")
-    lines += finish(layout, "_tc_self", read_back=True)
+    lines += ["_tc_set(_tc_self, '__dict__', _tc_d)", *finish(layout, "_tc_self", read_back=True)]
     return "def _tc_finalize(_tc_self):\n" + "".join(f"    {line}\n" for line in lines)
 
 
@@ -80,9 +78,12 @@ def init_source(layout: Layout) -> str:
         body += ["if not _tc_nested:", *(f"    {line}" for line in checked)]
     # Inside a subclass's own `__init__` (`super().__init__(...)`): stored one by one, beside
     # what that `__init__` set; its end builds the store.
-    body += ["if _tc_nested:", *(f"    _tc_set(_tc_self, {n!r}, {n})" for n in assigned)]
-    body += ["    return", store("_tc_self", assigned)]
-    body += finish(layout, "_tc_self", read_back=False)
+    body += [
+        "if _tc_nested:",
+        *(f"    _tc_set(_tc_self, {n!r}, {n})" for n in assigned),
+        "    return",
+    ]
+    body += [store("_tc_self", assigned), *finish(layout, "_tc_self", read_back=False)]
     positional = [_param(f) for f in layout.params if not f.kw_only]
     keyword = [_param(f) for f in layout.params if f.kw_only]
     params = ", ".join(["_tc_self", *positional, *(["*", *keyword] if keyword else [])])

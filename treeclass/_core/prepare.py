@@ -1,8 +1,6 @@
 """The class body before `dataclasses` sees it: `Static[T]` annotations (also aliased, also as
 strings) become static fields, static fields' options and defaults are checked."""
 
-from __future__ import annotations
-
 import builtins
 import collections
 import copy
@@ -171,40 +169,10 @@ class _Shared(typing.NamedTuple):
     value: Any
 
 
-def _check_defaults(cls: type) -> Callable[[], None]:
-    """Checks static and mutable defaults, hides `jax.Array` ones; returns what restores them."""
-    for name, annotation in inspect.get_annotations(cls).items():
-        value = cls.__dict__.get(name, dataclasses.MISSING)
-        field = value if isinstance(value, dataclasses.Field) else None
-        default = field.default if field is not None else value
-        if default is dataclasses.MISSING or is_classvar(annotation):
-            continue
-        if field is not None and field.metadata.get(STATIC, False):
-            if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
-                checks.check_static(cls, name, default)
-        elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
-            field = dataclasses.field() if field is None else field  # as dataclasses makes one
-            field.default = _Shared(default)
-            setattr(cls, name, field)
-        elif type(default).__hash__ is None:
-            value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix(
-                "builtins."
-            )
-            raise ValueError(
-                _MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}")
-            )
-
-    def restore() -> None:
-        for f in vars(cls).get("__dataclass_fields__", {}).values():
-            if isinstance(f.default, _Shared):
-                f.default = f.default.value
-                setattr(cls, f.name, f.default)
-
-    return restore
-
-
 def prepare(cls: type) -> Callable[[], None]:
-    """Rewrites `cls`'s body for `dataclasses.dataclass`; returns what to call after it."""
+    """Rewrites `cls`'s body for `dataclasses.dataclass`, one field at a time in declaration
+    order (its kind, its options, its default), so the first mistake declared is the one
+    reported; returns what to call after `dataclasses.dataclass`."""
     scopes = functools.cache(lambda: _scopes(cls))  # read from the frames at the first string only
     for name, annotation in inspect.get_annotations(cls).items():
         if is_classvar(annotation):
@@ -242,4 +210,32 @@ def prepare(cls: type) -> Callable[[], None]:
                 )
         elif is_static:
             setattr(cls, name, static() if value is dataclasses.MISSING else static(default=value))
-    return _check_defaults(cls)
+        # Its default, as the field now stands: static ones checked, jax.Array ones hidden.
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        field = value if isinstance(value, dataclasses.Field) else None
+        default = field.default if field is not None else value
+        if default is dataclasses.MISSING:
+            continue
+        if field is not None and field.metadata.get(STATIC, False):
+            if CONVERTER not in field.metadata:  # else the converted value is checked, per instance
+                checks.check_static(cls, name, default)
+        elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
+            field = dataclasses.field() if field is None else field  # as dataclasses makes one
+            field.default = _Shared(default)
+            setattr(cls, name, field)
+        elif type(default).__hash__ is None:
+            value = f"{type(default).__module__}.{type(default).__qualname__}".removeprefix(
+                "builtins."
+            )
+            raise ValueError(
+                _MSG_MUTABLE_DEFAULT.format(cls=cls.__name__, name=name, value=f"a {value}")
+            )
+
+    # After dataclasses.dataclass: the jax.Array defaults hidden from its check, given back.
+    def restore() -> None:
+        for f in vars(cls).get("__dataclass_fields__", {}).values():
+            if isinstance(f.default, _Shared):
+                f.default = f.default.value
+                setattr(cls, f.name, f.default)
+
+    return restore

@@ -2,8 +2,6 @@
 values only; a hand-written `__init__` is not run again (it may take other arguments). A dict
 merge was measured slower for small classes (benchmarks/RESULTS.md, "Design measurements")."""
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import inspect
@@ -56,8 +54,11 @@ def source(layout: Layout) -> str:
         else:
             msg = _MSG_INITVAR.format(cls=layout.cls.__name__, name=f.name)
             body.append(f"if {f.name} is _tc_UNCHANGED: raise _tc_ValueError({msg!r})")
-    body += ["_tc_new = _tc_object_new(_tc_cls)", store("_tc_new", layout.names)]
-    body += finish(layout, "_tc_new", read_back=False)
+    body += [
+        "_tc_new = _tc_object_new(_tc_cls)",
+        store("_tc_new", layout.names),
+        *finish(layout, "_tc_new", read_back=False),
+    ]
     for name in derived:
         msg = _MSG_OVERWRITTEN.format(cls=layout.cls.__name__, name=name)
         overwritten = f"_tc_passed_{name} and {name} is not _tc_given_{name}"
@@ -146,8 +147,10 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     Valid fields: count, step.
     """
     if instance_layout(obj) is None:
-        msg = f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
-        msg += "For another dataclass use dataclasses.replace()."
+        msg = (
+            f"treeclass.replace() takes a treeclass instance; got {type(obj).__name__}. "
+            "For another dataclass use dataclasses.replace()."
+        )
         raise TypeError(msg)
     # The class's own generated method (checkers cannot see it on `_T`).
     new: _T = vars(type(obj))["replace"](obj, **changes)

@@ -1,7 +1,5 @@
 """`repr` summarising arrays as `f32[100,3]` (it never waits for a device); `describe()`."""
 
-from __future__ import annotations
-
 import array
 import collections
 import dataclasses

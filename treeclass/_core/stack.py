@@ -2,8 +2,6 @@
 axis (as `jax.vmap(init)(keys)` returns), and back. Not `jax.tree.map(jnp.stack)`: where
 instances differ it names no field; here they are walked side by side, naming the field."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from itertools import zip_longest
 from typing import Any, Final, TypeVar

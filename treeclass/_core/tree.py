@@ -1,7 +1,5 @@
 """`fields()`, `is_treeclass()`, `tree_equal()`, and the `==` and hash instances get from them."""
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import warnings

@@ -2,8 +2,6 @@
 `Class.field` and the rule it falls under (`rule_of`, `is_config`: the owner rule);
 `path_str` (`MLP.layers[1].w`), `is_array` and the `f32[100,3]` names."""
 
-from __future__ import annotations
-
 import collections
 import dataclasses
 import re

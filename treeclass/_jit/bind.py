@@ -2,8 +2,6 @@
 rejects it; a closure bakes `obj`'s arrays in as constants); `BoundMethod` flattens to `obj`,
 with the function in the treedef."""
 
-from __future__ import annotations
-
 import types
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar

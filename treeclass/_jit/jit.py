@@ -3,8 +3,6 @@ of one structure share a compile (`static_argnums=(0,)` compiles one per instanc
 loses mutations made while tracing). It is a plain function around the `jax.jit` object,
 so it binds like any method; on a `TypeError` it names the field (`untraceable.py`)."""
 
-from __future__ import annotations
-
 import functools
 import inspect
 import types

@@ -2,8 +2,6 @@
 path (`MLP.layers[0].w`), the abstract value traced (`f32[100]`) or the static value
 keyed on; a retrace is explained by the difference to the closest earlier signature."""
 
-from __future__ import annotations
-
 import threading
 import types
 import warnings

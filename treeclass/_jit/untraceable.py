@@ -5,8 +5,6 @@ wording or a rerun. A leaf its owner's rule makes configuration (`walk.is_config
 layer's bool or str, a function in another library's node) is no error: `Carrier` holds it in
 the treedef, as equinox's filtered transforms do."""
 
-from __future__ import annotations
-
 import functools
 import inspect
 from collections.abc import Callable, Collection

@@ -4,8 +4,6 @@ and `_rebuild` rebuilds each parent on them bottom-up, once, with all of its cha
 `replace_all()`: one change for every treeclass in a tree that has the field, such as an
 inference-mode switch, where setting each flag by path misses one in silence."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 

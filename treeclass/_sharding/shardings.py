@@ -3,8 +3,6 @@ None))`), rules chosen per run map them to mesh axes, one spec per leaf. The rul
 `{"batch": "data"}` or pairs `[("batch", "data")]` (the first naming an axis wins), read by
 `rule_table`; `AxisMap.spec` gives one array's `PartitionSpec`."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias, cast
@@ -91,11 +89,6 @@ def mesh_axis_names(target: MeshAxes) -> tuple[str, ...]:
     return () if target is None else (target,) if isinstance(target, str) else target
 
 
-def partition_spec(*entries: MeshAxes) -> PartitionSpec:
-    """`PartitionSpec(*entries)`, typed: mypy --strict refuses jax's unannotated `__init__`."""
-    return PartitionSpec(*entries)
-
-
 class AxisMap:
     """The rules of one `shardings()` call, and the mesh's axis sizes (None: no mesh)."""
 
@@ -131,7 +124,7 @@ class AxisMap:
                     info = {"dim": dim, "name": name, "size": shape[dim], "mesh_axis": target}
                     raise ValueError(_MSG_NOT_DIVISIBLE.format(where=where, parts=parts, **info))
             entries.append(target)
-        return partition_spec(*entries)
+        return PartitionSpec(*entries)
 
     def lookup(self, name: str, where: str) -> MeshAxes:
         """The mesh axes of one logical name, checked against the mesh if any."""
@@ -232,7 +225,7 @@ def partition_specs(
         elif v.kind == "leaf" and axes is not None:
             specs.append(axis_map.spec(v.value, axes, v.field, path_str(root, v.path)))
         elif v.kind == "leaf":
-            specs.append(partition_spec())
+            specs.append(PartitionSpec())
         elif axes is not None and instance_layout(v.value) is not None:
             where, inner = path_str(root, v.path), type(v.value).__name__
             msg = _MSG_AXES_ON_TREECLASS.format(where=where, axes=axes, inner=inner, owner=v.field)

@@ -1,8 +1,6 @@
 """`grad()`, `value_and_grad()`, `apply_updates()` for models that also hold state, keys and
 strings: as equinox's `filter_value_and_grad`, only the half `tc.partition` selects."""
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Callable
 from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar, overload

@@ -2,8 +2,6 @@
 `where` selects (a selector as in `tc.replace_at`, never guessed a predicate by running it:
 guessing selected BatchNorm statistics in silence), accepted by `filter`."""
 
-from __future__ import annotations
-
 import functools
 import warnings
 from collections.abc import Callable
@@ -233,11 +231,6 @@ class SharedArrayWarning(UserWarning):
     __module__ = "treeclass"  # shown as treeclass.SharedArrayWarning, where users import it
 
 
-def _default(v: Visit) -> bool:
-    """Whether the leaf is its field's default, which every instance shares by design."""
-    return v.declared is not None and v.declared.default is v.value
-
-
 def _warn_shared(root: str, visits: list[Visit]) -> None:
     """Warns of each trainable array at two paths (not a default): others are never updated."""
     paths: dict[int, list[Visit]] = {}
@@ -245,7 +238,10 @@ def _warn_shared(root: str, visits: list[Visit]) -> None:
         if isinstance(v.value, ARRAY_TYPES) and trainable(v):
             paths.setdefault(id(v.value), []).append(v)
     for shared in paths.values():
-        if len(shared) > 1 and not all(map(_default, shared)):
+        # A field's default is one array every instance shares by design: no warning.
+        if len(shared) > 1 and not all(
+            v.declared is not None and v.declared.default is v.value for v in shared
+        ):
             shown = [path_str(root, v.path) for v in shared]
             at = " and ".join(shown) if len(shown) == 2 else ", ".join(shown)
             what = array_name(shared[0].value.dtype, shared[0].value.shape)  # arrays only

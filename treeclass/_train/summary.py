@@ -1,8 +1,6 @@
 """`summary()`: a table of what a model holds, one row per leaf and static field (or per
 subtree at `depth`, as `nnx.tabulate`). It reads shapes and dtypes, never values."""
 
-from __future__ import annotations
-
 import html
 import math
 from typing import Any, Final
