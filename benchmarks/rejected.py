@@ -1,19 +1,20 @@
 """The two pytree designs treeclass rejected, built so that only the pytree part differs.
 
-Both get the `__init__` and `replace` treeclass would generate for the same fields
-(write the instance `__dict__` directly), minus the static-value checks and minus the
-cached flat tuple, so construction and `replace` here are the lower bound for any
-design that builds through `__dict__`:
+Both get an `__init__` and a `replace` that write the instance's `__dict__` key by key,
+without treeclass's static-value checks, so construction and `replace` here are the
+lower bound for any design that builds through `__dict__`:
 
 (a) `dataclass_node(...)`: registered with `jax.tree_util.register_dataclass`. Flatten is
     JAX's C++ dataclass node (no Python frame); unflatten calls `cls(**fields)`, i.e.
     runs `__init__` (and would run `__post_init__` and converters, on tracers).
 (b) `callback_node(...)`: registered with Python flatten/unflatten functions. Flatten
-    reads the fields and builds `(children, statics)` on every call; unflatten is the
-    same generated `object.__new__` + `__dict__` writer treeclass uses.
+    reads the fields and builds `(children, statics)` on every call; unflatten is
+    `object.__new__` and the same key-by-key `__dict__` writes.
 
-treeclass = (b)'s unflatten + a flatten that is `operator.attrgetter("__tc_flat__")`
-of a tuple cached at construction.
+treeclass is (b)'s design but for how the store is written: its flatten reads the
+attributes as (b)'s does, and its `__init__`, `replace` and unflatten give the instance a
+new dict in one step instead of writing `__dict__` key by key, which keeps the field read
+fast on Python 3.11 and 3.12 (RESULTS.md, "Unflatten" and "Design measurements").
 """
 
 from __future__ import annotations
