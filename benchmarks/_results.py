@@ -12,10 +12,13 @@ import datetime
 import os
 import pathlib
 import platform
+import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+import treeclass
 from benchmarks._table import Table
 
 MARKER = "<!-- Everything below this line is written by `python -m benchmarks`. -->"
@@ -50,7 +53,20 @@ def machine() -> dict[str, str]:
             info[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             info[dist] = "not installed"
+    if info["treeclass"] == "not installed":  # run from a checkout (PYTHONPATH=.): say which
+        info["treeclass"] = f"{treeclass.__version__}, the checkout at {checkout_commit()}"
     return info
+
+
+def checkout_commit() -> str:
+    """The short commit of the repository the benchmarks run from, or "unknown"."""
+    git = shutil.which("git")
+    if git is None:
+        return "unknown"
+    root = pathlib.Path(__file__).resolve().parents[1]
+    command = [git, "rev-parse", "--short", "HEAD"]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)  # noqa: S603 - git itself
+    return done.stdout.strip() or "unknown"
 
 
 def figures(tables: Sequence[Table], *, command: str, facts: dict[str, str]) -> str:

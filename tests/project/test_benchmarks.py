@@ -302,3 +302,19 @@ def test_split_reasons_keeps_a_reasons_own_numbered_sites(packages: types.Module
     ]
     assert packages.split_reasons("2 reasons: (1) a (2) b") == ["a", "b"]
     assert packages.split_reasons("one reason") == ["one reason"]
+
+
+def test_results_name_the_checkout_when_treeclass_is_not_installed(
+    bench: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+):
+    results = importlib.import_module("benchmarks._results")
+    real = results.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "treeclass":
+            raise results.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(results.metadata, "version", version)
+    monkeypatch.setattr(results, "checkout_commit", lambda: "abc1234")
+    assert results.machine()["treeclass"].endswith(", the checkout at abc1234")
